@@ -1,0 +1,117 @@
+#include "common/bench_harness.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/device_memory.h"
+#include "common/gpu_timer.h"
+
+namespace fa::bench {
+namespace {
+
+void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
+  const std::size_t elem = dtype_size(p.dtype);
+  cuda::release_workspace();
+  cuda::reset_peak();
+  const std::size_t base = cuda::memory_stats().current;
+  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem),
+      o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float));
+  // Random inputs, never zeros: zeros hide wrong indexing and can run faster than real data.
+  cuda::fill_random(q.get(), p.q_elems(), p.dtype, 1, nullptr);
+  cuda::fill_random(k.get(), p.kv_elems(), p.dtype, 2, nullptr);
+  cuda::fill_random(v.get(), p.kv_elems(), p.dtype, 3, nullptr);
+  auto forward = [&] { chapter.forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr); };
+  try {
+    forward();  // warm-up; also allocates any workspace, outside the timed loop
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+  } catch (const std::invalid_argument& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  cuda::GpuTimer timer;
+  std::vector<double> seconds;
+  for (auto _ : state) {
+    timer.start();
+    forward();
+    const double s = timer.stop_ms() * 1e-3;
+    state.SetIterationTime(s);
+    seconds.push_back(s);
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  const std::size_t io = q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes();
+  const std::size_t peak = cuda::memory_stats().peak - base;
+  state.counters["TFLOPS"] = forward_flops(p) / median / 1e12;
+  state.counters["GBps"] = forward_min_bytes(p) / median / 1e9;
+  state.counters["ms_median"] = median * 1e3;
+  state.counters["peak_mem_MiB"] = peak / 1048576.0;
+  state.counters["extra_mem_MiB"] = (peak - io) / 1048576.0;
+  state.counters["seqlen"] = p.seqlen_q;
+  state.counters["head_dim"] = p.head_dim;
+  state.counters["causal"] = p.causal;
+  cuda::release_workspace();
+}
+
+// Removes our own flags from argv, leaving Google Benchmark's.
+std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
+  for (int a = 1; a + 1 < argc; ++a) {
+    if (std::strcmp(argv[a], name) == 0) {
+      const std::string value = argv[a + 1];
+      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
+      argc -= 2;
+      return value;
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(const Chapter& chapter, int argc, char** argv) {
+  Dtype dtype;
+  int max_seqlen;
+  try {
+    dtype = parse_dtype(take_flag(argc, argv, "--dtype", dtype_name(chapter.support.dtypes.front())));
+    max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "16384"));
+  } catch (const std::exception& e) {
+    std::cerr << chapter.support.chapter << " benchmark: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty()) {
+    std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
+    return 0;
+  }
+  for (int d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
+        Problem p;
+        p.batch = 16384 / seqlen;
+        p.heads = p.kv_heads = 2048 / d;
+        p.seqlen_q = p.seqlen_k = seqlen;
+        p.head_dim = d;
+        p.causal = causal;
+        p.dtype = dtype;
+        const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +
+                                 std::to_string(d) + (causal ? "/causal" : "/full") + "/seqlen:" +
+                                 std::to_string(seqlen);
+        benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.3);
+      }
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace fa::bench

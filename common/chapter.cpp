@@ -1,0 +1,31 @@
+#include "common/chapter.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace fa {
+
+void check_forward_args(const Support& s, const Problem& p, const void* q, const void* k,
+                        const void* v, const void* o, const void* lse) {
+  auto fail = [&](const std::string& what) { throw std::invalid_argument(s.chapter + ": " + what); };
+  try {
+    p.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) == s.dtypes.end()) {
+    std::string list;
+    for (Dtype d : s.dtypes) list += std::string(list.empty() ? "" : ", ") + dtype_name(d);
+    fail(std::string("dtype ") + dtype_name(p.dtype) + " is not supported (supported: " + list + ")");
+  }
+  const bool listed = std::find(s.head_dims.begin(), s.head_dims.end(), p.head_dim) != s.head_dims.end();
+  if (s.head_dims.empty() ? p.head_dim > s.max_head_dim : !listed) {
+    std::string list;
+    for (int d : s.head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+    fail("head_dim " + std::to_string(p.head_dim) + " is not supported (supported: " +
+         (s.head_dims.empty() ? "1.." + std::to_string(s.max_head_dim) : list) + ")");
+  }
+  if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
+}
+
+}  // namespace fa

@@ -1,0 +1,87 @@
+#include "common/cli.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <sstream>
+
+namespace fa {
+namespace {
+
+long parse_int(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || value < -(1L << 30) || value > (1L << 30))
+    throw std::invalid_argument(flag + " expects an integer, got '" + text + "'");
+  return value;
+}
+
+float parse_float(const std::string& flag, const std::string& text) {
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || *end != '\0')
+    throw std::invalid_argument(flag + " expects a number, got '" + text + "'");
+  return value;
+}
+
+}  // namespace
+
+std::string usage(const std::string& program, const Problem& d) {
+  std::ostringstream s;
+  s << "usage: " << program << " [options]\n"
+    << "Runs one attention forward pass, checks it against the CPU reference and times it.\n\n"
+    << "  --batch N         batch size (default " << d.batch << ")\n"
+    << "  --heads N         query heads (default " << d.heads << ")\n"
+    << "  --kv-heads N      key/value heads, must divide --heads (default: = heads)\n"
+    << "  --seqlen N        query and key length (default " << d.seqlen_q << ")\n"
+    << "  --seqlen-q N      query length\n"
+    << "  --seqlen-k N      key length\n"
+    << "  --head-dim N      head dimension (default " << d.head_dim << ")\n"
+    << "  --causal          causal mask (bottom-right aligned when seqlen-q != seqlen-k)\n"
+    << "  --scale X         softmax scale (default 1/sqrt(head-dim))\n"
+    << "  --dtype T         f32, f16 or bf16 (default " << dtype_name(d.dtype) << ")\n"
+    << "  --iters N         timed repetitions (default 20)\n"
+    << "  --seed N          input seed (default 2024)\n"
+    << "  --no-check        skip the CPU reference (large problems)\n"
+    << "  --json            also print the result as one JSON line\n"
+    << "  --help            this text\n"
+    << "Exit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or unsupported problem.\n";
+  return s.str();
+}
+
+Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
+  Options o;
+  o.problem = defaults;
+  bool kv_heads_set = false;
+  const std::string program = argc > 0 ? argv[0] : "chapter";
+  for (int a = 1; a < argc; ++a) {
+    const std::string flag = argv[a];
+    auto value = [&]() -> std::string {
+      if (a + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
+      return argv[++a];
+    };
+    auto int_value = [&]() { return static_cast<int>(parse_int(flag, value())); };
+    if (flag == "--help" || flag == "-h") throw HelpRequested(usage(program, defaults));
+    else if (flag == "--batch") o.problem.batch = int_value();
+    else if (flag == "--heads") o.problem.heads = int_value();
+    else if (flag == "--kv-heads") { o.problem.kv_heads = int_value(); kv_heads_set = true; }
+    else if (flag == "--seqlen") o.problem.seqlen_q = o.problem.seqlen_k = int_value();
+    else if (flag == "--seqlen-q") o.problem.seqlen_q = int_value();
+    else if (flag == "--seqlen-k") o.problem.seqlen_k = int_value();
+    else if (flag == "--head-dim") o.problem.head_dim = int_value();
+    else if (flag == "--causal") o.problem.causal = true;
+    else if (flag == "--scale") o.problem.softmax_scale = parse_float(flag, value());
+    else if (flag == "--dtype") o.problem.dtype = parse_dtype(value());
+    else if (flag == "--iters") o.iters = int_value();
+    else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(flag, value()));
+    else if (flag == "--no-check") o.check = false;
+    else if (flag == "--json") o.json = true;
+    else throw std::invalid_argument("unknown option '" + flag + "' (see --help)");
+  }
+  if (!kv_heads_set) o.problem.kv_heads = o.problem.heads;
+  if (o.iters < 1) throw std::invalid_argument("--iters must be >= 1");
+  o.problem.validate();
+  return o;
+}
+
+}  // namespace fa

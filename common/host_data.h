@@ -1,0 +1,44 @@
+// Host-side data: seeded random inputs, and the fp16/bf16 encodings the GPU uses.
+//
+// Inputs are drawn in float, then rounded to the problem's dtype, and the rounded values are
+// what both the GPU and the reference see: input rounding is not an error of the kernel.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/problem.h"
+
+namespace fa {
+
+// IEEE binary16 and bfloat16 bit patterns, round-to-nearest-even (as __float2half_rn and
+// __float2bfloat16_rn do on the device). Written out here so the CPU build needs no CUDA.
+std::uint16_t float_to_half_bits(float x);
+float half_bits_to_float(std::uint16_t h);
+std::uint16_t float_to_bf16_bits(float x);
+float bf16_bits_to_float(std::uint16_t b);
+float round_to_dtype(float x, Dtype dtype);
+
+// Bytes as the device holds them (dtype_size(dtype) per element), and back.
+std::vector<std::uint8_t> encode(const std::vector<float>& values, Dtype dtype);
+std::vector<float> decode(const std::vector<std::uint8_t>& bytes, Dtype dtype);
+
+// Every output byte is set to 0xFF before a kernel runs. 0xFF.. is a NaN in f32, f16 and bf16,
+// and no arithmetic produces that exact pattern (CUDA's NaNs are 0x7FFF..), so an element still
+// holding it was never written.
+constexpr std::uint8_t kPoisonByte = 0xFF;
+bool is_poison(const std::uint8_t* element, Dtype dtype);
+
+// Counter-based standard normal numbers: element n of stream `seed` is the same on every
+// platform and compiler (std::normal_distribution is not), so a failing case can be replayed.
+float seeded_normal(std::uint64_t seed, std::uint64_t n);
+std::vector<float> random_normal(std::int64_t count, std::uint64_t seed, Dtype dtype);
+
+struct HostInputs {
+  std::vector<float> q;  // [B, H, Sq, D]
+  std::vector<float> k;  // [B, Hkv, Sk, D]
+  std::vector<float> v;  // [B, Hkv, Sk, D]
+};
+HostInputs make_inputs(const Problem& p, std::uint64_t seed);
+
+}  // namespace fa

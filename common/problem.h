@@ -1,0 +1,76 @@
+// The attention problem every chapter solves, and the facts about it that all chapters share.
+//
+//   O = softmax(scale * Q K^T + mask) V        per (batch, head)
+//   Q, O: [B, H, Sq, D]     K, V: [B, Hkv, Sk, D]     LSE: [B, H, Sq]  (float, natural log)
+//
+// All tensors are contiguous in that order. GQA/MQA: query head h reads KV head h / (H / Hkv).
+// This header compiles for host and device, so kernels use the same visibility rule as the
+// reference.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#if defined(__CUDACC__)
+#define FA_HOST_DEVICE __host__ __device__
+#else
+#define FA_HOST_DEVICE
+#endif
+
+namespace fa {
+
+enum class Dtype { f32, f16, bf16 };
+
+const char* dtype_name(Dtype dtype);
+Dtype parse_dtype(const std::string& name);  // throws std::invalid_argument
+constexpr std::size_t dtype_size(Dtype dtype) { return dtype == Dtype::f32 ? 4 : 2; }
+
+struct Problem {
+  int batch = 1;
+  int heads = 1;     // query heads H
+  int kv_heads = 1;  // key/value heads Hkv; H must be a multiple (GQA; Hkv == 1 is MQA)
+  int seqlen_q = 128;
+  int seqlen_k = 128;
+  int head_dim = 64;
+  bool causal = false;
+  std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_dim)
+  Dtype dtype = Dtype::f32;
+
+  float scale() const {
+    return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+  }
+  int group_size() const { return heads / kv_heads; }  // query heads per KV head
+
+  std::int64_t q_elems() const { return std::int64_t{batch} * heads * seqlen_q * head_dim; }
+  std::int64_t kv_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * head_dim; }
+  std::int64_t o_elems() const { return q_elems(); }
+  std::int64_t lse_elems() const { return std::int64_t{batch} * heads * seqlen_q; }
+
+  // Throws std::invalid_argument naming the first field that is wrong.
+  void validate() const;
+  // "B=2 H=8/2 Sq=1024 Sk=1024 D=64 causal bf16"
+  std::string describe() const;
+};
+
+// Causal masking is bottom-right aligned (as in FlashAttention >= 2.1): when Sq != Sk the last
+// query row lines up with the last key, so query i sees key j iff j <= i + (Sk - Sq).
+// A query row that sees no key at all (possible when Sq > Sk, or under a block mask) has no
+// softmax: by convention its output row is 0 and its LSE is +inf, so that the backward pass's
+// P = exp(S - LSE) is exactly 0 there instead of NaN. Every chapter follows this convention.
+FA_HOST_DEVICE constexpr bool causal_visible(int i, int j, int seqlen_q, int seqlen_k) {
+  return j <= i + (seqlen_k - seqlen_q);
+}
+
+// Floating-point operations of one forward pass: two matrix products of 2*Sq*Sk*D each per
+// head. For causal attention with Sq == Sk we count half, as FlashAttention's benchmarks do;
+// for causal with Sq != Sk we count the visible (i, j) pairs exactly.
+double forward_flops(const Problem& p);
+// The backward pass does five matrix products against the forward's two: 2.5x.
+double backward_flops(const Problem& p);
+// The fewest bytes a forward pass must move: Q, K, V read once, O and LSE written once.
+double forward_min_bytes(const Problem& p);
+
+}  // namespace fa

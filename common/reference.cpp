@@ -1,0 +1,130 @@
+#include "common/reference.h"
+
+#include <Eigen/Dense>
+#include <limits>
+#include <stdexcept>
+
+namespace fa {
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using FloatMap = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One (rows, D) slice of a [B, heads, rows, D] tensor, widened to double.
+Matrix slice(const std::vector<float>& t, int b, int h, int heads, int rows, int d) {
+  const std::size_t offset = (static_cast<std::size_t>(b) * heads + h) * rows * d;
+  return FloatMap(t.data() + offset, rows, d).cast<double>();
+}
+
+// P = softmax(scale * Q K^T) with invisible entries exactly 0, and LSE per row.
+// A row with no visible key gets P = 0 and LSE = +inf (see problem.h).
+void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix& k,
+                  const VisibleFn& visible, Matrix& prob, Eigen::VectorXd& lse) {
+  Matrix s = static_cast<double>(p.scale()) * (q * k.transpose());  // (Sq, Sk)
+  prob.setZero(p.seqlen_q, p.seqlen_k);
+  lse.resize(p.seqlen_q);
+  for (int i = 0; i < p.seqlen_q; ++i) {
+    double m = -kInf;
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                        (!visible || visible(b, h, i, j));
+      if (!seen) s(i, j) = -kInf;
+      m = std::max(m, s(i, j));
+    }
+    if (m == -kInf) {  // no visible key
+      lse(i) = kInf;
+      continue;
+    }
+    double l = 0;
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      prob(i, j) = s(i, j) == -kInf ? 0.0 : std::exp(s(i, j) - m);  // max-subtracted: no overflow
+      l += prob(i, j);
+    }
+    prob.row(i) /= l;
+    lse(i) = m + std::log(l);
+  }
+}
+
+void check_sizes(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                 const std::vector<float>& v) {
+  p.validate();
+  if (static_cast<std::int64_t>(q.size()) != p.q_elems() ||
+      static_cast<std::int64_t>(k.size()) != p.kv_elems() ||
+      static_cast<std::int64_t>(v.size()) != p.kv_elems())
+    throw std::invalid_argument("reference: tensor sizes do not match " + p.describe());
+}
+
+}  // namespace
+
+ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
+                                   const std::vector<float>& k, const std::vector<float>& v,
+                                   const VisibleFn& visible) {
+  check_sizes(p, q, k, v);
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int d = p.head_dim;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const int kvh = h / p.group_size();
+      Matrix prob;
+      Eigen::VectorXd lse;
+      softmax_rows(p, b, h, slice(q, b, h, p.heads, p.seqlen_q, d),
+                   slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse);
+      const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, d);  // (Sq, D)
+      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        out.lse[row0 + i] = lse(i);
+        for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = o(i, c);
+      }
+    }
+  }
+  return out;
+}
+
+ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
+                                     const std::vector<float>& k, const std::vector<float>& v,
+                                     const std::vector<float>& dout, const VisibleFn& visible) {
+  check_sizes(p, q, k, v);
+  if (static_cast<std::int64_t>(dout.size()) != p.o_elems())
+    throw std::invalid_argument("reference: dout size does not match " + p.describe());
+  ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),
+                        std::vector<double>(p.kv_elems())};
+  const int d = p.head_dim;
+  const double scale = p.scale();
+  // Parallel over (b, kv head): the query heads of one group add into the same dK, dV.
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
+      const Matrix kj = slice(k, b, kvh, p.kv_heads, p.seqlen_k, d);
+      const Matrix vj = slice(v, b, kvh, p.kv_heads, p.seqlen_k, d);
+      Matrix dk = Matrix::Zero(p.seqlen_k, d), dv = Matrix::Zero(p.seqlen_k, d);
+      for (int h = kvh * p.group_size(); h < (kvh + 1) * p.group_size(); ++h) {
+        const Matrix qi = slice(q, b, h, p.heads, p.seqlen_q, d);
+        const Matrix doi = slice(dout, b, h, p.heads, p.seqlen_q, d);
+        Matrix prob;
+        Eigen::VectorXd lse;
+        softmax_rows(p, b, h, qi, kj, visible, prob, lse);
+        const Matrix o = prob * vj;
+        // dS = P o (dP - D), D_i = rowsum(dO_i o O_i) = rowsum(P_i o dP_i)
+        const Matrix dp = doi * vj.transpose();                      // (Sq, Sk)
+        const Eigen::VectorXd di = (doi.array() * o.array()).rowwise().sum();
+        const Matrix ds = (prob.array() * (dp.colwise() - di).array()).matrix();
+        dv += prob.transpose() * doi;
+        dk += scale * ds.transpose() * qi;
+        const Matrix dq = scale * ds * kj;
+        const std::size_t q0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q * d;
+        for (Eigen::Index n = 0; n < dq.size(); ++n) out.dq[q0 + n] = dq.data()[n];
+      }
+      const std::size_t k0 = (static_cast<std::size_t>(b) * p.kv_heads + kvh) * p.seqlen_k * d;
+      for (Eigen::Index n = 0; n < dk.size(); ++n) {
+        out.dk[k0 + n] = dk.data()[n];
+        out.dv[k0 + n] = dv.data()[n];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace fa

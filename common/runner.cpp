@@ -1,0 +1,130 @@
+#include "common/runner.h"
+
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+#include "common/cli.h"
+#include "common/compare.h"
+#include "common/cuda_check.h"
+#include "common/device_memory.h"
+#include "common/gpu_timer.h"
+#include "common/host_data.h"
+#include "common/reference.h"
+
+namespace fa {
+namespace {
+
+std::string gpu_name() {
+  cudaDeviceProp prop{};
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
+std::string json_line(const Chapter& c, const Options& o, bool pass, const CompareReport* out,
+                      const CompareReport* lse, double ms, std::size_t peak, std::size_t scratch) {
+  const Problem& p = o.problem;
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  std::ostringstream s;
+  s.precision(6);
+  s << "{\"chapter\":\"" << c.support.chapter << "\",\"gpu\":\"" << gpu_name()
+    << "\",\"cuda_runtime\":" << runtime << ",\"batch\":" << p.batch << ",\"heads\":" << p.heads
+    << ",\"kv_heads\":" << p.kv_heads << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":"
+    << p.seqlen_k << ",\"head_dim\":" << p.head_dim << ",\"causal\":"
+    << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype)
+    << "\",\"checked\":" << (out ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
+  if (out) s << ",\"max_abs_err\":" << out->max_abs << ",\"rel_fro_err\":" << out->rel_fro;
+  if (lse) s << ",\"lse_max_abs_err\":" << lse->max_abs;
+  s << ",\"ms\":" << ms << ",\"tflops\":" << forward_flops(p) / (ms * 1e-3) / 1e12
+    << ",\"peak_mem_bytes\":" << peak << ",\"workspace_bytes\":" << scratch << "}";
+  return s.str();
+}
+
+int run(const Chapter& c, const Options& o) {
+  const Problem& p = o.problem;
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty()) {
+    std::cerr << c.support.chapter << ": cannot run the kernel: " << reason
+              << ". (The CPU parts run in the tests: ctest -L cpu.)\n";
+    return 1;
+  }
+  // Refuse unsupported problems before drawing inputs (which can take a while).
+  check_forward_args(c.support, p, &p, &p, &p, &p, &p);
+
+  const HostInputs in = make_inputs(p, o.seed);
+  cuda::release_workspace();
+  cuda::reset_peak();
+  cuda::DeviceBuffer q(p.q_elems() * dtype_size(p.dtype)), k(p.kv_elems() * dtype_size(p.dtype)),
+      v(p.kv_elems() * dtype_size(p.dtype)), out(p.o_elems() * dtype_size(p.dtype)),
+      lse(p.lse_elems() * sizeof(float));
+  q.upload(encode(in.q, p.dtype));
+  k.upload(encode(in.k, p.dtype));
+  v.upload(encode(in.v, p.dtype));
+  out.poison();
+  lse.poison();
+
+  auto forward = [&] {
+    c.forward(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), nullptr);
+  };
+  forward();  // the checked run: the first one, on poisoned outputs
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+
+  bool pass = true;
+  CompareReport out_report, lse_report;
+  if (o.check) {
+    const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+    out_report = compare("O", out.download(), p.dtype, ref.o,
+                         {p.batch, p.heads, p.seqlen_q, p.head_dim}, output_tolerance(p.dtype));
+    lse_report = compare("LSE", lse.download(), Dtype::f32, ref.lse,
+                         {p.batch, p.heads, p.seqlen_q, 1}, output_tolerance(Dtype::f32));
+    pass = out_report.pass() && lse_report.pass();
+  }
+
+  const float ms = cuda::median_ms(forward, o.iters);
+  const cuda::MemoryStats mem = cuda::memory_stats();
+  const std::size_t io = q.bytes() + k.bytes() + v.bytes() + out.bytes() + lse.bytes();
+  const std::size_t scratch = mem.peak - io;
+
+  std::printf("%-18s %s | %s | %9.3f ms %8.2f TFLOP/s | device memory %.1f MiB (%.1f MiB beyond Q,K,V,O,LSE)\n",
+              c.support.chapter.c_str(), p.describe().c_str(),
+              o.check ? (pass ? "PASS" : "FAIL") : "unchecked", ms,
+              forward_flops(p) / (ms * 1e-3) / 1e12, mem.peak / 1048576.0, scratch / 1048576.0);
+  if (o.check) {
+    std::printf("  %s\n  %s\n", out_report.summary().c_str(), lse_report.summary().c_str());
+  }
+  if (o.json) {
+    std::printf("%s\n", json_line(c, o, pass, o.check ? &out_report : nullptr,
+                                  o.check ? &lse_report : nullptr, ms, mem.peak, scratch)
+                            .c_str());
+  }
+  return pass ? 0 : 1;
+}
+
+}  // namespace
+
+int run_chapter(const Chapter& chapter, int argc, char** argv) {
+  Options options;
+  try {
+    options = parse_cli(argc, argv, chapter.defaults);
+  } catch (const HelpRequested& help) {
+    std::cout << help.what();
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << chapter.support.chapter << ": " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return run(chapter, options);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace fa

@@ -1,0 +1,63 @@
+// The shared GPU test suite. A chapter's test file is three lines:
+//
+//   #include "common/test_harness.h"
+//   #include "01_naive/naive.h"
+//   FA_FORWARD_TESTS(naive::chapter())
+//
+// which checks the chapter's forward against the float64 reference on every shape below, for
+// every head dim and dtype the chapter lists, and checks that bad input is refused with a
+// clear std::invalid_argument. The shape tests skip, naming the reason, where no GPU is
+// present; the refusal tests need no GPU and always run.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/chapter.h"
+
+namespace fa::testing {
+
+struct ForwardCase {
+  const Chapter* chapter;
+  Problem problem;
+  std::string name;
+};
+
+struct RefusalCase {
+  const Chapter* chapter;
+  Problem problem;
+  bool null_output;        // pass a null O pointer
+  std::string expect;      // a word the error message must contain
+  std::string name;
+};
+
+// Shapes: seqlen 1, 17, 127, 1013; Sq != Sk both ways (including rows that see no key under
+// causal masking); batch/heads/kv_heads combinations for MHA, GQA and MQA; causal and not.
+std::vector<ForwardCase> forward_cases(const Chapter& chapter);
+std::vector<RefusalCase> refusal_cases(const Chapter& chapter);
+
+void check_forward(const ForwardCase& c);
+void check_refusal(const RefusalCase& c);
+
+struct CaseName {
+  template <class Case>
+  std::string operator()(const ::testing::TestParamInfo<Case>& info) const {
+    return info.param.name;
+  }
+};
+
+}  // namespace fa::testing
+
+#define FA_FORWARD_TESTS(chapter_expr)                                                        \
+  class Forward : public ::testing::TestWithParam<::fa::testing::ForwardCase> {};             \
+  TEST_P(Forward, MatchesReference) { ::fa::testing::check_forward(GetParam()); }            \
+  INSTANTIATE_TEST_SUITE_P(Shapes, Forward,                                                   \
+                           ::testing::ValuesIn(::fa::testing::forward_cases(chapter_expr)),   \
+                           ::fa::testing::CaseName{});                                        \
+  class Refuses : public ::testing::TestWithParam<::fa::testing::RefusalCase> {};             \
+  TEST_P(Refuses, BadInput) { ::fa::testing::check_refusal(GetParam()); }                    \
+  INSTANTIATE_TEST_SUITE_P(Inputs, Refuses,                                                   \
+                           ::testing::ValuesIn(::fa::testing::refusal_cases(chapter_expr)),   \
+                           ::fa::testing::CaseName{})
