@@ -50,6 +50,16 @@ std::string Problem::describe() const {
   return s.str();
 }
 
+Problem default_problem(Dtype dtype) {
+  Problem p;
+  p.batch = 4;
+  p.heads = p.kv_heads = 16;
+  p.seqlen_q = p.seqlen_k = 1024;
+  p.head_dim = 64;
+  p.dtype = dtype;
+  return p;
+}
+
 double forward_flops(const Problem& p) {
   double pairs = static_cast<double>(p.seqlen_q) * p.seqlen_k;
   if (p.causal) {

@@ -42,18 +42,22 @@ struct Problem {
   float scale() const {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
-  int group_size() const { return heads / kv_heads; }  // query heads per KV head
+  FA_HOST_DEVICE int group_size() const { return heads / kv_heads; }  // query heads per KV head
 
-  std::int64_t q_elems() const { return std::int64_t{batch} * heads * seqlen_q * head_dim; }
-  std::int64_t kv_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * head_dim; }
-  std::int64_t o_elems() const { return q_elems(); }
-  std::int64_t lse_elems() const { return std::int64_t{batch} * heads * seqlen_q; }
+  FA_HOST_DEVICE std::int64_t q_elems() const { return std::int64_t{batch} * heads * seqlen_q * head_dim; }
+  FA_HOST_DEVICE std::int64_t kv_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * head_dim; }
+  FA_HOST_DEVICE std::int64_t o_elems() const { return q_elems(); }
+  FA_HOST_DEVICE std::int64_t lse_elems() const { return std::int64_t{batch} * heads * seqlen_q; }
 
   // Throws std::invalid_argument naming the first field that is wrong.
   void validate() const;
   // "B=2 H=8/2 Sq=1024 Sk=1024 D=64 causal bf16"
   std::string describe() const;
 };
+
+// The problem every chapter's executable runs when given no flags (and the tour's table uses):
+// batch 4, 16 heads, seqlen 1024, head_dim 64, not causal.
+Problem default_problem(Dtype dtype);
 
 // Causal masking is bottom-right aligned (as in FlashAttention >= 2.1): when Sq != Sk the last
 // query row lines up with the last key, so query i sees key j iff j <= i + (Sk - Sq).

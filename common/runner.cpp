@@ -45,14 +45,14 @@ std::string json_line(const Chapter& c, const Options& o, bool pass, const Compa
 
 int run(const Chapter& c, const Options& o) {
   const Problem& p = o.problem;
+  // Refuse unsupported problems first: before looking for a GPU or drawing inputs.
+  check_forward_args(c.support, p, &p, &p, &p, &p, &p);
   const std::string reason = cuda::unavailable_reason();
   if (!reason.empty()) {
     std::cerr << c.support.chapter << ": cannot run the kernel: " << reason
               << ". (The CPU parts run in the tests: ctest -L cpu.)\n";
     return 1;
   }
-  // Refuse unsupported problems before drawing inputs (which can take a while).
-  check_forward_args(c.support, p, &p, &p, &p, &p, &p);
 
   const HostInputs in = make_inputs(p, o.seed);
   cuda::release_workspace();

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ std::vector<RefusalCase> refusal_cases(const Chapter& chapter);
 
 void check_forward(const ForwardCase& c);
 void check_refusal(const RefusalCase& c);
+
+// gtest prints a parameter of a failing test with these (instead of its raw bytes).
+inline void PrintTo(const ForwardCase& c, std::ostream* os) { *os << c.name; }
+inline void PrintTo(const RefusalCase& c, std::ostream* os) { *os << c.name; }
 
 struct CaseName {
   template <class Case>

@@ -1,0 +1,198 @@
+// Tests of common/problem.h: validation, the default softmax scale, FLOP counting, the causal
+// visibility rule and dtype names.
+//
+//   ./build/common/common_cpu_tests --gtest_filter='Problem*'
+#include "common/problem.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace fa {
+namespace {
+
+// The message validate() throws, or "" when the problem is accepted.
+std::string validation_error(const Problem& p) {
+  try {
+    p.validate();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Changes one field of a valid problem and expects validate() to refuse it naming `field`.
+template <typename Edit>
+void expect_refused(Edit edit, const std::string& field) {
+  Problem p;
+  edit(p);
+  const std::string error = validation_error(p);
+  EXPECT_NE(error, "") << "accepted: " << p.describe();
+  EXPECT_NE(error.find(field), std::string::npos) << "message '" << error << "' does not name "
+                                                  << field;
+}
+
+Problem shape(int batch, int heads, int seqlen_q, int seqlen_k, int head_dim, bool causal) {
+  Problem p;
+  p.batch = batch;
+  p.heads = p.kv_heads = heads;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  return p;
+}
+
+// The number of (i, j) pairs a causal problem lets through, counted one by one.
+double visible_pairs(int seqlen_q, int seqlen_k) {
+  double pairs = 0;
+  for (int i = 0; i < seqlen_q; ++i)
+    for (int j = 0; j < seqlen_k; ++j) pairs += causal_visible(i, j, seqlen_q, seqlen_k) ? 1 : 0;
+  return pairs;
+}
+
+TEST(ProblemValidate, AcceptsTheDefaultAndGqaAndMqa) {
+  EXPECT_EQ(validation_error(Problem{}), "");
+  Problem gqa;
+  gqa.heads = 8;
+  gqa.kv_heads = 2;
+  EXPECT_EQ(validation_error(gqa), "");
+  EXPECT_EQ(gqa.group_size(), 4);
+  gqa.kv_heads = 1;  // MQA
+  EXPECT_EQ(validation_error(gqa), "");
+  EXPECT_EQ(gqa.group_size(), 8);
+}
+
+TEST(ProblemValidate, RefusesZeroHeadDim) {
+  expect_refused([](Problem& p) { p.head_dim = 0; }, "head_dim");
+}
+
+TEST(ProblemValidate, RefusesNegativeSizesNamingTheField) {
+  expect_refused([](Problem& p) { p.batch = -1; }, "batch");
+  expect_refused([](Problem& p) { p.heads = p.kv_heads = -2; }, "heads");
+  expect_refused([](Problem& p) { p.kv_heads = -1; }, "kv_heads");
+  expect_refused([](Problem& p) { p.seqlen_q = -5; }, "seqlen_q");
+  expect_refused([](Problem& p) { p.seqlen_k = -5; }, "seqlen_k");
+  expect_refused([](Problem& p) { p.head_dim = -64; }, "head_dim");
+  expect_refused([](Problem& p) { p.seqlen_k = 0; }, "seqlen_k");
+}
+
+TEST(ProblemValidate, RefusesKvHeadsThatDoNotDivideHeads) {
+  expect_refused([](Problem& p) { p.heads = 4; p.kv_heads = 3; }, "kv_heads");
+  expect_refused([](Problem& p) { p.heads = 2; p.kv_heads = 4; }, "kv_heads");
+}
+
+TEST(ProblemValidate, RefusesBadScale) {
+  for (float scale : {0.0f, -0.125f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN()}) {
+    SCOPED_TRACE(scale);
+    expect_refused([scale](Problem& p) { p.softmax_scale = scale; }, "softmax_scale");
+  }
+}
+
+TEST(ProblemValidate, RefusesSlicesBeyond32BitIndexing) {
+  // 2^25 * 64 = 2^31: one past the largest slice a 32-bit index can address.
+  expect_refused([](Problem& p) { p.seqlen_k = 1 << 25; }, "2^31");
+}
+
+TEST(ProblemScale, DefaultsToOneOverSqrtHeadDim) {
+  Problem p;
+  p.head_dim = 64;
+  EXPECT_EQ(p.scale(), 0.125f);
+  p.head_dim = 80;
+  EXPECT_FLOAT_EQ(p.scale(), 1.0f / std::sqrt(80.0f));
+  p.softmax_scale = 0.3f;
+  EXPECT_EQ(p.scale(), 0.3f);
+}
+
+TEST(ProblemSizes, ElementCountsAndDescription) {
+  Problem p = shape(2, 8, 1024, 512, 64, true);
+  p.kv_heads = 2;
+  p.dtype = Dtype::bf16;
+  EXPECT_EQ(p.q_elems(), 2LL * 8 * 1024 * 64);
+  EXPECT_EQ(p.o_elems(), p.q_elems());
+  EXPECT_EQ(p.kv_elems(), 2LL * 2 * 512 * 64);
+  EXPECT_EQ(p.lse_elems(), 2LL * 8 * 1024);
+  EXPECT_EQ(p.describe(), "B=2 H=8/2 Sq=1024 Sk=512 D=64 causal bf16");
+  // Q, K, V read once and O written once at 2 bytes each, plus the float LSE.
+  EXPECT_EQ(forward_min_bytes(p), 2.0 * (2 * p.q_elems() + 2 * p.kv_elems()) + 4.0 * p.lse_elems());
+}
+
+TEST(ProblemFlops, NonCausalIsFourBHSqSkD) {
+  const Problem p = shape(3, 5, 17, 1013, 96, false);
+  EXPECT_EQ(forward_flops(p), 4.0 * 3 * 5 * 17 * 1013 * 96);
+}
+
+TEST(ProblemFlops, CausalSquareCountsHalf) {
+  // FlashAttention's benchmarks count Sq*Sk/2 pairs (not the exact Sq*(Sq+1)/2) for Sq == Sk.
+  const Problem p = shape(2, 4, 1024, 1024, 64, true);
+  EXPECT_EQ(forward_flops(p), 4.0 * 2 * 4 * 1024 * 1024 * 64 / 2);
+}
+
+TEST(ProblemFlops, CausalRectangularCountsVisiblePairsExactly) {
+  // Sq=4, Sk=2: query i sees keys j <= i - 2, so rows 0 and 1 see nothing, 2 sees one, 3 two.
+  EXPECT_EQ(visible_pairs(4, 2), 3);
+  const int shapes[][2] = {{4, 2}, {7, 3}, {17, 1}, {1, 17}, {5, 9}, {127, 1013}, {1013, 127}};
+  for (const auto& s : shapes) {
+    SCOPED_TRACE(testing::Message() << "Sq=" << s[0] << " Sk=" << s[1]);
+    const Problem p = shape(2, 3, s[0], s[1], 64, true);
+    EXPECT_EQ(forward_flops(p), 4.0 * 2 * 3 * 64 * visible_pairs(s[0], s[1]));
+  }
+}
+
+TEST(ProblemFlops, BackwardIsTwoAndAHalfForward) {
+  for (bool causal : {false, true}) {
+    for (const Problem& p : {shape(2, 4, 128, 128, 64, causal), shape(1, 2, 7, 3, 32, causal)})
+      EXPECT_EQ(backward_flops(p), 2.5 * forward_flops(p)) << p.describe();
+  }
+}
+
+TEST(CausalVisible, IsBottomRightAligned) {
+  // Sq=2, Sk=5: the last query row lines up with the last key, so row 0 sees keys 0..3.
+  for (int j = 0; j <= 3; ++j) EXPECT_TRUE(causal_visible(0, j, 2, 5)) << "j=" << j;
+  EXPECT_FALSE(causal_visible(0, 4, 2, 5));
+  for (int j = 0; j <= 4; ++j) EXPECT_TRUE(causal_visible(1, j, 2, 5)) << "j=" << j;
+  static_assert(causal_visible(0, 3, 2, 5) && !causal_visible(0, 4, 2, 5), "usable in kernels");
+}
+
+TEST(CausalVisible, SquareIsLowerTriangular) {
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(causal_visible(i, j, 6, 6), j <= i) << i << "," << j;
+}
+
+TEST(CausalVisible, MoreQueriesThanKeysLeavesEmptyRows) {
+  // Sq=5, Sk=2: rows 0..2 see no key, row 3 sees key 0, row 4 sees both.
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) EXPECT_FALSE(causal_visible(i, j, 5, 2)) << i << "," << j;
+  EXPECT_TRUE(causal_visible(3, 0, 5, 2));
+  EXPECT_FALSE(causal_visible(3, 1, 5, 2));
+  EXPECT_TRUE(causal_visible(4, 1, 5, 2));
+}
+
+TEST(DtypeNames, RoundTripAndAliases) {
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) EXPECT_EQ(parse_dtype(dtype_name(d)), d);
+  EXPECT_STREQ(dtype_name(Dtype::f32), "f32");
+  EXPECT_STREQ(dtype_name(Dtype::f16), "f16");
+  EXPECT_STREQ(dtype_name(Dtype::bf16), "bf16");
+  EXPECT_EQ(parse_dtype("float32"), Dtype::f32);
+  EXPECT_EQ(parse_dtype("fp16"), Dtype::f16);
+  EXPECT_EQ(parse_dtype("bfloat16"), Dtype::bf16);
+  EXPECT_EQ(dtype_size(Dtype::f32), 4u);
+  EXPECT_EQ(dtype_size(Dtype::f16), 2u);
+  EXPECT_EQ(dtype_size(Dtype::bf16), 2u);
+}
+
+TEST(DtypeNames, RefusesInt8) {
+  try {
+    parse_dtype("int8");
+    FAIL() << "int8 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace fa
