@@ -1,1 +1,430 @@
+// Tests of common/reference.h, the float64 Eigen reference every chapter is checked against:
+//   (a) a case small enough to work out by hand,
+//   (b) agreement with a plain triple loop written here (causal, GQA/MQA, empty rows),
+//   (c) properties attention must have whatever the implementation,
+//   (d) the backward pass against central finite differences of the forward.
+//
+//   ./build/common/common_cpu_tests --gtest_filter='Reference*'
+#include "common/reference.h"
+
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/host_data.h"
+
+namespace fa {
+namespace {
+
+using Tensor = std::vector<double>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Two float64 computations of the same sums in a different order differ by a few ulp of the
+// largest term (~1e-15 here: values are O(1), rows have at most 17 terms). 1e-12 leaves 1000x
+// headroom and is still a billion times smaller than any real masking or indexing error.
+constexpr double kTight = 1e-12;
+
+Problem make_problem(int batch, int heads, int kv_heads, int seqlen_q, int seqlen_k, int head_dim,
+                     bool causal) {
+  Problem p;
+  p.batch = batch;
+  p.heads = heads;
+  p.kv_heads = kv_heads;
+  p.seqlen_q = seqlen_q;
+  p.seqlen_k = seqlen_k;
+  p.head_dim = head_dim;
+  p.causal = causal;
+  return p;
+}
+
+// Row (b, h, i) of a contiguous [B, heads, rows, ...] tensor.
+std::size_t row_index(int heads, int rows, int b, int h, int i) {
+  return (static_cast<std::size_t>(b) * heads + h) * rows + i;
+}
+
+Tensor widen(const std::vector<float>& t) { return Tensor(t.begin(), t.end()); }
+
+double dot(const Tensor& a, const Tensor& b) {
+  double sum = 0;
+  for (std::size_t n = 0; n < a.size(); ++n) sum += a[n] * b[n];
+  return sum;
+}
+
+bool sees(const Problem& p, const VisibleFn& visible, int b, int h, int i, int j) {
+  return (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+         (!visible || visible(b, h, i, j));
+}
+
+struct Naive {
+  Tensor o;    // [B, H, Sq, D]
+  Tensor lse;  // [B, H, Sq]
+};
+
+// Attention straight from the definition, one query row at a time, float64 throughout, written
+// without the reference's tricks (no max subtraction: the test scores are small, so exp cannot
+// overflow). A row that sees no key keeps O = 0 and LSE = +inf (problem.h's convention).
+Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                    const VisibleFn& visible = {}) {
+  const int d = p.head_dim;
+  const double scale = p.scale();
+  Naive out{Tensor(p.o_elems(), 0.0), Tensor(p.lse_elems(), kInf)};
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const int kvh = h / p.group_size();
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const std::size_t qi = row_index(p.heads, p.seqlen_q, b, h, i);
+        double l = 0;
+        Tensor acc(d, 0.0);
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          if (!sees(p, visible, b, h, i, j)) continue;
+          const std::size_t kj = row_index(p.kv_heads, p.seqlen_k, b, kvh, j);
+          double s = 0;
+          for (int c = 0; c < d; ++c) s += q[qi * d + c] * k[kj * d + c];
+          const double e = std::exp(scale * s);
+          l += e;
+          for (int c = 0; c < d; ++c) acc[c] += e * v[kj * d + c];
+        }
+        if (l == 0) continue;
+        for (int c = 0; c < d; ++c) out.o[qi * d + c] = acc[c] / l;
+        out.lse[qi] = std::log(l);
+      }
+    }
+  }
+  return out;
+}
+
+// Element-wise |got - want| <= tol; an infinite `want` must be matched exactly.
+void expect_close(const Tensor& got, const Tensor& want, double tol, const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t n = 0; n < want.size(); ++n) {
+    const bool ok = std::isinf(want[n]) ? got[n] == want[n] : std::abs(got[n] - want[n]) <= tol;
+    if (!ok) {
+      ADD_FAILURE() << what << "[" << n << "]: got " << got[n] << ", want " << want[n]
+                    << " (tolerance " << tol << ")";
+      return;
+    }
+  }
+}
+
+struct Inputs {
+  std::vector<float> q, k, v;
+};
+
+Inputs inputs_for(const Problem& p, std::uint64_t seed) {
+  HostInputs in = make_inputs(p, seed);
+  return {std::move(in.q), std::move(in.k), std::move(in.v)};
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) By hand.
+
+TEST(ReferenceByHand, OneQueryTwoKeys) {
+  Problem p = make_problem(1, 1, 1, 1, 2, 1, false);
+  p.softmax_scale = 0.5f;
+  const std::vector<float> q{2.0f}, k{1.0f, -0.5f}, v{3.0f, -1.0f}, dout{1.0f};
+  // S   = 0.5 * 2 * [1, -0.5]                 = [1, -0.5]
+  // l   = e^1 + e^-0.5 = 2.718281828 + 0.606530660 = 3.324812488
+  // P   = [e^1, e^-0.5] / l                   = [0.817574476, 0.182425524]
+  // O   = 3 * P0 + (-1) * P1                  = 2.270297905
+  // LSE = log(l)                              = 1.201413278
+  const double l = std::exp(1.0) + std::exp(-0.5);
+  const double p0 = std::exp(1.0) / l, p1 = std::exp(-0.5) / l;
+  const ReferenceForward f = reference_forward(p, q, k, v);
+  EXPECT_NEAR(f.o[0], 3 * p0 - p1, kTight);
+  EXPECT_NEAR(f.lse[0], std::log(l), kTight);
+  EXPECT_NEAR(f.o[0], 2.270297905, 1e-9);  // the decimals above, to the digits written
+  EXPECT_NEAR(f.lse[0], 1.201413278, 1e-9);
+
+  // Backward with dO = 1: dV_j = P_j; dP_j = v_j; Delta = dO * O; dS_j = P_j (dP_j - Delta),
+  // which here is [a, -a] with a = P0 P1 (v0 - v1) = 4 P0 P1 = 0.596585808.
+  // dQ = scale * (dS0 k0 + dS1 k1) = 0.5 * (a + 0.5 a) = 0.75 a;  dK_j = scale * dS_j * q = [a, -a].
+  const double a = 4 * p0 * p1;
+  const ReferenceBackward g = reference_backward(p, q, k, v, dout);
+  expect_close(g.dv, {p0, p1}, kTight, "dv");
+  expect_close(g.dq, {0.75 * a}, kTight, "dq");
+  expect_close(g.dk, {a, -a}, kTight, "dk");
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) Against the triple loop.
+
+std::vector<Problem> loop_shapes() {
+  std::vector<Problem> shapes = {
+      make_problem(2, 3, 3, 5, 7, 4, false),   // MHA, Sq < Sk
+      make_problem(1, 4, 2, 6, 6, 8, true),    // GQA, causal square
+      make_problem(2, 4, 1, 3, 9, 5, true),    // MQA, causal Sq < Sk
+      make_problem(1, 2, 1, 7, 3, 4, true),    // causal Sq > Sk: rows 0..3 see no key
+      make_problem(1, 2, 2, 17, 1, 3, true),   // one key: only the last row sees it
+      make_problem(1, 6, 3, 13, 11, 8, false), // GQA, Sq > Sk
+      make_problem(1, 1, 1, 1, 17, 16, false), // one query
+  };
+  shapes.back().softmax_scale = 0.3f;
+  return shapes;
+}
+
+TEST(ReferenceForward, MatchesTripleLoop) {
+  for (const Problem& p : loop_shapes()) {
+    SCOPED_TRACE(p.describe());
+    const Inputs in = inputs_for(p, 1);
+    const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+    const Naive want = naive_forward(p, widen(in.q), widen(in.k), widen(in.v));
+    expect_close(ref.o, want.o, kTight, "O");
+    expect_close(ref.lse, want.lse, kTight, "LSE");
+  }
+}
+
+TEST(ReferenceForward, CausalRowsWithoutKeysAreZeroWithInfiniteLse) {
+  const Problem p = make_problem(1, 2, 1, 7, 3, 4, true);  // row i sees keys j <= i - 4
+  const Inputs in = inputs_for(p, 2);
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+  for (int h = 0; h < p.heads; ++h) {
+    for (int i = 0; i < p.seqlen_q; ++i) {
+      const std::size_t row = row_index(p.heads, p.seqlen_q, 0, h, i);
+      if (i < 4) {
+        EXPECT_EQ(ref.lse[row], kInf) << "h=" << h << " i=" << i;
+        for (int c = 0; c < p.head_dim; ++c) EXPECT_EQ(ref.o[row * p.head_dim + c], 0.0);
+      } else {
+        EXPECT_TRUE(std::isfinite(ref.lse[row])) << "h=" << h << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(ReferenceForward, VisibleFnIsAppliedAtTheRightCoordinates) {
+  // A pattern that depends on all four coordinates, on top of causal; head 1 row 0 sees nothing.
+  const Problem p = make_problem(2, 4, 2, 6, 8, 4, true);
+  const VisibleFn visible = [](int b, int h, int i, int j) {
+    return (b + h + i + j) % 3 != 0 && !(h == 1 && i == 0);
+  };
+  const Inputs in = inputs_for(p, 3);
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, visible);
+  const Naive want = naive_forward(p, widen(in.q), widen(in.k), widen(in.v), visible);
+  expect_close(ref.o, want.o, kTight, "O");
+  expect_close(ref.lse, want.lse, kTight, "LSE");
+  EXPECT_EQ(ref.lse[row_index(p.heads, p.seqlen_q, 0, 1, 0)], kInf);
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) Properties.
+
+TEST(ReferenceProperties, WithIdentityValuesRowsAreSoftmaxRows) {
+  // Sk == D and V = I in every KV head, so O_i = P_i: each row sums to 1 and
+  // P_ij = exp(scale * q_i . k_j - LSE_i), which also pins down the LSE.
+  for (bool causal : {false, true}) {
+    const Problem p = make_problem(1, 2, 1, 4, 6, 6, causal);
+    SCOPED_TRACE(p.describe());
+    Inputs in = inputs_for(p, 4);
+    for (int j = 0; j < p.seqlen_k; ++j)
+      for (int c = 0; c < p.head_dim; ++c) in.v[j * p.head_dim + c] = j == c ? 1.0f : 0.0f;
+    const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+    for (int h = 0; h < p.heads; ++h) {
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const std::size_t row = row_index(p.heads, p.seqlen_q, 0, h, i);
+        double sum = 0;
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          double s = 0;
+          for (int c = 0; c < p.head_dim; ++c)
+            s += double{in.q[row * p.head_dim + c]} * in.k[j * p.head_dim + c];
+          const bool seen = !causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k);
+          const double want = seen ? std::exp(double{p.scale()} * s - ref.lse[row]) : 0.0;
+          EXPECT_NEAR(ref.o[row * p.head_dim + j], want, kTight) << "h=" << h << " i=" << i;
+          sum += ref.o[row * p.head_dim + j];
+        }
+        EXPECT_NEAR(sum, 1.0, kTight) << "h=" << h << " i=" << i;
+      }
+    }
+  }
+}
+
+TEST(ReferenceProperties, ShiftingEveryKeyByOneVector) {
+  // K_j -> K_j + u changes S_ij = scale * q_i . k_j by scale * q_i . u, the same for every j of
+  // row i. Softmax ignores a per-row constant, so O is unchanged and LSE_i moves by exactly
+  // scale * q_i . u. Inputs are bf16-rounded (8 significant bits) and u is dyadic, so K + u is
+  // exact in float and the comparison needs no slack beyond float64 rounding.
+  for (bool causal : {false, true}) {
+    Problem p = make_problem(1, 2, 1, 4, 5, 4, causal);
+    p.dtype = Dtype::bf16;
+    SCOPED_TRACE(p.describe());
+    const Inputs in = inputs_for(p, 5);
+    const double u[] = {0.5, -0.25, 1.0, 0.125};
+    std::vector<float> shifted = in.k;
+    for (std::size_t n = 0; n < shifted.size(); ++n) {
+      shifted[n] = static_cast<float>(in.k[n] + u[n % 4]);
+      ASSERT_EQ(double{shifted[n]}, double{in.k[n]} + u[n % 4]) << "K + u not exact";
+    }
+    const ReferenceForward base = reference_forward(p, in.q, in.k, in.v);
+    const ReferenceForward moved = reference_forward(p, in.q, shifted, in.v);
+    expect_close(moved.o, base.o, kTight, "O");
+    Tensor lse_shift(p.lse_elems());
+    for (std::size_t row = 0; row < lse_shift.size(); ++row) {
+      double qu = 0;
+      for (int c = 0; c < p.head_dim; ++c) qu += in.q[row * p.head_dim + c] * u[c];
+      lse_shift[row] = base.lse[row] + double{p.scale()} * qu;
+    }
+    expect_close(moved.lse, lse_shift, kTight, "LSE");
+  }
+}
+
+TEST(ReferenceProperties, CausalFirstRowIsFirstValueRow) {
+  // With Sq == Sk, query 0 sees only key 0: P = [1, 0, ...], so O_0 = V_0 exactly and
+  // LSE_0 = S_00 = scale * q_0 . k_0.
+  const Problem p = make_problem(2, 4, 2, 6, 6, 8, true);
+  const Inputs in = inputs_for(p, 6);
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+  const int d = p.head_dim;
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const std::size_t qrow = row_index(p.heads, p.seqlen_q, b, h, 0);
+      const std::size_t krow = row_index(p.kv_heads, p.seqlen_k, b, h / p.group_size(), 0);
+      double s = 0;
+      for (int c = 0; c < d; ++c) {
+        EXPECT_EQ(ref.o[qrow * d + c], double{in.v[krow * d + c]}) << "b=" << b << " h=" << h;
+        s += double{in.q[qrow * d + c]} * in.k[krow * d + c];
+      }
+      EXPECT_NEAR(ref.lse[qrow], double{p.scale()} * s, kTight) << "b=" << b << " h=" << h;
+    }
+  }
+}
+
+// Copies a [B, Hkv, Sk, D] tensor without key `drop`.
+std::vector<float> without_key(const Problem& p, const std::vector<float>& t, int drop) {
+  std::vector<float> out;
+  for (int bh = 0; bh < p.batch * p.kv_heads; ++bh)
+    for (int j = 0; j < p.seqlen_k; ++j)
+      if (j != drop) {
+        const auto row = t.begin() + (static_cast<std::size_t>(bh) * p.seqlen_k + j) * p.head_dim;
+        out.insert(out.end(), row, row + p.head_dim);
+      }
+  return out;
+}
+
+TEST(ReferenceProperties, MaskingAKeyEqualsRemovingIt) {
+  const Problem p = make_problem(2, 2, 1, 4, 6, 4, false);
+  const int drop = 2;
+  const Inputs in = inputs_for(p, 7);
+  const ReferenceForward masked = reference_forward(
+      p, in.q, in.k, in.v, [&](int, int, int, int j) { return j != drop; });
+  Problem shorter = p;
+  shorter.seqlen_k -= 1;
+  const ReferenceForward removed = reference_forward(shorter, in.q, without_key(p, in.k, drop),
+                                                     without_key(p, in.v, drop));
+  expect_close(masked.o, removed.o, kTight, "O");
+  expect_close(masked.lse, removed.lse, kTight, "LSE");
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) Backward against finite differences.
+//
+// The reference takes float inputs, and a float cannot carry a small perturbation exactly, so
+// the differences are taken on the float64 triple loop above (itself checked against the
+// reference to 1e-12 in (b)), with every input widened once and perturbed in double.
+// Central differences with step h have truncation error h^2/6 * |L'''| and rounding error
+// about eps * |L| / h. With h = 1e-5, |L'''| of order 10 and |L| of order 10 (O(1) inputs, a
+// few dozen terms) both are below ~2e-9; 1e-7 leaves 50x headroom while a wrong factor, sign
+// or index in a gradient shows up at order 0.1.
+constexpr double kStep = 1e-5;
+constexpr double kFiniteDiffTol = 1e-7;
+
+// d loss / d x[n] for every n, by central differences; `loss` reads x.
+template <typename Loss>
+Tensor numeric_gradient(Tensor& x, Loss loss) {
+  Tensor grad(x.size());
+  for (std::size_t n = 0; n < x.size(); ++n) {
+    const double x0 = x[n];
+    x[n] = x0 + kStep;
+    const double up = loss();
+    x[n] = x0 - kStep;
+    const double down = loss();
+    x[n] = x0;
+    grad[n] = (up - down) / (2 * kStep);
+  }
+  return grad;
+}
+
+// L = sum(dO * O): its gradient with respect to (q, k, v) is what reference_backward returns.
+void expect_backward_matches_finite_differences(const Problem& p, const VisibleFn& visible = {}) {
+  SCOPED_TRACE(p.describe());
+  const Inputs in = inputs_for(p, 8);
+  const std::vector<float> dout = random_normal(p.o_elems(), 99, Dtype::f32);
+  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout, visible);
+
+  Tensor q = widen(in.q), k = widen(in.k), v = widen(in.v);
+  const Tensor d_o = widen(dout);
+  auto loss = [&] { return dot(naive_forward(p, q, k, v, visible).o, d_o); };
+  expect_close(ref.dq, numeric_gradient(q, loss), kFiniteDiffTol, "dq");
+  expect_close(ref.dk, numeric_gradient(k, loss), kFiniteDiffTol, "dk");
+  expect_close(ref.dv, numeric_gradient(v, loss), kFiniteDiffTol, "dv");
+}
+
+TEST(ReferenceBackward, MatchesFiniteDifferences) {
+  expect_backward_matches_finite_differences(make_problem(1, 2, 2, 3, 4, 3, false));
+  expect_backward_matches_finite_differences(make_problem(2, 1, 1, 4, 4, 3, true));
+}
+
+TEST(ReferenceBackward, GqaAndMqaSumOverTheQueryHeadsOfAGroup) {
+  expect_backward_matches_finite_differences(make_problem(1, 4, 2, 3, 5, 2, false));
+  expect_backward_matches_finite_differences(make_problem(2, 3, 1, 4, 3, 2, true));
+}
+
+TEST(ReferenceBackward, CausalRectangularAndBlockMask) {
+  expect_backward_matches_finite_differences(make_problem(1, 2, 1, 3, 5, 3, true));  // Sq < Sk
+  expect_backward_matches_finite_differences(make_problem(1, 2, 1, 5, 3, 2, true));  // Sq > Sk
+  const VisibleFn block_mask = [](int, int h, int i, int j) { return (h + i + j) % 3 != 1; };
+  expect_backward_matches_finite_differences(make_problem(1, 2, 1, 4, 5, 2, false), block_mask);
+}
+
+TEST(ReferenceBackward, GqaEqualsMhaWithRepeatedKeysSummed) {
+  // Repeat each KV head for the H / Hkv query heads that read it and solve as plain MHA: the
+  // GQA dK of a KV head must be the sum of the MHA dK of its copies (same for dV), and dQ equal.
+  const Problem gqa = make_problem(2, 6, 2, 5, 7, 4, true);
+  const Inputs in = inputs_for(gqa, 9);
+  Problem mha = gqa;
+  mha.kv_heads = mha.heads;
+  const std::size_t slice = static_cast<std::size_t>(gqa.seqlen_k) * gqa.head_dim;
+  std::vector<float> k_rep, v_rep;
+  for (int b = 0; b < gqa.batch; ++b)
+    for (int h = 0; h < gqa.heads; ++h) {
+      const std::size_t from = (static_cast<std::size_t>(b) * gqa.kv_heads + h / gqa.group_size()) * slice;
+      k_rep.insert(k_rep.end(), in.k.begin() + from, in.k.begin() + from + slice);
+      v_rep.insert(v_rep.end(), in.v.begin() + from, in.v.begin() + from + slice);
+    }
+  const std::vector<float> dout = random_normal(gqa.o_elems(), 10, Dtype::f32);
+  const ReferenceBackward g = reference_backward(gqa, in.q, in.k, in.v, dout);
+  const ReferenceBackward m = reference_backward(mha, in.q, k_rep, v_rep, dout);
+  Tensor dk_sum(g.dk.size(), 0.0), dv_sum(g.dv.size(), 0.0);
+  for (int b = 0; b < gqa.batch; ++b)
+    for (int h = 0; h < gqa.heads; ++h)
+      for (std::size_t n = 0; n < slice; ++n) {
+        const std::size_t to = (static_cast<std::size_t>(b) * gqa.kv_heads + h / gqa.group_size()) * slice + n;
+        const std::size_t from = (static_cast<std::size_t>(b) * gqa.heads + h) * slice + n;
+        dk_sum[to] += m.dk[from];
+        dv_sum[to] += m.dv[from];
+      }
+  expect_close(g.dq, m.dq, kTight, "dq");
+  expect_close(g.dk, dk_sum, kTight, "dk");
+  expect_close(g.dv, dv_sum, kTight, "dv");
+}
+
+TEST(ReferenceBackward, RowWithoutKeysHasZeroDqAndNoNan) {
+  // Causal Sq=5, Sk=3: rows 0 and 1 see no key. Their P is exactly 0 (LSE = +inf), so they
+  // contribute nothing anywhere and their dQ is exactly 0, not NaN. (Row 2 sees one key, so its
+  // O = V_0 does not depend on q either; rows 3 and 4 see two and three keys.)
+  const Problem p = make_problem(1, 2, 1, 5, 3, 4, true);
+  const Inputs in = inputs_for(p, 11);
+  const std::vector<float> dout = random_normal(p.o_elems(), 12, Dtype::f32);
+  const ReferenceBackward g = reference_backward(p, in.q, in.k, in.v, dout);
+  for (const Tensor* t : {&g.dq, &g.dk, &g.dv})
+    for (double x : *t) ASSERT_TRUE(std::isfinite(x));
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 0; i < p.seqlen_q; ++i)
+      for (int c = 0; c < p.head_dim; ++c) {
+        const double dq = g.dq[row_index(p.heads, p.seqlen_q, 0, h, i) * p.head_dim + c];
+        if (i < 2) EXPECT_EQ(dq, 0.0) << "h=" << h << " i=" << i;
+        if (i >= 3) EXPECT_NE(dq, 0.0) << "h=" << h << " i=" << i;
+      }
+}
+
+}  // namespace
+}  // namespace fa
