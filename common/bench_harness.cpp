@@ -108,6 +108,21 @@ int main(const Chapter& chapter, int argc, char** argv) {
       }
     }
   }
+  // Memory against sequence length at a fixed batch and head count (batch 1, 16 heads, D 64):
+  // chapters that materialize S grow quadratically, the fused ones linearly.
+  for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
+    Problem p;
+    p.heads = p.kv_heads = 16;
+    p.seqlen_q = p.seqlen_k = seqlen;
+    p.head_dim = 64;
+    p.dtype = dtype;
+    const std::string name = "mem/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/seqlen:" +
+                             std::to_string(seqlen);
+    benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Times PyTorch's scaled_dot_product_attention backends on the tutorial's benchmark shapes.
+
+FlashAttention-2's shapes: seqlen 512..16k, batch = 16k / seqlen, heads = 2048 / D, D = 64 and
+128, causal and not. Each backend (math, efficient, flash, cudnn) is forced with sdpa_kernel;
+a backend that refuses a dtype or runs out of memory is recorded with its error. Times are the
+median of CUDA-event-timed runs after warm-up; FLOPs are counted as the tutorial counts them
+(4*B*H*S*S*D, halved for causal; backward 2.5x the forward).
+
+  python3 scripts/compare_pytorch.py --dtypes f32,bf16 --out build/pytorch.json
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+BACKENDS = {
+    "math": SDPBackend.MATH,
+    "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    "flash": SDPBackend.FLASH_ATTENTION,
+    "cudnn": SDPBackend.CUDNN_ATTENTION,
+}
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def median_ms(fn, min_iters=5, min_seconds=0.2):
+    for _ in range(2):  # warm-up: kernel selection, workspace allocation
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    while len(times) < min_iters or sum(times) < min_seconds * 1e3:
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+        if len(times) >= 100:
+            break
+    return statistics.median(times)
+
+
+def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction):
+    gen = torch.Generator(device="cuda").manual_seed(seqlen * 1000 + head_dim)
+    shape = (batch, heads, seqlen, head_dim)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    with sdpa_kernel(BACKENDS[backend]):
+        if direction == "fwd":
+            return median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+        for t in (q, k, v):
+            t.requires_grad_(True)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        dout = torch.randn_like(out)
+        return median_ms(lambda: out.backward(dout, retain_graph=True))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtypes", default="f32")
+    ap.add_argument("--backends", default="math,efficient,flash,cudnn")
+    ap.add_argument("--head-dims", default="64,128")
+    ap.add_argument("--directions", default="fwd")
+    ap.add_argument("--max-seqlen", type=int, default=16384)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+
+    props = torch.cuda.get_device_properties(0)
+    meta = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
+            "allow_tf32": torch.backends.cuda.matmul.allow_tf32}
+    print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) on {props.name}", flush=True)
+    records = []
+    for direction in args.directions.split(","):
+        for dtype_name in args.dtypes.split(","):
+            for head_dim in map(int, args.head_dims.split(",")):
+                for causal in (False, True):
+                    seqlen = 512
+                    while seqlen <= args.max_seqlen:
+                        batch, heads = 16384 // seqlen, 2048 // head_dim
+                        flops = 4.0 * batch * heads * seqlen * seqlen * head_dim / (2 if causal else 1)
+                        flops *= 2.5 if direction == "bwd" else 1.0
+                        for backend in args.backends.split(","):
+                            rec = dict(direction=direction, backend=backend, dtype=dtype_name, batch=batch,
+                                       heads=heads, seqlen=seqlen, head_dim=head_dim, causal=causal)
+                            try:
+                                ms = time_case(backend, DTYPES[dtype_name], batch, heads, seqlen, head_dim,
+                                               causal, direction)
+                                rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
+                                note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
+                            except (RuntimeError, torch.OutOfMemoryError) as e:
+                                rec["error"] = str(e).splitlines()[0][:200]
+                                note = "n/a: " + rec["error"][:70]
+                            torch.cuda.empty_cache()
+                            records.append(rec)
+                            print(f"[{len(records):4d}] {direction} {dtype_name} D={head_dim} "
+                                  f"{'causal' if causal else 'full  '} seqlen={seqlen:5d} {backend:9s} {note}",
+                                  flush=True)
+                        seqlen *= 2
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "results": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

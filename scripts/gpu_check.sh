@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The whole GPU check in one go (for a lent GPU machine or your own):
+#   build (Release, for the GPU present) -> every test (GPU ones included) -> compute-sanitizer
+#   memcheck and racecheck on each chapter on a small awkward problem -> Nsight Compute
+#   shared-memory bank-conflict counters for 02 -> the tour table -> benchmarks (JSON) ->
+#   PyTorch SDPA on the same shapes -> summary table and plots.
+# Everything lands in OUTDIR; the summary prints last.
+#
+#   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--skip-bench]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: gpu_check.sh OUTDIR}
+shift
+naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
+skip_bench=0
+while (($#)); do
+  case $1 in
+    --max-seqlen-naive) naive_max=$2; shift 2 ;;
+    --skip-bench) skip_bench=1; shift ;;
+    *) echo "unknown option $1"; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
+
+step "environment"
+{ nvidia-smi; nvcc --version; cmake --version | head -1; } >"$out/env.txt" 2>&1
+head -20 "$out/env.txt"
+
+step "build"
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure.log" 2>&1 &&
+  cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1
+if (($? != 0)); then tail -40 "$out/configure.log" "$out/build.log"; exit 1; fi
+
+step "tests"
+OMP_NUM_THREADS=2 ctest --test-dir build-gpu --output-on-failure -j 8 --timeout 300 >"$out/ctest.log" 2>&1
+tests_rc=$?
+tail -5 "$out/ctest.log"
+grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest.log" | head -30
+
+step "compute-sanitizer"
+small=(--batch 1 --heads 4 --kv-heads 2 --seqlen-q 77 --seqlen-k 131 --head-dim 64 --causal --iters 1)
+san_rc=0
+: >"$out/sanitizer.log"
+for exe in build-gpu/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
+  [[ $exe == *_tests || $exe == *_bench ]] && continue
+  [[ -x $exe ]] || continue
+  name=$(basename "$exe")
+  for tool in memcheck racecheck; do
+    if compute-sanitizer --tool "$tool" --error-exitcode 99 "$exe" "${small[@]}" >>"$out/sanitizer.log" 2>&1; then
+      echo "sanitizer $tool $name: clean" | tee -a "$out/sanitizer_summary.txt"
+    else
+      echo "sanitizer $tool $name: FAILED (see sanitizer.log)" | tee -a "$out/sanitizer_summary.txt"
+      san_rc=1
+    fi
+  done
+done
+
+step "bank conflicts (Nsight Compute) for 02_tiled"
+ncu --clock-control none --metrics \
+  l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,gpu__time_duration.sum \
+  build-gpu/02_tiled/02_tiled --batch 1 --heads 4 --seqlen 1024 --iters 1 --no-check >"$out/ncu_02.txt" 2>&1 ||
+  echo "ncu failed (see ncu_02.txt)"
+
+step "tour"
+: >"$out/tour.jsonl"
+for dir in [0-9][0-9]_*/; do
+  ch=${dir%/}
+  [[ -x build-gpu/$ch/$ch ]] && build-gpu/$ch/$ch --json 2>&1 | tee -a "$out/tour.log" | grep '^{' >>"$out/tour.jsonl"
+done
+awk -f scripts/tour_table.awk "$out/tour.jsonl" | tee "$out/tour.md"
+
+if ((skip_bench == 0)); then
+  step "PyTorch SDPA"
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32 --backends math,efficient \
+    --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
+  step "benchmarks"
+  for dir in [0-9][0-9]_*/; do
+    ch=${dir%/}
+    bench=build-gpu/$ch/${ch}_bench
+    [[ -x $bench ]] || continue
+    max=16384
+    [[ $ch == 01_* || $ch == 02_* ]] && max=$naive_max
+    step "  $ch"
+    "$bench" --max-seqlen "$max" --benchmark_out="$out/bench_$ch.json" --benchmark_out_format=json \
+      >"$out/bench_$ch.log" 2>&1 || tail -5 "$out/bench_$ch.log"
+  done
+  step "summary"
+  python3 scripts/summarize.py "$out" || true
+fi
+
+step "done: tests rc=$tests_rc, sanitizer rc=$san_rc"
+cat "$out/sanitizer_summary.txt" "$out/tour.md"
+tail -3 "$out/ctest.log"

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Builds everything and runs every test. GPU tests skip (with the reason) on a machine
+# without a GPU; CPU tests (reference, algorithm models, index math, error handling) always run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_deps.sh
+bash scripts/configure.sh
+# The CPU reference uses OpenMP; keep each test process from taking every core.
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build --output-on-failure -j "$(nproc)"
