@@ -14,6 +14,7 @@
 
 # Registers a gtest executable with ctest, one ctest entry per test case. Skipped gtest
 # cases (GTEST_SKIP, used when there is no GPU) show up as "Skipped" in ctest's summary.
+# (The regex has no closing bracket: CMake 4.4 mis-quotes a property value ending in "]".)
 function(fa_register_gtests target chapter)
   # Refusal tests need no GPU, so they carry the cpu label even in a GPU test binary.
   gtest_discover_tests(${target}
@@ -24,7 +25,7 @@ function(fa_register_gtests target chapter)
   gtest_discover_tests(${target}
     TEST_PREFIX "${chapter}."
     TEST_FILTER "-Inputs/*"
-    PROPERTIES LABELS "${chapter};gpu" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
+    PROPERTIES LABELS "${chapter};gpu" SKIP_REGULAR_EXPRESSION "\\[  SKIPPED"
     DISCOVERY_MODE PRE_TEST)
 endfunction()
 
