@@ -139,7 +139,8 @@ TEST(ReferenceByHand, OneQueryTwoKeys) {
 
   // Backward with dO = 1: dV_j = P_j; dP_j = v_j; Delta = dO * O; dS_j = P_j (dP_j - Delta),
   // which here is [a, -a] with a = P0 P1 (v0 - v1) = 4 P0 P1 = 0.596585808.
-  // dQ = scale * (dS0 k0 + dS1 k1) = 0.5 * (a + 0.5 a) = 0.75 a;  dK_j = scale * dS_j * q = [a, -a].
+  // dQ = scale * (dS0 k0 + dS1 k1) = 0.5 * (a + 0.5 a) = 0.75 a.
+  // dK_j = scale * dS_j * q = 0.5 * 2 * [a, -a] = [a, -a].
   const double a = 4 * p0 * p1;
   const ReferenceBackward g = reference_backward(p, q, k, v, dout);
   expect_close(g.dv, {p0, p1}, kTight, "dv");
@@ -321,11 +322,11 @@ TEST(ReferenceProperties, MaskingAKeyEqualsRemovingIt) {
 // the differences are taken on the float64 triple loop above (itself checked against the
 // reference to 1e-12 in (b)), with every input widened once and perturbed in double.
 // Central differences with step h have truncation error h^2/6 * |L'''| and rounding error
-// about eps * |L| / h. With h = 1e-5, |L'''| of order 10 and |L| of order 10 (O(1) inputs, a
-// few dozen terms) both are below ~2e-9; 1e-7 leaves 50x headroom while a wrong factor, sign
-// or index in a gradient shows up at order 0.1.
+// about eps * |L| / h. With h = 1e-5, O(1) inputs and a few dozen terms in L both come to
+// about 1e-10 (the largest difference measured on the shapes below is 9e-11); 1e-8 leaves
+// 100x headroom, while a wrong factor, sign or index in a gradient shows up at order 0.1.
 constexpr double kStep = 1e-5;
-constexpr double kFiniteDiffTol = 1e-7;
+constexpr double kFiniteDiffTol = 1e-8;
 
 // d loss / d x[n] for every n, by central differences; `loss` reads x.
 template <typename Loss>
@@ -379,28 +380,33 @@ TEST(ReferenceBackward, GqaEqualsMhaWithRepeatedKeysSummed) {
   // Repeat each KV head for the H / Hkv query heads that read it and solve as plain MHA: the
   // GQA dK of a KV head must be the sum of the MHA dK of its copies (same for dV), and dQ equal.
   const Problem gqa = make_problem(2, 6, 2, 5, 7, 4, true);
-  const Inputs in = inputs_for(gqa, 9);
   Problem mha = gqa;
   mha.kv_heads = mha.heads;
+  const Inputs in = inputs_for(gqa, 9);
   const std::size_t slice = static_cast<std::size_t>(gqa.seqlen_k) * gqa.head_dim;
-  std::vector<float> k_rep, v_rep;
+  // Start of KV slice (b, kvh) in [B, kv_heads, Sk, D], and of the copy (b, h) in [B, H, Sk, D].
+  auto kv_at = [&](int b, int h) {
+    return row_index(gqa.kv_heads, 1, b, h / gqa.group_size(), 0) * slice;
+  };
+  auto copy_at = [&](int b, int h) { return row_index(gqa.heads, 1, b, h, 0) * slice; };
+
+  std::vector<float> k_rep(mha.kv_elems()), v_rep(mha.kv_elems());
   for (int b = 0; b < gqa.batch; ++b)
-    for (int h = 0; h < gqa.heads; ++h) {
-      const std::size_t from = (static_cast<std::size_t>(b) * gqa.kv_heads + h / gqa.group_size()) * slice;
-      k_rep.insert(k_rep.end(), in.k.begin() + from, in.k.begin() + from + slice);
-      v_rep.insert(v_rep.end(), in.v.begin() + from, in.v.begin() + from + slice);
-    }
+    for (int h = 0; h < gqa.heads; ++h)
+      for (std::size_t n = 0; n < slice; ++n) {
+        k_rep[copy_at(b, h) + n] = in.k[kv_at(b, h) + n];
+        v_rep[copy_at(b, h) + n] = in.v[kv_at(b, h) + n];
+      }
   const std::vector<float> dout = random_normal(gqa.o_elems(), 10, Dtype::f32);
   const ReferenceBackward g = reference_backward(gqa, in.q, in.k, in.v, dout);
   const ReferenceBackward m = reference_backward(mha, in.q, k_rep, v_rep, dout);
+
   Tensor dk_sum(g.dk.size(), 0.0), dv_sum(g.dv.size(), 0.0);
   for (int b = 0; b < gqa.batch; ++b)
     for (int h = 0; h < gqa.heads; ++h)
       for (std::size_t n = 0; n < slice; ++n) {
-        const std::size_t to = (static_cast<std::size_t>(b) * gqa.kv_heads + h / gqa.group_size()) * slice + n;
-        const std::size_t from = (static_cast<std::size_t>(b) * gqa.heads + h) * slice + n;
-        dk_sum[to] += m.dk[from];
-        dv_sum[to] += m.dv[from];
+        dk_sum[kv_at(b, h) + n] += m.dk[copy_at(b, h) + n];
+        dv_sum[kv_at(b, h) + n] += m.dv[copy_at(b, h) + n];
       }
   expect_close(g.dq, m.dq, kTight, "dq");
   expect_close(g.dk, dk_sum, kTight, "dk");
@@ -421,8 +427,11 @@ TEST(ReferenceBackward, RowWithoutKeysHasZeroDqAndNoNan) {
     for (int i = 0; i < p.seqlen_q; ++i)
       for (int c = 0; c < p.head_dim; ++c) {
         const double dq = g.dq[row_index(p.heads, p.seqlen_q, 0, h, i) * p.head_dim + c];
-        if (i < 2) EXPECT_EQ(dq, 0.0) << "h=" << h << " i=" << i;
-        if (i >= 3) EXPECT_NE(dq, 0.0) << "h=" << h << " i=" << i;
+        if (i < 2) {
+          EXPECT_EQ(dq, 0.0) << "h=" << h << " i=" << i;
+        } else if (i >= 3) {
+          EXPECT_NE(dq, 0.0) << "h=" << h << " i=" << i;
+        }
       }
 }
 
