@@ -1,0 +1,76 @@
+// FlashAttention-2's forward on the CPU, one query tile at a time, as flash_v2.cu does it:
+//   outer loop over query tiles Q_i (on the GPU: the grid), inner loop over key tiles K_j, V_j
+//   (ending early under causal masking), running max m_i and sum l_i, O_i normalized once.
+#include "05_flash_v2/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "05_flash_v2/tiles.h"
+
+namespace flash_v2::model {
+
+void forward(const fa::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+             const std::vector<float>& v, std::vector<float>& o, std::vector<float>& lse, int Br,
+             int Bc) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const int D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
+  const float scale_log2 = p.scale() * 1.4426950408889634f;  // scale * log2(e): S in the log2 domain
+  o.assign(p.o_elems(), 0.0f);
+  lse.assign(p.lse_elems(), 0.0f);
+
+  for (std::int64_t bh = 0; bh < std::int64_t{p.batch} * p.heads; ++bh) {
+    const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+    const float* Q = q.data() + bh * Sq * D;     // (Sq, D)
+    const float* K = k.data() + kv_bh * Sk * D;  // (Sk, D)
+    const float* V = v.data() + kv_bh * Sk * D;  // (Sk, D)
+    for (int i_tile = 0; i_tile < ceil_div(Sq, Br); ++i_tile) {  // the GPU's grid
+      const int i0 = i_tile * Br, rows = std::min(Br, Sq - i0);
+      std::vector<float> Q_i(std::size_t(rows) * D);  // (Br, D), pre-scaled by scale * log2(e)
+      for (int r = 0; r < rows; ++r)
+        for (int d = 0; d < D; ++d) Q_i[r * D + d] = Q[std::int64_t{i0 + r} * D + d] * scale_log2;
+      std::vector<float> m_i(rows, -inf), l_i(rows, 0.0f), O_i(std::size_t(rows) * D, 0.0f);
+
+      const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
+      for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
+        const int j0 = j_tile * Bc;
+        const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal);
+        std::vector<float> S_ij(std::size_t(rows) * Bc);  // (Br, Bc), log2 domain
+        for (int r = 0; r < rows; ++r) {
+          for (int c = 0; c < Bc; ++c) {
+            const int j = j0 + c;
+            float s = 0.0f;
+            for (int d = 0; d < D && j < Sk; ++d) s += Q_i[r * D + d] * K[std::int64_t{j} * D + d];
+            const bool seen = j < Sk && (!p.causal || fa::causal_visible(i0 + r, j, Sq, Sk));
+            S_ij[r * Bc + c] = !mask || seen ? s : -inf;
+          }
+        }
+        for (int r = 0; r < rows; ++r) {
+          float* s = &S_ij[r * Bc];
+          const float m_new = std::max(m_i[r], *std::max_element(s, s + Bc));
+          const float m_use = m_new == -inf ? 0.0f : m_new;  // a row that has seen nothing yet
+          const float alpha = std::exp2(m_i[r] - m_use);       // rescales the old l_i and O_i
+          float rowsum = 0.0f;
+          for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(s[c] - m_use));  // P_ij
+          l_i[r] = alpha * l_i[r] + rowsum;
+          m_i[r] = m_new;
+          for (int d = 0; d < D; ++d) {
+            float pv = 0.0f;
+            for (int c = 0; c < Bc && j0 + c < Sk; ++c) pv += s[c] * V[std::int64_t{j0 + c} * D + d];
+            O_i[r * D + d] = alpha * O_i[r * D + d] + pv;
+          }
+        }
+      }
+      for (int r = 0; r < rows; ++r) {  // normalize once; LSE back to natural log
+        const std::int64_t row = bh * Sq + i0 + r;
+        const float inv_l = l_i[r] > 0.0f ? 1.0f / l_i[r] : 0.0f;  // no key seen: O = 0
+        for (int d = 0; d < D; ++d) o[row * D + d] = O_i[r * D + d] * inv_l;
+        lse[row] = l_i[r] > 0.0f ? m_i[r] * 0.6931471805599453f + std::log(l_i[r]) : inf;
+      }
+    }
+  }
+}
+
+}  // namespace flash_v2::model

@@ -1,0 +1,5 @@
+// Chapter 05 against the float64 reference on the shared shapes: ctest -L 05_flash_v2
+#include "05_flash_v2/flash_v2.h"
+#include "common/test_harness.h"
+
+FA_FORWARD_TESTS(flash_v2::chapter());
