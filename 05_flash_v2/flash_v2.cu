@@ -286,6 +286,7 @@ const fa::Chapter& chapter() {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
+  fa::cuda::require_compute_capability(80, "05_flash_v2", "it copies K and V with cp.async");
   if (std::int64_t{p.batch} * p.heads > 65535)
     throw std::invalid_argument("05_flash_v2: batch * heads must stay <= 65535 (grid limit)");
   // 16-byte copies need every row to start on a 16-byte boundary.

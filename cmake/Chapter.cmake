@@ -6,7 +6,8 @@
 #     CPU_TESTS test_model.cpp    # optional CPU tests (run in CI)
 #     GPU_TESTS test_naive.cpp    # the shared harness over this chapter's forward
 #     BENCH     bench_naive.cpp   # the shared benchmark
-#     MAIN      main.cpp)         # the executable, named after the chapter
+#     MAIN      main.cpp          # the executable, named after the chapter
+#     MIN_ARCH  80)               # optional: oldest GPU generation the kernels compile for
 #
 # Targets: fa_<name> (library), <name> (executable), <name>_tests, <name>_cpu_tests,
 # <name>_bench. ctest labels: the chapter's folder name plus `gpu` or `cpu`, so
@@ -37,7 +38,7 @@ function(fa_add_cpu_test name)
 endfunction()
 
 function(fa_add_chapter name)
-  cmake_parse_arguments(CH "" "" "KERNELS;MODEL;CPU_TESTS;GPU_TESTS;BENCH;MAIN" ${ARGN})
+  cmake_parse_arguments(CH "" "MIN_ARCH" "KERNELS;MODEL;CPU_TESTS;GPU_TESTS;BENCH;MAIN" ${ARGN})
   set(lib fa_${name})
 
   if(CH_MODEL)
@@ -56,7 +57,27 @@ function(fa_add_chapter name)
     return()
   endif()
 
+  # Chapters that use sm_80 instructions (cp.async, bf16 mma) compile only for the architectures
+  # that have them; where none is left (a Turing-only build), the chapter is skipped, saying so.
+  set(archs ${CMAKE_CUDA_ARCHITECTURES})
+  if(CH_MIN_ARCH)
+    set(kept "")
+    foreach(arch IN LISTS archs)
+      string(REGEX MATCH "^[0-9]+" number "${arch}")
+      if(number GREATER_EQUAL CH_MIN_ARCH)
+        list(APPEND kept ${arch})
+      endif()
+    endforeach()
+    if(NOT kept)
+      message(WARNING "${name} needs sm_${CH_MIN_ARCH} or newer; CMAKE_CUDA_ARCHITECTURES is "
+                      "'${archs}': the chapter is skipped")
+      return()
+    endif()
+    set(archs ${kept})
+  endif()
+
   add_library(${lib} STATIC ${CH_KERNELS})
+  set_target_properties(${lib} PROPERTIES CUDA_ARCHITECTURES "${archs}")
   target_link_libraries(${lib} PUBLIC fa_common_cuda)
   # -lineinfo maps SASS back to source lines for Nsight Compute and compute-sanitizer, at no
   # runtime cost.

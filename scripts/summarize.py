@@ -1,15 +1,23 @@
 #!/usr/bin/env python3
 """Reads the chapters' benchmark JSON (Google Benchmark) and PyTorch's (compare_pytorch.py) from
 one folder and writes summary.md (TFLOP/s per chapter per shape next to the PyTorch backends,
-and memory against seqlen) plus PNG plots when matplotlib is available.
+and memory against seqlen) plus PNG plots when matplotlib is available. With --readmes REPO it
+also rewrites the results tables of REPO's READMEs between their
+<!-- results:begin --> and <!-- results:end --> markers.
 
-  python3 scripts/summarize.py OUTDIR
+  python3 scripts/summarize.py OUTDIR [--readmes .]
 """
+import argparse
 import glob
 import json
 import os
-import sys
+import re
 from collections import defaultdict
+
+# Per-dtype ceilings for "% of peak": fp32 is the H100 SXM datasheet's non-tensor FP32 rate;
+# f16/bf16 is the register-only mma.sync rate measured on our H100 (chapter 06's README).
+PEAK_TFLOPS = {"f32": 67.0, "f16": 645.0, "bf16": 645.0}
+README_SEQLENS = (1024, 4096, 16384)
 
 
 def load_chapters(folder):
@@ -49,7 +57,11 @@ def fmt(x):
 
 
 def main():
-    folder = sys.argv[1]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder")
+    ap.add_argument("--readmes", metavar="REPO", help="rewrite the results tables of REPO's READMEs")
+    args = ap.parse_args()
+    folder = args.folder
     fwd, mem, context = load_chapters(folder)
     torch_fwd, meta = load_torch(folder)
     chapters = sorted({c for row in fwd.values() for c in row})
@@ -84,6 +96,77 @@ def main():
         f.write(text)
     print(text)
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
+    if args.readmes:
+        update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta)
+
+
+def replace_between_markers(path, body):
+    with open(path) as f:
+        text = f.read()
+    new, n = re.subn(r"(<!-- results:begin -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + body + m.group(2),
+                     text, flags=re.S)
+    if n == 0:
+        print(f"{path}: no results markers, left alone")
+        return
+    with open(path, "w") as f:
+        f.write(new)
+    print(f"{path}: results table rewritten")
+
+
+def config_line(meta, dtype):
+    return (f"{meta.get('gpu', '?')}, CUDA {meta.get('cuda', '?')}, {dtype}, FlashAttention-2's shapes "
+            "(batch = 16384/seqlen, heads = 2048/D); PyTorch {0} SDPA measured in the same run "
+            "by `scripts/gpu_check.sh`.").format(meta.get("torch", "?"))
+
+
+def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta):
+    for n, chapter in enumerate(chapters):
+        prev = chapters[n - 1] if n else None
+        keys = sorted(k for k in fwd if chapter in fwd[k])
+        shown = {}
+        for k in keys:  # the README seqlens, or the longest one the chapter was run at
+            group = [x for x in keys if x[:3] == k[:3]]
+            wanted = [x for x in group if x[3] in README_SEQLENS] or group[-1:]
+            if group[-1][3] < max(README_SEQLENS) and group[-1] not in wanted:
+                wanted.append(group[-1])
+            for x in wanted:
+                shown[x] = True
+        dtype = keys[0][0] if keys else "f32"
+        head = ["D", "mask", "seqlen", "ms", "TFLOP/s", f"% of {dtype} peak"]
+        head += [f"x {prev}"] if prev else []
+        head += [f"x PyTorch {b}" for b in backends]
+        lines = [config_line(meta, dtype), "",
+                 "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for k in sorted(shown, key=lambda x: (x[1], x[2], x[3])):
+            b = fwd[k][chapter]
+            tf = b["TFLOPS"]
+            cells = [str(k[1]), "causal" if k[2] else "full", str(k[3]), f"{b['ms_median']:.3f}", f"{tf:.1f}",
+                     f"{100 * tf / PEAK_TFLOPS.get(k[0], float('nan')):.0f}%"]
+            if prev:
+                pb = fwd[k].get(prev)
+                cells.append(f"{tf / pb['TFLOPS']:.2f}x" if pb else "-")
+            for t in backends:
+                tt = torch_fwd.get(k, {}).get(t, {}).get("tflops")
+                cells.append(f"{tf / tt:.2f}x" if tt else "-")
+            lines.append("| " + " | ".join(cells) + " |")
+        path = os.path.join(repo, chapter, "README.md")
+        if os.path.exists(path):
+            replace_between_markers(path, "\n".join(lines) + "\n")
+    # The root README: one row per chapter at one shape, with the plot.
+    ref = ("f32", 128, False, 4096)
+    lines = [config_line(meta, "fp32") + " One shape: D = 128, seqlen 4096, non-causal.", "",
+             "| chapter | TFLOP/s | " + " | ".join(f"x PyTorch {b}" for b in backends) + " |",
+             "|---|---|" + "---|" * len(backends)]
+    for chapter in chapters:
+        b = fwd.get(ref, {}).get(chapter)
+        if not b:
+            continue
+        ratios = [torch_fwd.get(ref, {}).get(t, {}).get("tflops") for t in backends]
+        lines.append(f"| {chapter} | {b['TFLOPS']:.1f} | " +
+                     " | ".join(f"{b['TFLOPS'] / r:.2f}x" if r else "-" for r in ratios) + " |")
+    lines += ["", "![TFLOP/s against seqlen, fp32, D=128](docs/tflops_f32_D128_full.png)",
+              "![peak device memory against seqlen](docs/memory_vs_seqlen.png)"]
+    replace_between_markers(os.path.join(repo, "README.md"), "\n".join(lines) + "\n")
 
 
 def plot(folder, fwd, torch_fwd, mem, chapters, backends, meta):
