@@ -51,6 +51,14 @@ std::string CompareReport::summary() const {
   return s.str();
 }
 
+std::string SamePrecisionCheck::summary() const {
+  std::ostringstream s;
+  s.precision(3);
+  s << "same-precision rule: " << (pass() ? "PASS" : "FAIL") << "  kernel max_abs " << kernel_max_abs
+    << " <= 2 x plain " << baseline_max_abs << " + " << kSamePrecisionSlack << " = " << bound();
+  return s.str();
+}
+
 CompareReport compare(const std::string& name, const std::vector<std::uint8_t>& got, Dtype dtype,
                       const std::vector<double>& want, std::array<int, 4> dims, Tolerance tol) {
   const std::size_t size = dtype_size(dtype);

@@ -1,6 +1,9 @@
 #include "common/reference.h"
 
+#include "common/host_data.h"
+
 #include <Eigen/Dense>
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 
@@ -77,6 +80,47 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
       for (int i = 0; i < p.seqlen_q; ++i) {
         out.lse[row0 + i] = lse(i);
         for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = o(i, c);
+      }
+    }
+  }
+  return out;
+}
+
+ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
+                                        const std::vector<float>& k, const std::vector<float>& v) {
+  check_sizes(p, q, k, v);
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int d = p.head_dim;
+  const float scale = p.scale();
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size()) * p.seqlen_k * d;
+      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      std::vector<float> s(p.seqlen_k), acc(d);
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const float* q_i = &q[(row0 + i) * d];
+        float m = -std::numeric_limits<float>::infinity();
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          float dot = 0.0f;
+          for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
+          const bool seen = !p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k);
+          s[j] = seen ? scale * dot : -std::numeric_limits<float>::infinity();
+          m = std::max(m, s[j]);
+        }
+        if (m == -std::numeric_limits<float>::infinity()) {  // no visible key (problem.h)
+          out.lse[row0 + i] = kInf;
+          continue;  // O row stays 0
+        }
+        float l = 0.0f;
+        for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
+          for (int c = 0; c < d; ++c) acc[c] += p_ij * v[kv0 + static_cast<std::size_t>(j) * d + c];
+        }
+        for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = round_to_dtype(acc[c], p.dtype);
+        out.lse[row0 + i] = m + std::log(l);
       }
     }
   }

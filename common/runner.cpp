@@ -5,12 +5,11 @@
 #include <sstream>
 
 #include "common/cli.h"
-#include "common/compare.h"
+#include "common/forward_check.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
 #include "common/gpu_timer.h"
 #include "common/host_data.h"
-#include "common/reference.h"
 
 namespace fa {
 namespace {
@@ -23,8 +22,8 @@ std::string gpu_name() {
   return prop.name;
 }
 
-std::string json_line(const Chapter& c, const Options& o, bool pass, const CompareReport* out,
-                      const CompareReport* lse, double ms, std::size_t peak, std::size_t scratch) {
+std::string json_line(const Chapter& c, const Options& o, bool pass, const ForwardCheck* check, double ms,
+                      std::size_t peak, std::size_t scratch) {
   const Problem& p = o.problem;
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
@@ -35,9 +34,12 @@ std::string json_line(const Chapter& c, const Options& o, bool pass, const Compa
     << ",\"kv_heads\":" << p.kv_heads << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":"
     << p.seqlen_k << ",\"head_dim\":" << p.head_dim << ",\"causal\":"
     << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype)
-    << "\",\"checked\":" << (out ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
-  if (out) s << ",\"max_abs_err\":" << out->max_abs << ",\"rel_fro_err\":" << out->rel_fro;
-  if (lse) s << ",\"lse_max_abs_err\":" << lse->max_abs;
+    << "\",\"checked\":" << (check ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
+  if (check) {
+    s << ",\"max_abs_err\":" << check->o.max_abs << ",\"rel_fro_err\":" << check->o.rel_fro
+      << ",\"lse_max_abs_err\":" << check->lse.max_abs;
+    if (check->same_precision) s << ",\"same_precision_max_abs_err\":" << check->same_precision->baseline_max_abs;
+  }
   s << ",\"ms\":" << ms << ",\"tflops\":" << forward_flops(p) / (ms * 1e-3) / 1e12
     << ",\"peak_mem_bytes\":" << peak << ",\"workspace_bytes\":" << scratch << "}";
   return s.str();
@@ -72,16 +74,9 @@ int run(const Chapter& c, const Options& o) {
   forward();  // the checked run: the first one, on poisoned outputs
   FA_CUDA_CHECK(cudaDeviceSynchronize());
 
-  bool pass = true;
-  CompareReport out_report, lse_report;
-  if (o.check) {
-    const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
-    out_report = compare("O", out.download(), p.dtype, ref.o,
-                         {p.batch, p.heads, p.seqlen_q, p.head_dim}, output_tolerance(p.dtype));
-    lse_report = compare("LSE", lse.download(), Dtype::f32, ref.lse,
-                         {p.batch, p.heads, p.seqlen_q, 1}, output_tolerance(Dtype::f32));
-    pass = out_report.pass() && lse_report.pass();
-  }
+  std::optional<ForwardCheck> check;
+  if (o.check) check = check_forward(p, in, out.download(), lse.download());
+  const bool pass = !check || check->pass();
 
   const float ms = cuda::median_ms(forward, o.iters);
   const cuda::MemoryStats mem = cuda::memory_stats();
@@ -92,14 +87,8 @@ int run(const Chapter& c, const Options& o) {
               c.support.chapter.c_str(), p.describe().c_str(),
               o.check ? (pass ? "PASS" : "FAIL") : "unchecked", ms,
               forward_flops(p) / (ms * 1e-3) / 1e12, mem.peak / 1048576.0, scratch / 1048576.0);
-  if (o.check) {
-    std::printf("  %s\n  %s\n", out_report.summary().c_str(), lse_report.summary().c_str());
-  }
-  if (o.json) {
-    std::printf("%s\n", json_line(c, o, pass, o.check ? &out_report : nullptr,
-                                  o.check ? &lse_report : nullptr, ms, mem.peak, scratch)
-                            .c_str());
-  }
+  if (check) std::printf("%s\n", check->summary().c_str());
+  if (o.json) std::printf("%s\n", json_line(c, o, pass, check ? &*check : nullptr, ms, mem.peak, scratch).c_str());
   return pass ? 0 : 1;
 }
 

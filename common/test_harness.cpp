@@ -2,11 +2,9 @@
 
 #include <algorithm>
 
-#include "common/compare.h"
+#include "common/forward_check.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
-#include "common/host_data.h"
-#include "common/reference.h"
 
 namespace fa::testing {
 namespace {
@@ -130,13 +128,8 @@ void check_forward(const ForwardCase& c) {
   o_bytes.resize(o_bytes.size() - kGuard);
   lse_bytes.resize(lse_bytes.size() - kGuard);
 
-  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
-  const CompareReport out = compare("O", o_bytes, p.dtype, ref.o,
-                                    {p.batch, p.heads, p.seqlen_q, p.head_dim}, output_tolerance(p.dtype));
-  const CompareReport l = compare("LSE", lse_bytes, Dtype::f32, ref.lse, {p.batch, p.heads, p.seqlen_q, 1},
-                                  output_tolerance(Dtype::f32));
-  EXPECT_TRUE(out.pass()) << p.describe() << "\n" << out.summary();
-  EXPECT_TRUE(l.pass()) << p.describe() << "\n" << l.summary();
+  const ForwardCheck check = fa::check_forward(p, in, o_bytes, lse_bytes);
+  EXPECT_TRUE(check.pass()) << p.describe() << "\n" << check.summary();
 }
 
 }  // namespace fa::testing

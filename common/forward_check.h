@@ -1,0 +1,29 @@
+// The whole verdict on one forward pass, shared by the runner and the test harness: O and LSE
+// against the float64 reference, and for f16/bf16 also FlashAttention's same-precision rule.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/compare.h"
+#include "common/host_data.h"
+#include "common/reference.h"
+
+namespace fa {
+
+struct ForwardCheck {
+  CompareReport o;
+  CompareReport lse;
+  std::optional<SamePrecisionCheck> same_precision;  // f16/bf16 only
+
+  bool pass() const { return o.pass() && lse.pass() && (!same_precision || same_precision->pass()); }
+  std::string summary() const;  // a few lines
+};
+
+// `o_bytes` and `lse_bytes` are the device's outputs as raw bytes (O in p.dtype, LSE float).
+ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
+                           const std::vector<std::uint8_t>& lse_bytes);
+
+}  // namespace fa

@@ -1,0 +1,77 @@
+// The yardstick of the f16/bf16 tolerance rule (same_precision_forward) and the rule itself.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/compare.h"
+#include "common/host_data.h"
+#include "common/reference.h"
+
+namespace fa {
+namespace {
+
+Problem shape(Dtype dtype, bool causal, int sq, int sk) {
+  Problem p;
+  p.batch = 1;
+  p.heads = 2;
+  p.kv_heads = 1;
+  p.seqlen_q = sq;
+  p.seqlen_k = sk;
+  p.head_dim = 32;
+  p.causal = causal;
+  p.dtype = dtype;
+  return p;
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t n = 0; n < a.size(); ++n)
+    if (std::isfinite(b[n])) m = std::max(m, std::abs(a[n] - b[n]));
+  return m;
+}
+
+TEST(SamePrecision, InFloat32ItIsTheReferenceUpToFloatRounding) {
+  const Problem p = shape(Dtype::f32, true, 40, 57);
+  const HostInputs in = make_inputs(p, 7);
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
+  // float32 sums of 57 terms of size ~1: far below 1e-5.
+  EXPECT_LT(max_abs_diff(plain.o, ref.o), 1e-5);
+  EXPECT_LT(max_abs_diff(plain.lse, ref.lse), 1e-5);
+}
+
+TEST(SamePrecision, Bf16RoundsPAndOAndStaysWithinOneRoundingOfTheOutputs) {
+  const Problem p = shape(Dtype::bf16, false, 33, 200);
+  const HostInputs in = make_inputs(p, 8);
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
+  const double err = max_abs_diff(plain.o, ref.o);
+  EXPECT_GT(err, 1e-4);  // rounding happened: bf16 has 8 significant bits
+  EXPECT_LT(err, output_tolerance(Dtype::bf16).atol);
+  for (double o : plain.o) EXPECT_EQ(o, round_to_dtype(static_cast<float>(o), Dtype::bf16));
+}
+
+TEST(SamePrecision, RowsThatSeeNoKeyGetZeroAndInfiniteLse) {
+  const Problem p = shape(Dtype::f16, true, 9, 4);  // rows 0..4 see no key
+  const HostInputs in = make_inputs(p, 9);
+  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(plain.lse[i], std::numeric_limits<double>::infinity());
+    for (int c = 0; c < p.head_dim; ++c) EXPECT_EQ(plain.o[i * p.head_dim + c], 0.0);
+  }
+  EXPECT_TRUE(std::isfinite(plain.lse[5]));
+}
+
+TEST(SamePrecisionRule, BoundIsTwiceTheBaselinePlusSlack) {
+  const SamePrecisionCheck ok{2e-3, 1e-3};
+  EXPECT_DOUBLE_EQ(ok.bound(), 2e-3 + kSamePrecisionSlack);
+  EXPECT_TRUE(ok.pass());
+  EXPECT_FALSE((SamePrecisionCheck{2.1e-3, 1e-3}.pass()));
+  EXPECT_TRUE((SamePrecisionCheck{0.0, 0.0}.pass()));
+  EXPECT_FALSE((SamePrecisionCheck{std::nan(""), 1e-3}.pass()));  // NaN never passes
+  EXPECT_NE(ok.summary().find("PASS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fa
