@@ -58,36 +58,8 @@ void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
   cuda::release_workspace();
 }
 
-// Removes our own flags from argv, leaving Google Benchmark's.
-std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
-  for (int a = 1; a + 1 < argc; ++a) {
-    if (std::strcmp(argv[a], name) == 0) {
-      const std::string value = argv[a + 1];
-      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
-      argc -= 2;
-      return value;
-    }
-  }
-  return fallback;
-}
-
-}  // namespace
-
-int main(const Chapter& chapter, int argc, char** argv) {
-  Dtype dtype;
-  int max_seqlen;
-  try {
-    dtype = parse_dtype(take_flag(argc, argv, "--dtype", dtype_name(chapter.support.dtypes.front())));
-    max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "16384"));
-  } catch (const std::exception& e) {
-    std::cerr << chapter.support.chapter << " benchmark: " << e.what() << "\n";
-    return 2;
-  }
-  const std::string reason = cuda::unavailable_reason();
-  if (!reason.empty()) {
-    std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
-    return 0;
-  }
+// FlashAttention-2's shapes: seqlen 512..max_seqlen, batch = 16k / seqlen, heads = 2048 / D.
+void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen) {
   for (int d : {64, 128}) {
     for (bool causal : {false, true}) {
       for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
@@ -108,6 +80,40 @@ int main(const Chapter& chapter, int argc, char** argv) {
       }
     }
   }
+}
+
+// Removes our own flags from argv, leaving Google Benchmark's.
+std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
+  for (int a = 1; a + 1 < argc; ++a) {
+    if (std::strcmp(argv[a], name) == 0) {
+      const std::string value = argv[a + 1];
+      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
+      argc -= 2;
+      return value;
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(const Chapter& chapter, int argc, char** argv) {
+  std::vector<Dtype> dtypes = chapter.support.dtypes;  // default: every dtype the chapter supports
+  int max_seqlen;
+  try {
+    const std::string only = take_flag(argc, argv, "--dtype", "all");
+    if (only != "all") dtypes = {parse_dtype(only)};
+    max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "16384"));
+  } catch (const std::exception& e) {
+    std::cerr << chapter.support.chapter << " benchmark: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty()) {
+    std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
+    return 0;
+  }
+  for (Dtype dtype : dtypes) register_forward(chapter, dtype, max_seqlen);
   // Memory against sequence length at a fixed batch and head count (batch 1, 16 heads, D 64):
   // chapters that materialize S grow quadratically, the fused ones linearly.
   for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
@@ -115,8 +121,8 @@ int main(const Chapter& chapter, int argc, char** argv) {
     p.heads = p.kv_heads = 16;
     p.seqlen_q = p.seqlen_k = seqlen;
     p.head_dim = 64;
-    p.dtype = dtype;
-    const std::string name = "mem/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/seqlen:" +
+    p.dtype = dtypes.front();
+    const std::string name = "mem/" + chapter.support.chapter + "/" + dtype_name(p.dtype) + "/seqlen:" +
                              std::to_string(seqlen);
     benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
         ->UseManualTime()

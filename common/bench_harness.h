@@ -5,7 +5,8 @@
 //
 //   int main(int argc, char** argv) { return fa::bench::main(naive::chapter(), argc, argv); }
 //
-// Extra flags (before Google Benchmark's own): --dtype f32|f16|bf16, --max-seqlen N.
+// Extra flags (before Google Benchmark's own): --dtype f32|f16|bf16|all (default all the chapter
+// supports), --max-seqlen N.
 // Counters: TFLOPS (from the median iteration), GBps (the fewest bytes a forward must move),
 // peak_mem_MiB (all device memory the run held) and extra_mem_MiB (beyond Q, K, V, O, LSE).
 #pragma once

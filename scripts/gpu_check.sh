@@ -76,6 +76,13 @@ ncu --clock-control none --metrics \
   l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,gpu__time_duration.sum \
   build-gpu/02_tiled/02_tiled --batch 1 --heads 4 --seqlen 1024 --iters 1 --no-check >"$out/ncu_02.txt" 2>&1 ||
   echo "ncu failed (see ncu_02.txt)"
+if [[ -x build-gpu/06_tensor_core/06_tensor_core ]]; then
+  step "bank conflicts (Nsight Compute) for 06_tensor_core"
+  ncu --clock-control none --metrics \
+    l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__sass_inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,gpu__time_duration.sum \
+    build-gpu/06_tensor_core/06_tensor_core --batch 2 --heads 16 --seqlen 2048 --head-dim 128 --iters 1 --no-check \
+    >"$out/ncu_06.txt" 2>&1 || echo "ncu failed (see ncu_06.txt)"
+fi
 }
 
 if want tour; then
@@ -90,7 +97,7 @@ fi
 
 if want pytorch; then
   step "PyTorch SDPA"
-  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32 --backends math,efficient \
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32,bf16,f16 --backends math,efficient,flash,cudnn \
     --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
 fi
 if want bench; then
@@ -106,7 +113,8 @@ if want bench; then
       >"$out/bench_$ch.log" 2>&1 || tail -5 "$out/bench_$ch.log"
   done
   step "summary"
-  python3 scripts/summarize.py "$out" || true
+  python3 scripts/summarize.py "$out" --readmes . || true
+  cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done
 fi
 
 step "done: tests rc=$tests_rc, sanitizer rc=$san_rc"

@@ -131,19 +131,20 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta):
                 wanted.append(group[-1])
             for x in wanted:
                 shown[x] = True
-        dtype = keys[0][0] if keys else "f32"
-        head = ["D", "mask", "seqlen", "ms", "TFLOP/s", f"% of {dtype} peak"]
+        dtypes = sorted({k[0] for k in keys})
+        dtype = "/".join(dtypes)
+        head = ["dtype", "D", "mask", "seqlen", "ms", "TFLOP/s", "% of peak"]
         head += [f"x {prev}"] if prev else []
         head += [f"x PyTorch {b}" for b in backends]
         lines = [config_line(meta, dtype), "",
                  "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        for k in sorted(shown, key=lambda x: (x[1], x[2], x[3])):
+        for k in sorted(shown, key=lambda x: (x[0], x[1], x[2], x[3])):
             b = fwd[k][chapter]
             tf = b["TFLOPS"]
-            cells = [str(k[1]), "causal" if k[2] else "full", str(k[3]), f"{b['ms_median']:.3f}", f"{tf:.1f}",
+            cells = [k[0], str(k[1]), "causal" if k[2] else "full", str(k[3]), f"{b['ms_median']:.3f}", f"{tf:.1f}",
                      f"{100 * tf / PEAK_TFLOPS.get(k[0], float('nan')):.0f}%"]
-            if prev:
-                pb = fwd[k].get(prev)
+            if prev:  # the previous chapter on the same shape, in its own dtype if it has no other
+                pb = fwd[k].get(prev) or next((fwd[x][prev] for x in fwd if x[1:] == k[1:] and prev in fwd[x]), None)
                 cells.append(f"{tf / pb['TFLOPS']:.2f}x" if pb else "-")
             for t in backends:
                 tt = torch_fwd.get(k, {}).get(t, {}).get("tflops")
@@ -153,18 +154,21 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta):
         if os.path.exists(path):
             replace_between_markers(path, "\n".join(lines) + "\n")
     # The root README: one row per chapter at one shape, with the plot.
-    ref = ("f32", 128, False, 4096)
-    lines = [config_line(meta, "fp32") + " One shape: D = 128, seqlen 4096, non-causal.", "",
-             "| chapter | TFLOP/s | " + " | ".join(f"x PyTorch {b}" for b in backends) + " |",
-             "|---|---|" + "---|" * len(backends)]
+    lines = [config_line(meta, "each chapter's first dtype") + " One shape: D = 128, seqlen 4096, non-causal; "
+             "each ratio is against PyTorch in the chapter's dtype.", "",
+             "| chapter | dtype | TFLOP/s | " + " | ".join(f"x PyTorch {b}" for b in backends) + " |",
+             "|---|---|---|" + "---|" * len(backends)]
     for chapter in chapters:
-        b = fwd.get(ref, {}).get(chapter)
-        if not b:
+        ref = next((k for k in sorted(fwd, key=lambda k: k[0] != "bf16") if k[1:] == (128, False, 4096)
+                    and chapter in fwd[k]), None)
+        if not ref:
             continue
+        b = fwd[ref][chapter]
         ratios = [torch_fwd.get(ref, {}).get(t, {}).get("tflops") for t in backends]
-        lines.append(f"| {chapter} | {b['TFLOPS']:.1f} | " +
+        lines.append(f"| {chapter} | {ref[0]} | {b['TFLOPS']:.1f} | " +
                      " | ".join(f"{b['TFLOPS'] / r:.2f}x" if r else "-" for r in ratios) + " |")
     lines += ["", "![TFLOP/s against seqlen, fp32, D=128](docs/tflops_f32_D128_full.png)",
+              "![TFLOP/s against seqlen, bf16, D=128](docs/tflops_bf16_D128_full.png)",
               "![peak device memory against seqlen](docs/memory_vs_seqlen.png)"]
     replace_between_markers(os.path.join(repo, "README.md"), "\n".join(lines) + "\n")
 
