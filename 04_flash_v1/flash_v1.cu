@@ -28,6 +28,7 @@
 #include "04_flash_v1/flash_v1.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
+#include "common/warp_reduce.cuh"
 
 namespace flash_v1 {
 namespace {
@@ -38,16 +39,6 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-// Max and sum over the 16 threads tx = 0..15 that share a row: they are 16 consecutive lanes of
-// one warp, so xor-shuffles with offsets 8, 4, 2, 1 never leave the half-warp.
-__device__ __forceinline__ float row_max16(float x) {
-  for (int offset = 8; offset > 0; offset /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, offset));
-  return x;
-}
-__device__ __forceinline__ float row_sum16(float x) {
-  for (int offset = 8; offset > 0; offset /= 2) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
 
 // Copies rows [row0, row0 + n_rows) of a row-major (rows, d) global matrix into a (n_rows, D)
 // smem tile with row stride `stride`, zero-filling rows >= rows and columns >= d.
@@ -158,7 +149,7 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
           S_ij[r][c] = seen ? scale * S_ij[r][c] : -kInf;  // exp(-inf) = 0: the key drops out
           m_tilde = fmaxf(m_tilde, S_ij[r][c]);
         }
-        m_tilde = row_max16(m_tilde);
+        m_tilde = fa::cuda::warp_max<16>(m_tilde);  // the 16 lanes tx = 0..15 of this row
         const float m_new = fmaxf(m_i[r], m_tilde);
         // A row that has seen no key yet has m = -inf; subtracting 0 instead gives exp(-inf) = 0,
         // not exp(-inf - -inf) = NaN. Every other row subtracts a max: all exponents are <= 0.
@@ -171,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
           l_tilde += S_ij[r][c];
           if (c < cols) P_s[(ty + 16 * r) * stride_P + tx + 16 * c] = S_ij[r][c];
         }
-        l_tilde = row_sum16(l_tilde);
+        l_tilde = fa::cuda::warp_sum<16>(l_tilde);
         const float alpha = expf(m_i[r] - m_ref);  // moves l_i and O_i from max m_i to m_new
         beta[r] = expf(m_tilde - m_ref);           // moves P~_ij from max m~_ij to m_new
         const float l_new = alpha * l_i[r] + beta[r] * l_tilde;
