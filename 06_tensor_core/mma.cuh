@@ -1,0 +1,88 @@
+// The instructions chapter 06 adds, one thin wrapper each (sm_80+): ldmatrix, mma.sync, the
+// float -> fp16/bf16 pair conversion that feeds P back into the tensor cores, and 05's 16-byte
+// cp.async taking a 32-bit shared address. Candidates for common/ once a later chapter needs
+// them unchanged.
+//
+// Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type").
+// A warp holds each operand spread over its 32 lanes; g = lane / 4 (groupID) and t = lane % 4
+// (threadID_in_group). Each .b32 register holds two 16-bit elements, the lower column first.
+//
+//   A (16x16, row-major)  a0: (g,   2t..2t+1)    a1: (g+8, 2t..2t+1)
+//                         a2: (g,   2t+8..2t+9)  a3: (g+8, 2t+8..2t+9)
+//   B (16x8, "col")       b0: (k = 2t..2t+1,   n = g)
+//                         b1: (k = 2t+8..2t+9, n = g)
+//   C, D (16x8, fp32)     c0, c1: (g, 2t), (g, 2t+1)      c2, c3: (g+8, 2t), (g+8, 2t+1)
+//
+// ldmatrix.x4 loads four 8x8 matrices of 16-bit elements; lanes 8i .. 8i+7 give the addresses of
+// the 8 rows (16 bytes each) of matrix i, and register ri of lane l receives row l / 4, elements
+// 2 (l % 4) and 2 (l % 4) + 1 of matrix i: exactly the (g, 2t..2t+1) shape of a0 or c0/c1. With
+// .trans, lane l receives column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1 instead: the (k = 2t, n = g)
+// shape of b0, read from a row-major matrix whose rows are k.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace tensor_core {
+
+// Shared-memory addresses are passed as 32-bit numbers (the .shared window), as ldmatrix wants.
+__device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 05's cp_async_16 with the destination as a .shared address: copies 16 bytes global -> shared in
+// the background; when `valid` is false it reads nothing and writes 16 zero bytes.
+__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+
+// Four 8x8 matrices of 16-bit elements, shared memory -> registers.
+__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// The same, each matrix transposed on the way.
+__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D = A B + D for a 16x16 A and a 16x8 B of type T (half or bf16), accumulated in fp32.
+template <class T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                          std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    static_assert(std::is_same_v<T, __half>, "fp16 or bf16");
+    asm(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+// Two floats -> one register of two T (round to nearest even; one cvt.rn.{bf16x2,f16x2}.f32).
+template <class T>
+__device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const std::uint32_t*>(&v);
+  }
+}
+
+}  // namespace tensor_core

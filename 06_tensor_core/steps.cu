@@ -1,0 +1,72 @@
+// The step-by-step versions of chapter 06 (steps.h): one Config per step and head dim.
+#include "06_tensor_core/steps.h"
+
+#include <cuda_bf16.h>
+
+#include <stdexcept>
+#include <type_traits>
+
+#include "06_tensor_core/tensor_core.cuh"
+
+namespace tensor_core::steps {
+namespace {
+
+using bf16 = __nv_bfloat16;
+//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs
+using V1_64 = Config<bf16, 64, 64, 2, 1, false, false>;    // ldmatrix + mma, plain row-major smem
+using V1_128 = Config<bf16, 128, 64, 2, 1, false, false>;
+using V2_64 = Config<bf16, 64, 64, 2, 1, true, false>;     // + XOR swizzle
+using V2_128 = Config<bf16, 128, 64, 2, 1, true, false>;
+using V3_64 = Config<bf16, 64, 64, 2, 2, true, false>;     // + double-buffered K/V
+using V3_128 = Config<bf16, 128, 64, 2, 2, true, false>;
+using V4_64 = Config<bf16, 64, 64, 2, 2, true, true>;      // + Q_i's fragments kept in registers
+using Bc128_64 = Config<bf16, 64, 128, 2, 2, true, false>; // alternative: FlashAttention-2's 128 x 128
+using Bc32_64 = Config<bf16, 64, 32, 2, 2, true, false>;   // alternative: 128 x 32 (fewer registers)
+using Bc32_128 = Config<bf16, 128, 32, 2, 2, true, false>;
+
+// C128 = void: the step has no D = 128 version.
+template <class C64, class C128>
+void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+             cudaStream_t stream) {
+  static const fa::Support support{"06_tensor_core (steps)", {fa::Dtype::bf16},
+                                   std::is_void_v<C128> ? std::vector<int>{64} : std::vector<int>{64, 128}, 128};
+  fa::check_forward_args(support, p, q, k, v, o, lse);
+  const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core (steps)");
+  if (p.head_dim == 64) {
+    launch<C64>(prm, p.batch * p.heads, stream);
+  } else if constexpr (!std::is_void_v<C128>) {
+    launch<C128>(prm, p.batch * p.heads, stream);
+  }
+}
+
+template <class C64, class C128 = void>
+Step make(const std::string& name, const std::string& what) {
+  const std::vector<int> dims = std::is_void_v<C128> ? std::vector<int>{64} : std::vector<int>{64, 128};
+  fa::Problem defaults = fa::default_problem(fa::Dtype::bf16);
+  return {name, what, {{"06_tensor_core." + name, {fa::Dtype::bf16}, dims, 128}, forward<C64, C128>, dims, defaults}};
+}
+
+}  // namespace
+
+const std::vector<Step>& all() {
+  static const std::vector<Step> steps = {
+      make<V1_64, V1_128>("v1_plain", "mma.sync + ldmatrix, row-major smem, load K_j/V_j then compute"),
+      make<V2_64, V2_128>("v2_swizzle", "+ XOR-swizzled smem (conflict-free ldmatrix)"),
+      make<V3_64, V3_128>("v3_pipeline", "+ K/V double buffer: tile j+1 loads during tile j"),
+      make<V4_64>("v4_q_in_registers", "+ Q_i's A fragments loaded once (D = 64 only: D = 128 has no registers left)"),
+      make<Bc128_64>("alt_bc128", "v3 with Bc = 128 (FlashAttention-2's D = 64 tiles)"),
+      make<Bc32_64, Bc32_128>("alt_bc32", "v3 with Bc = 32 (fewer registers, twice the softmax bookkeeping per key)"),
+  };
+  return steps;
+}
+
+const Step& find(const std::string& name) {
+  std::string known;
+  for (const Step& s : all()) {
+    if (s.name == name) return s;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw std::invalid_argument("unknown step '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace tensor_core::steps

@@ -1,0 +1,22 @@
+// The README's step-by-step versions: chapter 06's kernel with its ideas switched on one at a
+// time (template switches of tensor_core.cuh's Config, not copies), bf16, D = 64 and 128. Each is
+// a Chapter, so the shared benchmark and test code run it like any chapter.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/chapter.h"
+
+namespace tensor_core::steps {
+
+struct Step {
+  std::string name;  // "v2_swizzle"
+  std::string what;  // one line for the README table
+  fa::Chapter chapter;
+};
+
+const std::vector<Step>& all();
+const Step& find(const std::string& name);  // throws std::invalid_argument naming the known steps
+
+}  // namespace tensor_core::steps

@@ -1,0 +1,42 @@
+// Chapter 06's forward: the checks, then one launch of the head dim's configuration.
+#include "06_tensor_core/tensor_core.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "06_tensor_core/tensor_core.cuh"
+
+namespace tensor_core {
+namespace {
+
+template <class T>
+void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
+  const int bh = p.batch * p.heads;
+  switch (p.head_dim) {
+    case 32: return launch<ChapterConfig<T, 32>>(prm, bh, stream);
+    case 64: return launch<ChapterConfig<T, 64>>(prm, bh, stream);
+    case 96: return launch<ChapterConfig<T, 96>>(prm, bh, stream);
+    case 128: return launch<ChapterConfig<T, 128>>(prm, bh, stream);
+    case 256: return launch<ChapterConfig<T, 256>>(prm, bh, stream);
+  }
+}
+
+}  // namespace
+
+const fa::Chapter& chapter() {
+  static const fa::Chapter c{{"06_tensor_core", {fa::Dtype::bf16, fa::Dtype::f16}, {32, 64, 96, 128, 256}, 256},
+                             forward,
+                             {32, 64, 96, 128, 256},
+                             fa::default_problem(fa::Dtype::bf16)};
+  return c;
+}
+
+void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+             cudaStream_t stream) {
+  fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
+  const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core");
+  if (p.dtype == fa::Dtype::bf16) dispatch<__nv_bfloat16>(p, prm, stream);
+  else dispatch<__half>(p, prm, stream);
+}
+
+}  // namespace tensor_core
