@@ -1,0 +1,150 @@
+// CPU tests of chapter 08: the backward model against the float64 reference, rows that see no
+// key, and the causal tile-skip index math that the kernel shares with the model. ctest -L cpu
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "08_backward/model.h"
+#include "08_backward/tiles.h"
+#include "common/backward_check.h"
+#include "common/host_data.h"
+#include "common/reference.h"
+
+namespace {
+
+struct Case {
+  int batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim;
+  bool causal;
+  int Br, Bc;
+};
+
+std::string name_of(const Case& c) {
+  return "B" + std::to_string(c.batch) + "_H" + std::to_string(c.heads) + "x" +
+         std::to_string(c.kv_heads) + "_Sq" + std::to_string(c.seqlen_q) + "_Sk" +
+         std::to_string(c.seqlen_k) + "_D" + std::to_string(c.head_dim) +
+         (c.causal ? "_causal" : "") + "_Br" + std::to_string(c.Br) + "_Bc" + std::to_string(c.Bc);
+}
+
+fa::Problem problem_of(const Case& c) {
+  fa::Problem p;
+  p.batch = c.batch;
+  p.heads = c.heads;
+  p.kv_heads = c.kv_heads;
+  p.seqlen_q = c.seqlen_q;
+  p.seqlen_k = c.seqlen_k;
+  p.head_dim = c.head_dim;
+  p.causal = c.causal;
+  return p;
+}
+
+// O and LSE as an exact forward would write them in float: the float64 reference, rounded. (The
+// GPU tests use the chapter's own forward; here the backward is checked on its own.)
+void forward_for(const fa::Problem& p, const fa::HostInputs& in, std::vector<float>& o, std::vector<float>& lse) {
+  const fa::ReferenceForward ref = fa::reference_forward(p, in.q, in.k, in.v);
+  o.assign(ref.o.begin(), ref.o.end());
+  lse.assign(ref.lse.begin(), ref.lse.end());
+}
+
+class Model : public ::testing::TestWithParam<Case> {};
+
+TEST_P(Model, MatchesReference) {
+  const Case& c = GetParam();
+  const fa::Problem p = problem_of(c);
+  const fa::HostInputs in = fa::make_inputs(p, 5);
+  const std::vector<float> dout = fa::make_dout(p, 5);
+  std::vector<float> o, lse, dq, dk, dv;
+  forward_for(p, in, o, lse);
+  backward::model::backward(p, in.q, in.k, in.v, o, lse, dout, dq, dk, dv, c.Br, c.Bc);
+
+  // The same verdict as the GPU tests give a kernel (common/backward_check.h).
+  const fa::BackwardCheck check = fa::check_backward(p, in, dout, fa::encode(dq, fa::Dtype::f32),
+                                                     fa::encode(dk, fa::Dtype::f32),
+                                                     fa::encode(dv, fa::Dtype::f32));
+  EXPECT_TRUE(check.pass()) << p.describe() << "\n" << check.summary();
+}
+
+// Tile sizes: the kernel's (Br x Bc = 64 x 64 for D <= 64, 32 x 64 above), small ones so short
+// sequences span several tiles, and sizes that divide nothing.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Model,
+    ::testing::Values(Case{1, 1, 1, 1, 1, 32, false, 64, 64},
+                      Case{1, 1, 1, 1, 1, 7, true, 32, 64},
+                      Case{1, 2, 1, 17, 17, 64, true, 64, 64},
+                      Case{1, 2, 1, 17, 17, 7, true, 4, 4},
+                      Case{2, 4, 2, 127, 127, 32, false, 64, 64},
+                      Case{1, 4, 2, 127, 127, 64, true, 16, 8},
+                      Case{1, 2, 2, 127, 127, 32, true, 7, 13},
+                      Case{1, 2, 1, 17, 127, 32, true, 64, 64},    // Sq < Sk: later keys
+                      Case{1, 2, 1, 127, 17, 32, true, 16, 16},    // Sq > Sk: rows that see nothing
+                      Case{1, 2, 1, 127, 17, 7, true, 64, 64},     // a whole tile sees nothing
+                      Case{1, 3, 1, 33, 70, 64, false, 16, 32},    // MQA
+                      Case{1, 4, 1, 127, 1, 32, false, 32, 64},    // MQA, one key: dV sums 4 x 127 rows
+                      Case{2, 2, 2, 1, 127, 64, true, 64, 64},
+                      Case{1, 2, 2, 127, 1, 32, false, 64, 64}),
+    [](const ::testing::TestParamInfo<Case>& info) { return name_of(info.param); });
+
+// Sq = 40 > Sk = 8, causal: query rows 0..31 see no key (problem.h), their LSE is +inf.
+// Their dQ rows must be exactly 0, every gradient finite, and their Q and dO must not reach dK
+// or dV at all: scaling those rows up by 1e4 leaves dK and dV bit for bit the same.
+TEST(EmptyRows, ZeroGradientsAndNoNaN) {
+  const Case c{1, 2, 1, 40, 8, 32, true, 24, 4};  // query tile 1 mixes empty and seeing rows
+  const fa::Problem p = problem_of(c);
+  fa::HostInputs in = fa::make_inputs(p, 11);
+  std::vector<float> dout = fa::make_dout(p, 11);
+  std::vector<float> o, lse, dq, dk, dv;
+  forward_for(p, in, o, lse);
+  const int empty_rows = p.seqlen_q - p.seqlen_k;
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 0; i < p.seqlen_q; ++i) ASSERT_EQ(std::isinf(lse[h * p.seqlen_q + i]), i < empty_rows);
+  backward::model::backward(p, in.q, in.k, in.v, o, lse, dout, dq, dk, dv, c.Br, c.Bc);
+
+  for (float x : dq) ASSERT_TRUE(std::isfinite(x));
+  for (float x : dk) ASSERT_TRUE(std::isfinite(x));
+  for (float x : dv) ASSERT_TRUE(std::isfinite(x));
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 0; i < empty_rows; ++i)
+      for (int d = 0; d < p.head_dim; ++d)
+        ASSERT_EQ(dq[(h * p.seqlen_q + i) * p.head_dim + d], 0.0f) << "h=" << h << " i=" << i << " d=" << d;
+
+  for (int h = 0; h < p.heads; ++h) {
+    for (int n = 0; n < empty_rows * p.head_dim; ++n) {
+      in.q[h * p.seqlen_q * p.head_dim + n] *= 1e4f;
+      dout[h * p.seqlen_q * p.head_dim + n] *= 1e4f;
+    }
+  }
+  std::vector<float> dq2, dk2, dv2;
+  backward::model::backward(p, in.q, in.k, in.v, o, lse, dout, dq2, dk2, dv2, c.Br, c.Bc);
+  EXPECT_EQ(dk2, dk);
+  EXPECT_EQ(dv2, dv);
+}
+
+// query_tile_begin against brute force over every (key tile, query tile) pair: the query tiles it
+// skips see nothing of the key tile, and every one it visits sees something of it.
+TEST(TileSkip, MatchesBruteForce) {
+  const int sizes[] = {1, 2, 3, 5, 16, 17, 31, 64, 65, 100, 129};
+  const int tiles[] = {1, 3, 8, 16, 32, 64};
+  for (int Sq : sizes)
+    for (int Sk : sizes)
+      for (int Br : tiles)
+        for (int Bc : tiles)
+          for (bool causal : {false, true}) {
+            const int Tr = backward::ceil_div(Sq, Br);
+            for (int jt = 0; jt < backward::ceil_div(Sk, Bc); ++jt) {
+              const int begin = backward::query_tile_begin(jt, Br, Bc, Sq, Sk, causal);
+              for (int it = 0; it < Tr; ++it) {
+                bool any_seen = false;
+                for (int i = it * Br; i < std::min((it + 1) * Br, Sq); ++i)
+                  for (int j = jt * Bc; j < std::min((jt + 1) * Bc, Sk); ++j)
+                    any_seen |= !causal || fa::causal_visible(i, j, Sq, Sk);
+                ASSERT_EQ(it >= begin, any_seen)
+                    << "Sq=" << Sq << " Sk=" << Sk << " Br=" << Br << " Bc=" << Bc << " causal=" << causal
+                    << " key tile " << jt << " query tile " << it << " (query_tile_begin " << begin << ")";
+              }
+            }
+          }
+}
+
+}  // namespace

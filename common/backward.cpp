@@ -1,0 +1,15 @@
+#include "common/backward.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace fa {
+
+void check_backward_args(const Support& s, const Problem& p, const void* q, const void* k,
+                         const void* v, const void* o, const void* lse, const void* dout,
+                         const void* dq, const void* dk, const void* dv) {
+  check_forward_args(s, p, q, k, v, o, lse);  // the problem, dtype, head_dim and the inputs
+  if (!dout || !dq || !dk || !dv) throw std::invalid_argument(s.chapter + ": a tensor pointer is null");
+}
+
+}  // namespace fa

@@ -1,0 +1,73 @@
+// The shared GPU test suite of a backward chapter, the backward twin of test_harness.h. A
+// chapter's test file is three lines:
+//
+//   #include "common/backward_harness.h"
+//   #include "08_backward/backward.h"
+//   FA_BACKWARD_TESTS(backward::chapter())
+//
+// For every shape below, every test head dim and dtype of the chapter, it runs the chapter's
+// forward (for O and LSE) and then its backward on seeded inputs and a seeded dO, and checks dQ,
+// dK and dV against the float64 reference_backward (common/backward_check.h), with poisoned
+// outputs and guard bytes after them. It also checks that bad input is refused with a clear
+// std::invalid_argument. The shape tests skip, naming the reason, where no GPU is present; the
+// refusal tests need no GPU and always run.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/backward.h"
+
+namespace fa::testing {
+
+struct BackwardCase {
+  const BackwardChapter* chapter;
+  Problem problem;
+  std::string name;
+};
+
+struct BackwardRefusalCase {
+  const BackwardChapter* chapter;
+  Problem problem;
+  std::string null_tensor;  // "" or the tensor passed as a null pointer ("dout", "dq", ...)
+  std::string expect;       // a word the error message must contain
+  std::string name;
+};
+
+// The forward harness's shapes: seqlen 1, 17, 127, 1013; Sq != Sk both ways (including rows that
+// see no key under causal masking); MHA, GQA and MQA; causal and not.
+std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
+std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
+
+void check_backward(const BackwardCase& c);
+void check_backward_refusal(const BackwardRefusalCase& c);
+
+// gtest prints a parameter of a failing test with these (instead of its raw bytes).
+inline void PrintTo(const BackwardCase& c, std::ostream* os) { *os << c.name; }
+inline void PrintTo(const BackwardRefusalCase& c, std::ostream* os) { *os << c.name; }
+
+struct BackwardCaseName {
+  template <class Case>
+  std::string operator()(const ::testing::TestParamInfo<Case>& info) const {
+    return info.param.name;
+  }
+};
+
+}  // namespace fa::testing
+
+// Refusal tests are instantiated as "Inputs/...": fa_register_gtests (cmake/Chapter.cmake) labels
+// those `cpu`, the rest `gpu`.
+#define FA_BACKWARD_TESTS(chapter_expr)                                                                 \
+  class Backward : public ::testing::TestWithParam<::fa::testing::BackwardCase> {};                     \
+  TEST_P(Backward, MatchesReference) { ::fa::testing::check_backward(GetParam()); }                    \
+  INSTANTIATE_TEST_SUITE_P(Shapes, Backward,                                                            \
+                           ::testing::ValuesIn(::fa::testing::backward_cases(chapter_expr)),            \
+                           ::fa::testing::BackwardCaseName{});                                          \
+  class BackwardRefuses : public ::testing::TestWithParam<::fa::testing::BackwardRefusalCase> {};       \
+  TEST_P(BackwardRefuses, BadInput) { ::fa::testing::check_backward_refusal(GetParam()); }             \
+  INSTANTIATE_TEST_SUITE_P(Inputs, BackwardRefuses,                                                     \
+                           ::testing::ValuesIn(::fa::testing::backward_refusal_cases(chapter_expr)),    \
+                           ::fa::testing::BackwardCaseName{})

@@ -1,0 +1,151 @@
+#include "common/backward_runner.h"
+
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "common/backward_check.h"
+#include "common/cli.h"
+#include "common/cuda_check.h"
+#include "common/device_memory.h"
+#include "common/forward_check.h"
+#include "common/gpu_timer.h"
+#include "common/host_data.h"
+
+namespace fa {
+namespace {
+
+std::string gpu_name() {
+  cudaDeviceProp prop{};
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+  return prop.name;
+}
+
+struct Timings {
+  float fwd_ms, bwd_ms;
+  std::size_t peak, scratch;
+};
+
+std::string json_line(const BackwardChapter& c, const Options& o, bool pass, const ForwardCheck* fwd,
+                      const BackwardCheck* bwd, const Timings& t) {
+  const Problem& p = o.problem;
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  std::ostringstream s;
+  s.precision(6);
+  s << "{\"chapter\":\"" << c.support.chapter << "\",\"gpu\":\"" << gpu_name()
+    << "\",\"cuda_runtime\":" << runtime << ",\"batch\":" << p.batch << ",\"heads\":" << p.heads
+    << ",\"kv_heads\":" << p.kv_heads << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":"
+    << p.seqlen_k << ",\"head_dim\":" << p.head_dim << ",\"causal\":"
+    << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype)
+    << "\",\"checked\":" << (fwd ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
+  if (fwd) s << ",\"max_abs_err\":" << fwd->o.max_abs << ",\"lse_max_abs_err\":" << fwd->lse.max_abs;
+  if (bwd) {
+    s << ",\"dq_max_abs_err\":" << bwd->dq.max_abs << ",\"dk_max_abs_err\":" << bwd->dk.max_abs
+      << ",\"dv_max_abs_err\":" << bwd->dv.max_abs << ",\"dq_rel_fro_err\":" << bwd->dq.rel_fro
+      << ",\"dk_rel_fro_err\":" << bwd->dk.rel_fro << ",\"dv_rel_fro_err\":" << bwd->dv.rel_fro;
+  }
+  s << ",\"fwd_ms\":" << t.fwd_ms << ",\"fwd_tflops\":" << forward_flops(p) / (t.fwd_ms * 1e-3) / 1e12
+    << ",\"bwd_ms\":" << t.bwd_ms << ",\"bwd_tflops\":" << backward_flops(p) / (t.bwd_ms * 1e-3) / 1e12
+    << ",\"peak_mem_bytes\":" << t.peak << ",\"workspace_bytes\":" << t.scratch << "}";
+  return s.str();
+}
+
+int run(const BackwardChapter& c, const Options& o) {
+  const Problem& p = o.problem;
+  // Refuse unsupported problems first: before looking for a GPU or drawing inputs.
+  check_backward_args(c.support, p, &p, &p, &p, &p, &p, &p, &p, &p, &p);
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty()) {
+    std::cerr << c.support.chapter << ": cannot run the kernels: " << reason
+              << ". (The CPU parts run in the tests: ctest -L cpu.)\n";
+    return 1;
+  }
+
+  const HostInputs in = make_inputs(p, o.seed);
+  const std::vector<float> dout_host = make_dout(p, o.seed);
+  const std::size_t elem = dtype_size(p.dtype);
+  cuda::release_workspace();
+  cuda::reset_peak();
+  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem),
+      out(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float)), dout(p.o_elems() * elem),
+      dq(p.q_elems() * elem), dk(p.kv_elems() * elem), dv(p.kv_elems() * elem);
+  q.upload(encode(in.q, p.dtype));
+  k.upload(encode(in.k, p.dtype));
+  v.upload(encode(in.v, p.dtype));
+  dout.upload(encode(dout_host, p.dtype));
+  for (cuda::DeviceBuffer* b : {&out, &lse, &dq, &dk, &dv}) b->poison();
+
+  auto forward = [&] { c.forward(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), nullptr); };
+  auto backward = [&] {
+    c.backward(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(),
+               dv.get(), nullptr);
+  };
+  forward();  // the checked runs: the first ones, on poisoned outputs
+  backward();
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+
+  std::optional<ForwardCheck> fwd_check;
+  std::optional<BackwardCheck> bwd_check;
+  if (o.check) {
+    fwd_check = check_forward(p, in, out.download(), lse.download());
+    bwd_check = check_backward(p, in, dout_host, dq.download(), dk.download(), dv.download());
+  }
+  const bool fwd_pass = !fwd_check || fwd_check->pass(), bwd_pass = !bwd_check || bwd_check->pass();
+
+  Timings t{};
+  t.fwd_ms = cuda::median_ms(forward, o.iters);
+  t.bwd_ms = cuda::median_ms(backward, o.iters);
+  const cuda::MemoryStats mem = cuda::memory_stats();
+  std::size_t io = 0;
+  for (const cuda::DeviceBuffer* b : {&q, &k, &v, &out, &lse, &dout, &dq, &dk, &dv}) io += b->bytes();
+  t.peak = mem.peak;
+  t.scratch = mem.peak - io;
+
+  const char* unchecked = "unchecked";
+  std::printf("%-18s forward  %s | %s | %9.3f ms %8.2f TFLOP/s\n", c.support.chapter.c_str(),
+              p.describe().c_str(), o.check ? (fwd_pass ? "PASS" : "FAIL") : unchecked, t.fwd_ms,
+              forward_flops(p) / (t.fwd_ms * 1e-3) / 1e12);
+  std::printf("%-18s backward %s | %s | %9.3f ms %8.2f TFLOP/s | device memory %.1f MiB (%.1f MiB beyond the tensors)\n",
+              c.support.chapter.c_str(), p.describe().c_str(), o.check ? (bwd_pass ? "PASS" : "FAIL") : unchecked,
+              t.bwd_ms, backward_flops(p) / (t.bwd_ms * 1e-3) / 1e12, t.peak / 1048576.0, t.scratch / 1048576.0);
+  if (fwd_check) std::printf("%s\n", fwd_check->summary().c_str());
+  if (bwd_check) std::printf("%s\n", bwd_check->summary().c_str());
+  const bool pass = fwd_pass && bwd_pass;
+  if (o.json) {
+    std::printf("%s\n", json_line(c, o, pass, fwd_check ? &*fwd_check : nullptr, bwd_check ? &*bwd_check : nullptr, t)
+                            .c_str());
+  }
+  return pass ? 0 : 1;
+}
+
+}  // namespace
+
+int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv) {
+  Options options;
+  try {
+    options = parse_cli(argc, argv, chapter.defaults);
+  } catch (const HelpRequested& help) {
+    std::cout << chapter.support.chapter << " runs the forward pass and then the backward pass (dQ, dK, dV "
+              << "for a seeded dO); both are checked and timed.\n"
+              << help.what();
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::cerr << chapter.support.chapter << ": " << e.what() << "\n";
+    return 2;
+  }
+  try {
+    return run(chapter, options);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace fa
