@@ -35,6 +35,7 @@ __global__ void scores_kernel(const float* q,  // [B, H, Sq, D] global
   const std::int64_t bh = n / (std::int64_t{p.seqlen_k} * p.seqlen_q);  // b * H + h
   const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
 
+  // BEGIN SOLUTION: s[n] = scale * Q_i . K_j (rows i of Q[bh], j of K[kv_bh]), or -inf if causal hides j
   if (p.causal && !fa::causal_visible(i, j, p.seqlen_q, p.seqlen_k)) {
     s[n] = -kInf;  // exp(-inf) = 0: the key drops out of the softmax
     return;
@@ -44,6 +45,7 @@ __global__ void scores_kernel(const float* q,  // [B, H, Sq, D] global
   float dot = 0.0f;
   for (int d = 0; d < p.head_dim; ++d) dot += q_i[d] * k_j[d];
   s[n] = scale * dot;
+  // END SOLUTION
 }
 
 // Row-wise softmax of S in place (S becomes P), and LSE = m + log(l) per row.
@@ -54,6 +56,7 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
   const std::int64_t row = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (row >= rows) return;
   float* s_row = s + row * seqlen_k;
+  // BEGIN SOLUTION: softmax of s_row in place, lse[row] = m + log(l); an all -inf row: P = 0, LSE = +inf
   float m = -kInf;
   for (int j = 0; j < seqlen_k; ++j) m = fmaxf(m, s_row[j]);
   if (m == -kInf) {  // the row sees no key: P = 0, LSE = +inf (see common/problem.h)
@@ -65,6 +68,7 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
   for (int j = 0; j < seqlen_k; ++j) l += expf(s_row[j] - m);
   for (int j = 0; j < seqlen_k; ++j) s_row[j] = expf(s_row[j] - m) / l;
   lse[row] = m + logf(l);
+  // END SOLUTION
 }
 
 // O[bh, i, d] = sum_j P[bh, i, j] * V[bh / group, j, d]
@@ -79,11 +83,13 @@ __global__ void output_kernel(const float* prob,  // [B, H, Sq, Sk] global
   const std::int64_t bh = n / (std::int64_t{p.head_dim} * p.seqlen_q);
   const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
 
+  // BEGIN SOLUTION: O[n] = sum_j P[bh, i, j] * V[kv_bh, j, d]
   const float* p_i = prob + (bh * p.seqlen_q + i) * p.seqlen_k;  // (Sk) global
   const float* v_bh = v + kv_bh * p.seqlen_k * p.head_dim;       // (Sk, D) global
   float acc = 0.0f;
   for (int j = 0; j < p.seqlen_k; ++j) acc += p_i[j] * v_bh[std::int64_t{j} * p.head_dim + d];
   o[n] = acc;
+  // END SOLUTION
 }
 
 }  // namespace

@@ -66,6 +66,7 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const float* q,  // [B
 
   float acc[4][4] = {};  // (4, 4) registers
   for (int d0 = 0; d0 < p.head_dim; d0 += kBK) {
+    // BEGIN SOLUTION: stage the d0 slices of Q_i, K_j in Q_s, K_s; add this thread's 4 x 4 products to acc
     load_transposed(Q_s, Q_bh, p.seqlen_q, p.head_dim, i0, d0);
     load_transposed(K_s, K_bh, p.seqlen_k, p.head_dim, j0, d0);
     __syncthreads();  // both slices are complete before anyone reads them
@@ -77,6 +78,7 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const float* q,  // [B
         for (int c = 0; c < 4; ++c) acc[r][c] += a[r] * b[c];
     }
     __syncthreads();  // everyone is done reading before the next slice overwrites the tiles
+    // END SOLUTION
   }
   for (int r = 0; r < 4; ++r) {
     for (int c = 0; c < 4; ++c) {
@@ -96,6 +98,7 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // the whole warp leaves together, so the shuffles below stay full
   float* s_row = s + row * seqlen_k;
+  // BEGIN SOLUTION: the softmax of 01, the keys strided over the 32 lanes; max and sum by warp shuffles
   float m = -kInf;
   for (int j = lane; j < seqlen_k; j += 32) m = fmaxf(m, s_row[j]);
   m = fa::cuda::warp_max(m);
@@ -110,6 +113,7 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
   const float inv_l = 1.0f / l;
   for (int j = lane; j < seqlen_k; j += 32) s_row[j] = expf(s_row[j] - m) * inv_l;
   if (lane == 0) lse[row] = m + logf(l);
+  // END SOLUTION
 }
 
 // O = P V for one (64 rows x 64 head-dim columns) tile of O.
@@ -128,6 +132,7 @@ __global__ void __launch_bounds__(kThreads) output_kernel(const float* prob,  //
 
   float acc[4][4] = {};
   for (int j0 = 0; j0 < p.seqlen_k; j0 += kBK) {
+    // BEGIN SOLUTION: stage 16 keys of P_i (transposed) and V_j in P_s, V_s; add the 4 x 4 products to acc
     load_transposed(P_s, P_bh, p.seqlen_q, p.seqlen_k, i0, j0);
     for (int n = threadIdx.x; n < kBK * kTile; n += kThreads) {  // 64 threads read one V row segment
       const int jj = n / kTile, c = n % kTile;
@@ -143,6 +148,7 @@ __global__ void __launch_bounds__(kThreads) output_kernel(const float* prob,  //
         for (int c = 0; c < 4; ++c) acc[r][c] += a[r] * b[c];
     }
     __syncthreads();  // everyone is done reading before the next slice overwrites the tiles
+    // END SOLUTION
   }
   for (int r = 0; r < 4; ++r) {
     for (int c = 0; c < 4; ++c) {

@@ -78,13 +78,17 @@ __global__ void __launch_bounds__(kThreads) online_softmax_kernel(
     const float* K_j = K_bh + std::int64_t{j} * D;  // (D) global
     const float* V_j = V_bh + std::int64_t{j} * D;  // (D) global
 
+    // BEGIN SOLUTION: S_ij = scale * Q_i . K_j: each lane its columns d, then a warp sum
+    // STUB: const float S_ij = 0.0f;
     float part = 0.0f;  // this lane's share of Q_i . K_j
     for (int c = 0; c < kC; ++c) {
       const int d = lane + 32 * c;
       if (d < D) part += Q_i[c] * K_j[d];
     }
     const float S_ij = scale * fa::cuda::warp_sum(part);  // every lane holds the same score
+    // END SOLUTION
 
+    // BEGIN SOLUTION: if S_ij > m_i, rescale l_i, O_i to the new max; then add P_ij to l_i, P_ij V_j to O_i
     // The online softmax step (README: Algorithm). Every lane holds the same S_ij and m_i, so
     // this branch is warp-uniform and never diverges; it is also rare, since the running max of
     // n random scores grows only about ln(n) times.
@@ -106,6 +110,7 @@ __global__ void __launch_bounds__(kThreads) online_softmax_kernel(
       const int d = lane + 32 * c;
       if (d < D) O_i[c] += P_ij * V_j[d];
     }
+    // END SOLUTION
   }
 
   // Normalize once. A row that saw no key has m_i = -inf, l_i = 0 and O_i = 0: it writes O = 0

@@ -137,6 +137,7 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
       // Lines 10-11, row by row: m~_ij = rowmax(S_ij), P~_ij = exp(S_ij - m~_ij), l~_ij = rowsum(P~_ij),
       // m_new = max(m_i, m~_ij), l_new = e^(m_i - m_new) l_i + e^(m~_ij - m_new) l~_ij.
       float beta[kMaxPer], inv_l_new[kMaxPer];
+      // BEGIN SOLUTION: lines 10-11 for my rows r (mask S_ij; P~_ij to P_s); store l_new, m_new; beta, inv_l_new; l_i *= alpha
 #pragma unroll
       for (int r = 0; r < kMaxPer; ++r) {
         if (r >= rows) continue;
@@ -175,9 +176,11 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
         }
         l_i[r] *= alpha;  // diag(l_i) e^(m_i - m_new): the weight of the old O_i
       }
+      // END SOLUTION
       __syncthreads();  // all of P~_ij is in smem before any row multiplies it by V_j
 
       // Line 12: O_i <- diag(l_new)^-1 (diag(l_i) e^(m_i - m_new) O_i + e^(m~_ij - m_new) P~_ij V_j).
+      // BEGIN SOLUTION: PV = P~_ij V_j (P_s times V_s) for my rows and columns, then line 12 on O in global memory
       float PV[kMaxPer][D / 16] = {};  // (Br, D) tile of P~_ij V_j; 4 x D/16 of it in my registers
       for (int c = 0; c < Bc; ++c) {
         float a[kMaxPer];
@@ -202,6 +205,7 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
           O_i = inv_l_new[r] * (l_i[r] * O_i + beta[r] * PV[r][e]);
         }
       }
+      // END SOLUTION
     }
   }
   __syncthreads();  // the last l and m writes are visible before other threads read them

@@ -174,6 +174,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
 
     // Online softmax. A row's Bc keys sit in the 8 lanes with the same ty (they differ in lane
     // bits 1-3), so three xor-shuffles give its max; the sum l_i stays per thread until the end.
+    // BEGIN SOLUTION: per row a: m_new (3 shuffles), rescale l_i and O_i by exp2(m_i - m_new), S_ij -> P_ij, l_i += P_ij
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       float m = S_ij[a][0];
@@ -193,6 +194,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
         l_i[a] += S_ij[a][b];
       }
     }
+    // END SOLUTION
     // P_ij^T to this warp's smem, key-major: key tx + 8b holds this thread's 4 rows in slots
     // 4ty .. 4ty+3, so the product below reads them back with one LDS.128 per key.
 #pragma unroll
@@ -208,6 +210,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
     cp_async_commit();
 
     // O_i += P_ij V_j: per key, 1 + kD/32 LDS.128 feed kD/2 FFMAs.
+    // BEGIN SOLUTION: for each key kk of the tile: O_i += (my 4 rows of P_w) x (my columns of V_s row kk)
 #pragma unroll 8
     for (int kk = 0; kk < Bc; ++kk) {
       const float4 p4 = *reinterpret_cast<const float4*>(P_w + kk * 16 + 4 * ty);  // 4 rows' P
@@ -224,6 +227,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
         }
       }
     }
+    // END SOLUTION
   }
 
   // Epilogue: the row sums, O_i / l_i once, and LSE = m * ln(2) + log(l) (natural log).

@@ -1,6 +1,12 @@
 #include "common/test_harness.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
 
 #include "common/forward_check.h"
 #include "common/cuda_check.h"
@@ -41,6 +47,60 @@ std::string name_of(const Problem& p) {
 // Bytes after each output that a kernel must not touch.
 constexpr std::size_t kGuard = 256;
 
+bool supports(const Support& s, const Problem& p) {
+  const bool dtype = std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) != s.dtypes.end();
+  const bool head_dim = s.head_dims.empty()
+                            ? p.head_dim <= s.max_head_dim
+                            : std::find(s.head_dims.begin(), s.head_dims.end(), p.head_dim) != s.head_dims.end();
+  return dtype && head_dim;
+}
+
+// A teacher's hidden cases: every *.txt file of $FA_EXTRA_TESTS_DIR (outside the repository), in
+// name order, one case per line, '#' starts a comment:
+//   batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype(f32|f16|bf16)
+// A case the chapter does not support (dtype, head_dim) is left out; a malformed line stops the
+// test binary with file:line. The cases are named Extra_<shape>, so their inputs are seeded
+// differently from a built-in case of the same shape.
+std::vector<Problem> extra_problems() {
+  namespace fs = std::filesystem;
+  const char* dir = std::getenv("FA_EXTRA_TESTS_DIR");
+  if (dir == nullptr || *dir == '\0') return {};
+  if (!fs::is_directory(dir))
+    throw std::runtime_error(std::string("FA_EXTRA_TESTS_DIR=") + dir + " is not a directory");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".txt") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+
+  std::vector<Problem> problems;
+  for (const fs::path& file : files) {
+    std::ifstream in(file);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      const std::string where = file.string() + ":" + std::to_string(n) + ": ";
+      const std::string text = line.substr(0, line.find('#'));
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank, or a comment
+      std::istringstream fields(text);
+      Problem p;
+      int causal = -1;
+      std::string dtype, extra;
+      fields >> p.batch >> p.heads >> p.kv_heads >> p.seqlen_q >> p.seqlen_k >> p.head_dim >> causal >> dtype;
+      if (!fields || fields >> extra || (causal != 0 && causal != 1))
+        throw std::runtime_error(where + "expected 'batch heads kv_heads seqlen_q seqlen_k head_dim "
+                                 "causal(0|1) dtype(f32|f16|bf16)', got '" + line + "'");
+      p.causal = causal == 1;
+      try {
+        p.dtype = parse_dtype(dtype);
+        p.validate();
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(where + e.what());
+      }
+      problems.push_back(p);
+    }
+  }
+  return problems;
+}
+
 }  // namespace
 
 std::vector<ForwardCase> forward_cases(const Chapter& chapter) {
@@ -60,6 +120,11 @@ std::vector<ForwardCase> forward_cases(const Chapter& chapter) {
         cases.push_back({&chapter, p, name_of(p)});
       }
     }
+  }
+  std::set<std::string> extra_names;  // a case listed twice runs once
+  for (const Problem& p : extra_problems()) {
+    const std::string name = "Extra_" + name_of(p);
+    if (supports(chapter.support, p) && extra_names.insert(name).second) cases.push_back({&chapter, p, name});
   }
   return cases;
 }

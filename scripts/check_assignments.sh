@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# On a GPU machine: checks that every assignment is gradable. For each chapter with solution
+# regions (scripts/make_student.py), its student copy, built as generated (TODOs not filled in),
+# must FAIL every one of its GPU tests -- a stub never earns a point -- while the solution build
+# passes all of them.
+#
+#   bash scripts/check_assignments.sh BUILD_DIR OUTDIR
+#
+# BUILD_DIR is the solution build (configured and built here if needed; gpu_check.sh's build-gpu
+# is reused as it is); the student copies are generated afresh and built in BUILD_DIR-student.
+# Writes OUTDIR/assignments.md (the verdicts), the two grade tables and the build logs.
+# Exit status 1 if a chapter's solution fails a test, its stub passes one, or its copy does not build.
+set -uo pipefail
+solution=${1:?usage: check_assignments.sh BUILD_DIR OUTDIR}
+out=${2:?usage: check_assignments.sh BUILD_DIR OUTDIR}
+mkdir -p "$solution" "$out"
+solution=$(cd "$solution" && pwd) out=$(cd "$out" && pwd)
+student=$solution-student
+cd "$(dirname "$0")/.."
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
+
+build() {  # build DIR LOG CMAKE_ARGS...: configure (keeping the directory's generator) and build, going on past errors
+  local dir=$1 log=$2
+  shift 2
+  local gen=()
+  command -v ninja >/dev/null && [[ ! -f $dir/CMakeCache.txt ]] && gen=(-G Ninja)
+  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" "$@" >"$log" 2>&1 ||
+    { echo "configure of $dir failed:"; tail -20 "$log"; return 1; }
+  local keep_going=(-k 0)
+  grep -q "CMAKE_GENERATOR:INTERNAL=Ninja" "$dir/CMakeCache.txt" || keep_going=(-k)
+  cmake --build "$dir" -j "$(nproc)" -- "${keep_going[@]}" >>"$log" 2>&1 ||
+    echo "build of $dir had errors (see $log); a chapter that did not build scores 0"
+}
+
+echo "== solution build: $solution"
+build "$solution" "$out/assignments_build_solution.log" -DFA_STUDENT=OFF || exit 1
+echo "== student build: $student (fresh student copies in $student/student)"
+rm -rf "$student/student"
+build "$student" "$out/assignments_build_student.log" -DFA_STUDENT=ON -DFA_STUDENT_DIR="$student/student" || exit 1
+
+echo "== grading both"
+bash scripts/grade.sh "$solution" --tsv "$out/assignments_solution.tsv" | tee "$out/assignments_solution.txt"
+bash scripts/grade.sh "$student" --tsv "$out/assignments_student.tsv" | tee "$out/assignments_student.txt"
+
+python3 scripts/make_student.py --all --list >"$out/assignments_regions.txt" || exit 1
+python3 - "$out" <<'EOF'
+import sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+def table(name):
+    rows = {}
+    for line in (out / name).read_text().splitlines():
+        ch, passed, total, skipped, note = (line.split("\t") + [""])[:5]
+        rows[ch] = (int(passed), int(total), int(skipped), note)
+    return rows
+
+solution, student = table("assignments_solution.tsv"), table("assignments_student.tsv")
+regions = dict(line.split() for line in (out / "assignments_regions.txt").read_text().splitlines())
+lines = ["| chapter | regions | solution passes | stub passes | verdict |", "|---|---|---|---|---|"]
+bad = 0
+for ch in sorted(set(solution) | set(student)):
+    s = solution.get(ch, (0, 0, 0, "not in the build"))
+    t = student.get(ch, (0, 0, 0, "not in the build"))
+    n = int(regions.get(ch, 0))
+    if n == 0:
+        verdict = "no assignment (no solution regions)"
+    elif s[3] == "no GPU tests in this build":
+        verdict = "no GPU tests in this build"
+    elif s[2] or t[2]:
+        verdict = "NOT CHECKED: tests skipped (no GPU?)"
+        bad += 1
+    elif s[1] == 0 or s[0] != s[1]:
+        verdict = f"SOLUTION FAILS {s[1] - s[0]} of {s[1]}" + (f" ({s[3]})" if s[3] else "")
+        bad += 1
+    elif "NOT BUILT" in t[3]:
+        verdict = "STUDENT COPY DOES NOT BUILD"
+        bad += 1
+    elif t[1] == 0:
+        verdict = "STUDENT COPY RAN NO TESTS" + (f" ({t[3]})" if t[3] else "")
+        bad += 1
+    elif t[0] > 0:
+        verdict = f"STUB PASSES {t[0]} of {t[1]}"
+        bad += 1
+    else:
+        verdict = f"ok: the stub fails all {t[1]}, the solution passes all {s[1]}"
+    lines.append(f"| {ch} | {n} | {s[0]}/{s[1]} | {t[0]}/{t[1]} | {verdict} |")
+text = "\n".join(lines) + "\n"
+(out / "assignments.md").write_text(text)
+print(text, end="")
+print("assignments: " + ("OK" if bad == 0 else f"{bad} chapter(s) need attention"))
+sys.exit(1 if bad else 0)
+EOF

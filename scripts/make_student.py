@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""Makes the student copy of a chapter: every file copied, every solution region replaced.
+
+A solution region in a chapter's source file is a block of whole statements between two
+comment lines, each on a line of its own:
+
+    // BEGIN SOLUTION: <one line: what the student writes here>
+    // STUB: float acc = 0.0f;          (optional: kept, uncommented, so the copy still compiles)
+    ...the solution...
+    // END SOLUTION
+
+In the student copy the block becomes `// TODO: <text>` followed by the STUB lines, at the
+marker's indentation. The markers are comments, so they change nothing in the compiled solution.
+
+    python3 scripts/make_student.py 04_flash_v1 --out DIR    # writes DIR/04_flash_v1/
+    python3 scripts/make_student.py --all --out DIR           # every chapter (NN_name/)
+    python3 scripts/make_student.py --all --list              # chapters and their regions
+
+A file that already exists in DIR with other content (a student's work) is kept, saying so;
+--force overwrites it. Unbalanced or malformed markers are refused with file:line.
+Python 3 standard library only.
+"""
+import argparse
+import re
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".cxx", ".c"}
+BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION(?::\s*(.*?))?\s*$")
+STUB = re.compile(r"^\s*// STUB:(?: (.*?))?\s*$")
+END = re.compile(r"^\s*// END SOLUTION\s*$")
+ANY_MARKER = re.compile(r"(BEGIN|END) SOLUTION|// STUB:")
+
+
+class MarkerError(Exception):
+    pass
+
+
+def transform(text, path):
+    """Returns (student text, number of regions). Raises MarkerError naming path:line."""
+    out, regions = [], 0
+    lines = text.splitlines(keepends=True)
+    open_at = None  # line number of the BEGIN of the region we are in
+    header = False  # right after BEGIN: STUB lines allowed
+    for n, line in enumerate(lines, 1):
+        where = f"{path}:{n}"
+        begin, stub, end = BEGIN.match(line), STUB.match(line), END.match(line)
+        if begin:
+            if open_at is not None:
+                raise MarkerError(f"{where}: BEGIN SOLUTION inside the region opened at line {open_at}")
+            if not begin.group(2):
+                raise MarkerError(f"{where}: BEGIN SOLUTION needs the student's TODO: "
+                                  "'// BEGIN SOLUTION: <what to write here>'")
+            indent = begin.group(1)
+            out.append(f"{indent}// TODO: {begin.group(2)}\n")
+            open_at, header, body = n, True, 0
+        elif stub:
+            if open_at is None or not header:
+                raise MarkerError(f"{where}: a STUB line belongs right after its BEGIN SOLUTION line")
+            if not stub.group(1):
+                raise MarkerError(f"{where}: empty STUB line")
+            out.append(f"{indent}{stub.group(1)}\n")
+        elif end:
+            if open_at is None:
+                raise MarkerError(f"{where}: END SOLUTION without a BEGIN SOLUTION")
+            if body == 0:
+                raise MarkerError(f"{where}: empty solution region (opened at line {open_at})")
+            regions += 1
+            open_at = None
+        elif ANY_MARKER.search(line):
+            raise MarkerError(f"{where}: malformed marker; markers are comment lines of their own: "
+                              "'// BEGIN SOLUTION: <todo>', '// STUB: <code>', '// END SOLUTION'")
+        else:
+            header = False
+            if open_at is None:
+                out.append(line)
+            else:
+                body += 1
+    if open_at is not None:
+        raise MarkerError(f"{path}:{open_at}: BEGIN SOLUTION without an END SOLUTION")
+    return "".join(out), regions
+
+
+def chapter_dirs(root):
+    return sorted(d for d in root.iterdir()
+                  if d.is_dir() and re.match(r"^\d\d_", d.name) and (d / "CMakeLists.txt").exists())
+
+
+def student_files(chapter):
+    """Yields (relative path, student bytes, regions) for every file of the chapter."""
+    for src in sorted(p for p in chapter.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        rel = src.relative_to(chapter)
+        data = src.read_bytes()
+        regions = 0
+        if src.suffix in SOURCE_SUFFIXES:
+            text, regions = transform(data.decode("utf-8", "surrogateescape"), f"{chapter.name}/{rel}")
+            if regions:
+                data = text.encode("utf-8", "surrogateescape")
+        yield rel, data, regions
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("chapters", nargs="*", help="chapter folders, e.g. 04_flash_v1")
+    ap.add_argument("--all", action="store_true", help="every chapter folder NN_name/")
+    ap.add_argument("--out", type=Path, help="write DIR/<chapter>/")
+    ap.add_argument("--list", action="store_true", help="print '<chapter> <regions>' per chapter")
+    ap.add_argument("--force", action="store_true", help="overwrite files that differ in DIR")
+    ap.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
+    ap.add_argument("--quiet", action="store_true", help="print only what was kept or refused")
+    args = ap.parse_args(argv)
+
+    names = [c.rstrip("/") for c in args.chapters]
+    chapters = chapter_dirs(args.root) if args.all else [args.root / n for n in names]
+    if not chapters or (args.out is None and not args.list):
+        ap.error("name chapters or --all, and --out DIR or --list")
+    for ch in chapters:
+        if not ch.is_dir():
+            ap.error(f"no chapter folder {ch}")
+
+    try:
+        plans = [(ch, list(student_files(ch))) for ch in chapters]
+    except MarkerError as e:  # nothing is written unless every chapter's markers are sound
+        print(f"make_student: {e}", file=sys.stderr)
+        return 1
+    for ch, files in plans:
+        regions = sum(r for _, _, r in files)
+        if args.list:
+            print(ch.name, regions)
+        if args.out is None:
+            continue
+        written = kept = 0
+        for rel, data, _ in files:
+            dst = args.out / ch.name / rel
+            if dst.exists() and dst.read_bytes() == data:
+                continue
+            if dst.exists() and not args.force:
+                print(f"make_student: kept {dst} (it differs from a fresh copy; --force overwrites)")
+                kept += 1
+                continue
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(data)
+            shutil.copymode(ch / rel, dst)
+            written += 1
+        if not args.quiet:
+            print(f"make_student: {ch.name}: {regions} solution regions, {written} files written, "
+                  f"{kept} kept -> {args.out / ch.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
