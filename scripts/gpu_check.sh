@@ -7,14 +7,14 @@
 # Everything lands in OUTDIR; the summary prints last.
 #
 #   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST]
-# LIST is a comma-separated subset of build,tests,sanitizer,ncu,tour,pytorch,bench (default: all;
+# LIST is a comma-separated subset of build,tests,sanitizer,ncu,tour,assignments,pytorch,bench (default: all;
 # the build always runs, and is quick when build-gpu is already up to date).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_check.sh OUTDIR}
 shift
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
-stages=build,tests,sanitizer,ncu,tour,pytorch,bench
+stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench
 while (($#)); do
   case $1 in
     --max-seqlen-naive) naive_max=$2; shift 2 ;;
@@ -82,8 +82,19 @@ if [[ -x build-gpu/06_tensor_core/06_tensor_core ]]; then
     l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__sass_inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,gpu__time_duration.sum \
     build-gpu/06_tensor_core/06_tensor_core --batch 2 --heads 16 --seqlen 2048 --head-dim 128 --iters 1 --no-check \
     >"$out/ncu_06.txt" 2>&1 || echo "ncu failed (see ncu_06.txt)"
+  # The same counters for the step without the swizzle (the README's before/after).
+  ncu --clock-control none -k regex:tensor_core_kernel --launch-count 1 --metrics \
+    l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,gpu__time_duration.sum \
+    build-gpu/06_tensor_core/06_tensor_core_steps_bench --step v1_plain --benchmark_filter='fwd/.*/D128/full/seqlen:2048/' \
+    >"$out/ncu_06_v1_plain.txt" 2>&1 || echo "ncu failed (see ncu_06_v1_plain.txt)"
 fi
 }
+
+if want assignments; then
+  step "assignments: student stubs fail their GPU tests, solutions pass"
+  bash scripts/check_assignments.sh build-gpu "$out" >"$out/assignments.log" 2>&1
+  cat "$out/assignments.md" 2>/dev/null || tail -20 "$out/assignments.log"
+fi
 
 if want tour; then
 step "tour"
@@ -99,6 +110,11 @@ if want pytorch; then
   step "PyTorch SDPA"
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32,bf16,f16 --backends math,efficient,flash,cudnn \
     --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
+  # Backward anchors: fp32 for 08's fp32 kernel, bf16 for the tensor-core backward.
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
+    --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16 --backends flash,cudnn \
+    --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 || tail -5 "$out/pytorch_bwd_bf16.log"
 fi
 if want bench; then
   step "benchmarks"
@@ -112,6 +128,14 @@ if want bench; then
     "$bench" --max-seqlen "$max" --benchmark_out="$out/bench_$ch.json" --benchmark_out_format=json \
       >"$out/bench_$ch.log" 2>&1 || tail -5 "$out/bench_$ch.log"
   done
+  if [[ -x build-gpu/06_tensor_core/06_tensor_core_steps_bench ]]; then
+    step "  06_tensor_core steps"
+    for s in v1_plain v2_swizzle v3_pipeline v4_q_in_registers alt_bc128 alt_bc32; do
+      build-gpu/06_tensor_core/06_tensor_core_steps_bench --step "$s" --benchmark_filter='fwd/.*/D(64|128)/full/seqlen:4096/' \
+        --benchmark_out="$out/steps_06_$s.json" --benchmark_out_format=json >"$out/steps_06_$s.log" 2>&1 ||
+        tail -3 "$out/steps_06_$s.log"
+    done
+  fi
   step "summary"
   python3 scripts/summarize.py "$out" --readmes . || true
   cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done

@@ -21,8 +21,10 @@ README_SEQLENS = (1024, 4096, 16384)
 
 
 def load_chapters(folder):
-    fwd, mem, context = {}, {}, {}
-    for path in sorted(glob.glob(os.path.join(folder, "bench_*.json"))):
+    """fwd[(dtype, D, causal, seqlen)][chapter], mem[seqlen][chapter], bwd[...][chapter] and
+    steps[(dtype, D, causal, seqlen)][step] from the Google Benchmark JSON files."""
+    fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
+    for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
         with open(path) as f:
             data = json.load(f)
         context = data.get("context", context)
@@ -30,26 +32,28 @@ def load_chapters(folder):
             parts = b["name"].split("/")
             if b.get("error_occurred"):
                 continue
-            if parts[0] == "fwd":  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
+            if parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
-                fwd.setdefault(key, {})[parts[1]] = b
+                if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle
+                    steps.setdefault(key, {})[parts[1].split(".", 1)[1]] = b
+                else:
+                    (fwd if parts[0] == "fwd" else bwd).setdefault(key, {})[parts[1]] = b
             elif parts[0] == "mem":  # mem/<chapter>/<dtype>/seqlen:<n>/...
                 mem.setdefault(int(parts[3].split(":")[1]), {})[parts[1]] = b
-    return fwd, mem, context
+    return fwd, mem, bwd, steps, context
 
 
 def load_torch(folder):
-    path = os.path.join(folder, "pytorch.json")
-    if not os.path.exists(path):
-        return {}, {}
-    with open(path) as f:
-        data = json.load(f)
-    table = {}
-    for r in data["results"]:
-        if r["direction"] == "fwd":
+    """({direction: {(dtype, D, causal, seqlen): {backend: record}}}, meta) from pytorch*.json."""
+    tables, meta = {"fwd": {}, "bwd": {}}, {}
+    for path in sorted(glob.glob(os.path.join(folder, "pytorch*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        meta = data["meta"]
+        for r in data["results"]:
             key = (r["dtype"], r["head_dim"], r["causal"], r["seqlen"])
-            table.setdefault(key, {})[r["backend"]] = r
-    return table, data["meta"]
+            tables[r["direction"]].setdefault(key, {})[r["backend"]] = r
+    return tables, meta
 
 
 def fmt(x):
@@ -62,8 +66,9 @@ def main():
     ap.add_argument("--readmes", metavar="REPO", help="rewrite the results tables of REPO's READMEs")
     args = ap.parse_args()
     folder = args.folder
-    fwd, mem, context = load_chapters(folder)
-    torch_fwd, meta = load_torch(folder)
+    fwd, mem, bwd, steps, context = load_chapters(folder)
+    torch_tables, meta = load_torch(folder)
+    torch_fwd, torch_bwd = torch_tables["fwd"], torch_tables["bwd"]
     chapters = sorted({c for row in fwd.values() for c in row})
     backends = [b for b in ("math", "efficient", "flash", "cudnn")
                 if any(b in row and "tflops" in row[b] for row in torch_fwd.values())]
@@ -92,21 +97,67 @@ def main():
                  if c in mem[seqlen] else "-" for c in mem_chapters]
         lines.append(f"| {seqlen} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
+    print(text)
+    text += backward_table(bwd, torch_bwd, meta) + steps_table(steps, meta)
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write(text)
-    print(text)
+    print(backward_table(bwd, torch_bwd, meta) + steps_table(steps, meta))
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
     if args.readmes:
         update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta)
+        if bwd:
+            replace_between_markers(os.path.join(args.readmes, "08_backward", "README.md"),
+                                    backward_table(bwd, torch_bwd, meta))
+        if steps:
+            replace_between_markers(os.path.join(args.readmes, "06_tensor_core", "README.md"),
+                                    steps_table(steps, meta), marker="steps")
 
 
-def replace_between_markers(path, body):
+def backward_table(bwd, torch_bwd, meta):
+    """Backward TFLOP/s (2.5x the forward's FLOPs) of each chapter, next to PyTorch's backward."""
+    if not bwd:
+        return ""
+    chapters = sorted({c for row in bwd.values() for c in row})
+    backends = [b for b in ("math", "efficient", "flash", "cudnn")
+                if any(b in row and "tflops" in row[b] for row in torch_bwd.values())]
+    head = ["dtype", "D", "mask", "seqlen"] + [f"{c} ms" for c in chapters] + [f"{c} TFLOP/s" for c in chapters]
+    head += [f"torch {b}" for b in backends] + [f"{chapters[-1]} / torch {b}" for b in backends]
+    lines = ["", config_line(meta, "backward") + " Backward FLOPs = 2.5x the forward's; the "
+             "preprocessing (D_i) kernel is inside the timed region.", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for key in sorted(bwd):
+        row = bwd[key]
+        theirs = [torch_bwd.get(key, {}).get(b, {}).get("tflops") for b in backends]
+        ours = row.get(chapters[-1], {}).get("TFLOPS")
+        cells = [key[0], str(key[1]), "causal" if key[2] else "full", str(key[3])]
+        cells += [f"{row[c]['ms_median']:.3f}" if c in row else "-" for c in chapters]
+        cells += [fmt(row[c]["TFLOPS"]) if c in row else "-" for c in chapters]
+        cells += [fmt(t) for t in theirs] + [f"{ours / t:.2f}x" if (ours and t) else "-" for t in theirs]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def steps_table(steps, meta):
+    """The step-by-step versions of a chapter (06's v1..v4), TFLOP/s per shape."""
+    if not steps:
+        return ""
+    names = sorted({s for row in steps.values() for s in row})
+    lines = ["", config_line(meta, "bf16") + " Step-by-step versions of 06 (`06_tensor_core_steps_bench`).", "",
+             "| dtype | D | mask | seqlen | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
+    for key in sorted(steps):
+        cells = [key[0], str(key[1]), "causal" if key[2] else "full", str(key[3])]
+        cells += [fmt(steps[key][n]["TFLOPS"]) if n in steps[key] else "-" for n in names]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_between_markers(path, body, marker="results"):
     with open(path) as f:
         text = f.read()
-    new, n = re.subn(r"(<!-- results:begin -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + body + m.group(2),
+    new, n = re.subn(rf"(<!-- {marker}:begin -->\n).*?(<!-- {marker}:end -->)", lambda m: m.group(1) + body + m.group(2),
                      text, flags=re.S)
     if n == 0:
-        print(f"{path}: no results markers, left alone")
+        print(f"{path}: no {marker} markers, left alone")
         return
     with open(path, "w") as f:
         f.write(new)
