@@ -22,7 +22,7 @@ README_SEQLENS = (1024, 4096, 16384)
 
 def load_chapters(folder):
     """fwd[(dtype, D, causal, seqlen)][chapter], mem[seqlen][chapter], bwd[...][chapter] and
-    steps[(dtype, D, causal, seqlen)][step] from the Google Benchmark JSON files."""
+    steps[chapter][(dtype, D, causal, seqlen)][step] from the Google Benchmark JSON files."""
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
         with open(path) as f:
@@ -35,7 +35,8 @@ def load_chapters(folder):
             if parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
                 if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle
-                    steps.setdefault(key, {})[parts[1].split(".", 1)[1]] = b
+                    chapter, step = parts[1].split(".", 1)
+                    steps.setdefault(chapter, {}).setdefault(key, {})[step] = b
                 else:
                     (fwd if parts[0] == "fwd" else bwd).setdefault(key, {})[parts[1]] = b
             elif parts[0] == "mem":  # mem/<chapter>/<dtype>/seqlen:<n>/...
@@ -98,19 +99,19 @@ def main():
         lines.append(f"| {seqlen} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
-    text += backward_table(bwd, torch_bwd, meta) + steps_table(steps, meta)
+    extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta) for c in sorted(steps))
     with open(os.path.join(folder, "summary.md"), "w") as f:
-        f.write(text)
-    print(backward_table(bwd, torch_bwd, meta) + steps_table(steps, meta))
+        f.write(text + extra)
+    print(extra)
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
     if args.readmes:
         update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta)
         if bwd:
             replace_between_markers(os.path.join(args.readmes, "08_backward", "README.md"),
                                     backward_table(bwd, torch_bwd, meta))
-        if steps:
-            replace_between_markers(os.path.join(args.readmes, "06_tensor_core", "README.md"),
-                                    steps_table(steps, meta), marker="steps")
+        for chapter in sorted(steps):
+            replace_between_markers(os.path.join(args.readmes, chapter, "README.md"),
+                                    steps_table(chapter, steps[chapter], meta), marker="steps")
 
 
 def backward_table(bwd, torch_bwd, meta):
@@ -137,12 +138,11 @@ def backward_table(bwd, torch_bwd, meta):
     return "\n".join(lines) + "\n"
 
 
-def steps_table(steps, meta):
-    """The step-by-step versions of a chapter (06's v1..v4), TFLOP/s per shape."""
-    if not steps:
-        return ""
+def steps_table(chapter, steps, meta):
+    """The step-by-step versions of a chapter (06's v1..v4, 05's ablations), TFLOP/s per shape."""
     names = sorted({s for row in steps.values() for s in row})
-    lines = ["", config_line(meta, "bf16") + " Step-by-step versions of 06 (`06_tensor_core_steps_bench`).", "",
+    dtype = "/".join(sorted({k[0] for k in steps}))
+    lines = ["", config_line(meta, dtype) + f" Step-by-step versions of {chapter} (`{chapter}_steps_bench`).", "",
              "| dtype | D | mask | seqlen | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for key in sorted(steps):
         cells = [key[0], str(key[1]), "causal" if key[2] else "full", str(key[3])]
@@ -152,6 +152,9 @@ def steps_table(steps, meta):
 
 
 def replace_between_markers(path, body, marker="results"):
+    if not os.path.exists(path):
+        print(f"{path}: not found, left alone")
+        return
     with open(path) as f:
         text = f.read()
     new, n = re.subn(rf"(<!-- {marker}:begin -->\n).*?(<!-- {marker}:end -->)", lambda m: m.group(1) + body + m.group(2),
