@@ -118,24 +118,9 @@ if want pytorch; then
 fi
 if want bench; then
   step "benchmarks"
-  for dir in [0-9][0-9]_*/; do
-    ch=${dir%/}
-    bench=build-gpu/$ch/${ch}_bench
-    [[ -x $bench ]] || continue
-    max=16384
-    [[ $ch == 01_* || $ch == 02_* ]] && max=$naive_max
-    step "  $ch"
-    "$bench" --max-seqlen "$max" --benchmark_out="$out/bench_$ch.json" --benchmark_out_format=json \
-      >"$out/bench_$ch.log" 2>&1 || tail -5 "$out/bench_$ch.log"
-  done
-  if [[ -x build-gpu/06_tensor_core/06_tensor_core_steps_bench ]]; then
-    step "  06_tensor_core steps"
-    for s in v1_plain v2_swizzle v3_pipeline v4_q_in_registers alt_bc128 alt_bc32; do
-      build-gpu/06_tensor_core/06_tensor_core_steps_bench --step "$s" --benchmark_filter='fwd/.*/D(64|128)/full/seqlen:4096/' \
-        --benchmark_out="$out/steps_06_$s.json" --benchmark_out_format=json >"$out/steps_06_$s.log" 2>&1 ||
-        tail -3 "$out/steps_06_$s.log"
-    done
-  fi
+  bash scripts/bench_all.sh build-gpu "$out" --max-seqlen-naive "$naive_max" >"$out/bench_all.log" 2>&1 ||
+    { echo "some benchmarks failed:"; grep -iE "error|fail" "$out/bench_all.log" | head; }
+  grep "^==" "$out/bench_all.log"
   step "summary"
   python3 scripts/summarize.py "$out" --readmes . || true
   cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# One entry point for every benchmark: each chapter's forward (or backward) on FlashAttention-2's
+# shapes, every dtype it supports, then the step-by-step versions of chapters that have them.
+# Google Benchmark prints a line per case as it finishes (the progress); the per-chapter JSON
+# files and one merged file, OUTDIR/benchmarks.json, land in OUTDIR.
+#
+#   bash scripts/bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N]}
+out=${2:?usage: bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N]}
+naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
+[[ ${3:-} == --max-seqlen-naive ]] && naive_max=${4:?}
+mkdir -p "$out"
+status=0
+for dir in [0-9][0-9]_*/; do
+  ch=${dir%/}
+  bench=$build/$ch/${ch}_bench
+  [[ -x $bench ]] || continue
+  max=16384
+  [[ $ch == 01_* || $ch == 02_* ]] && max=$naive_max
+  echo "== $(date +%T) $ch (seqlen up to $max)"
+  "$bench" --max-seqlen "$max" --benchmark_out="$out/bench_$ch.json" --benchmark_out_format=json \
+    2>&1 | tee "$out/bench_$ch.log" | grep -E "^(fwd|bwd|mem)/" | awk '{printf "   %-60s %s %s\n", $1, $2, $3}'
+  ((PIPESTATUS[0] == 0)) || status=1
+done
+# Step-by-step versions: `--step NAME` each; the binary lists its steps when run without one.
+for steps in "$build"/[0-9][0-9]_*/[0-9][0-9]_*_steps_bench; do
+  [[ -x $steps ]] || continue
+  ch=$(basename "$steps" _steps_bench)
+  for s in $("$steps" 2>&1 | awk -F: '/^  [a-z0-9_]+:/ {gsub(/ /, "", $1); print $1}'); do
+    echo "== $(date +%T) $ch step $s"
+    "$steps" --step "$s" --benchmark_filter='fwd/.*/D(64|128)/(full|causal)/seqlen:4096/' \
+      --benchmark_out="$out/steps_${ch}_$s.json" --benchmark_out_format=json >"$out/steps_${ch}_$s.log" 2>&1 ||
+      { status=1; tail -3 "$out/steps_${ch}_$s.log"; }
+  done
+done
+python3 - "$out" <<'PY'
+import glob, json, os, sys
+out = sys.argv[1]
+merged = {"context": None, "benchmarks": []}
+for path in sorted(glob.glob(os.path.join(out, "bench_*.json")) + glob.glob(os.path.join(out, "steps_*.json"))):
+    with open(path) as f:
+        data = json.load(f)
+    merged["context"] = merged["context"] or data.get("context")
+    merged["benchmarks"] += data.get("benchmarks", [])
+with open(os.path.join(out, "benchmarks.json"), "w") as f:
+    json.dump(merged, f, indent=1)
+print(f"{len(merged['benchmarks'])} cases in {os.path.join(out, 'benchmarks.json')}")
+PY
+exit $status
