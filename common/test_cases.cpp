@@ -1,0 +1,155 @@
+#include "common/test_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/host_data.h"
+
+namespace fa::testing {
+namespace {
+
+struct Shape {
+  int batch, heads, kv_heads, seqlen_q, seqlen_k;
+  bool causal;
+};
+
+// Awkward on purpose: lengths that are not multiples of any tile size, a single row, a single
+// key, more queries than keys under causal masking (the first Sq - Sk rows see nothing). The
+// 1013 x 1013 shapes keep to 2 heads: the float64 reference costs O(Sq * Sk * D) per head.
+constexpr Shape kShapes[] = {
+    {1, 1, 1, 1, 1, false},      {1, 1, 1, 1, 1, true},       {1, 2, 1, 17, 17, true},
+    {2, 4, 2, 127, 127, false},  {2, 4, 2, 127, 127, true},   {1, 2, 2, 1013, 1013, false},
+    {1, 2, 2, 1013, 1013, true}, {1, 2, 1, 17, 127, true},    {1, 2, 1, 127, 17, true},
+    {2, 3, 3, 1, 1013, true},    {1, 2, 2, 1013, 1, false},   {3, 2, 1, 64, 128, false},
+    {1, 4, 4, 128, 64, true},
+};
+
+std::string name_of(const Problem& p) {
+  return "B" + std::to_string(p.batch) + "_H" + std::to_string(p.heads) + "x" +
+         std::to_string(p.kv_heads) + "_Sq" + std::to_string(p.seqlen_q) + "_Sk" +
+         std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
+         (p.causal ? "_causal_" : "_") + dtype_name(p.dtype);
+}
+
+bool supports(const Support& s, const Problem& p) {
+  const bool dtype = std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) != s.dtypes.end();
+  const bool head_dim = s.head_dims.empty()
+                            ? p.head_dim <= s.max_head_dim
+                            : std::find(s.head_dims.begin(), s.head_dims.end(), p.head_dim) != s.head_dims.end();
+  return dtype && head_dim;
+}
+
+// A teacher's hidden cases (README: For teachers), read from outside the repository.
+std::vector<Problem> extra_problems() {
+  namespace fs = std::filesystem;
+  const char* dir = std::getenv("FA_EXTRA_TESTS_DIR");
+  if (dir == nullptr || *dir == '\0') return {};
+  if (!fs::is_directory(dir))
+    throw std::runtime_error(std::string("FA_EXTRA_TESTS_DIR=") + dir + " is not a directory");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".txt") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+
+  std::vector<Problem> problems;
+  for (const fs::path& file : files) {
+    std::ifstream in(file);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      const std::string where = file.string() + ":" + std::to_string(n) + ": ";
+      const std::string text = line.substr(0, line.find('#'));
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank, or a comment
+      std::istringstream fields(text);
+      Problem p;
+      int causal = -1;
+      std::string dtype, extra;
+      fields >> p.batch >> p.heads >> p.kv_heads >> p.seqlen_q >> p.seqlen_k >> p.head_dim >> causal >> dtype;
+      if (!fields || fields >> extra || (causal != 0 && causal != 1))
+        throw std::runtime_error(where + "expected 'batch heads kv_heads seqlen_q seqlen_k head_dim "
+                                 "causal(0|1) dtype(f32|f16|bf16)', got '" + line + "'");
+      p.causal = causal == 1;
+      try {
+        p.dtype = parse_dtype(dtype);
+        p.validate();
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(where + e.what());
+      }
+      problems.push_back(p);
+    }
+  }
+  return problems;
+}
+
+}  // namespace
+
+std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims) {
+  std::vector<NamedProblem> cases;
+  for (Dtype dtype : support.dtypes) {
+    for (int d : head_dims) {
+      for (const Shape& s : kShapes) {
+        Problem p;
+        p.batch = s.batch;
+        p.heads = s.heads;
+        p.kv_heads = s.kv_heads;
+        p.seqlen_q = s.seqlen_q;
+        p.seqlen_k = s.seqlen_k;
+        p.head_dim = d;
+        p.causal = s.causal;
+        p.dtype = dtype;
+        cases.push_back({name_of(p), p});
+      }
+    }
+  }
+  std::set<std::string> extra_names;  // a case listed twice runs once
+  for (const Problem& p : extra_problems()) {
+    const std::string name = "Extra_" + name_of(p);
+    if (supports(support, p) && extra_names.insert(name).second) cases.push_back({name, p});
+  }
+  return cases;
+}
+
+std::uint64_t seed_of(const std::string& name) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+std::vector<std::uint8_t> download_guarded(const cuda::DeviceBuffer& buffer, const std::string& what) {
+  std::vector<std::uint8_t> bytes = buffer.download();
+  EXPECT_TRUE(std::all_of(bytes.end() - kGuardBytes, bytes.end(), [](auto b) { return b == kPoisonByte; }))
+      << "the kernel wrote past the end of " << what;
+  bytes.resize(bytes.size() - kGuardBytes);
+  return bytes;
+}
+
+std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) {
+  std::vector<BadProblem> cases;
+  auto add = [&](const std::string& name, auto edit, const std::string& expect) {
+    Problem p = defaults;
+    p.dtype = s.dtypes.front();
+    edit(p);
+    cases.push_back({name, p, expect});
+  };
+  add("HeadDimZero", [](Problem& p) { p.head_dim = 0; }, "head_dim");
+  add("NegativeBatch", [](Problem& p) { p.batch = -1; }, "batch");
+  add("NegativeSeqlenQ", [](Problem& p) { p.seqlen_q = -5; }, "seqlen_q");
+  add("NegativeSeqlenK", [](Problem& p) { p.seqlen_k = -5; }, "seqlen_k");
+  add("KvHeadsNotDividingHeads", [](Problem& p) { p.heads = 4; p.kv_heads = 3; }, "kv_heads");
+  add("NonPositiveScale", [](Problem& p) { p.softmax_scale = 0.0f; }, "softmax_scale");
+  const int unsupported_d = s.head_dims.empty() ? s.max_head_dim + 1 : s.head_dims.back() + 8;
+  add("UnsupportedHeadDim", [&](Problem& p) { p.head_dim = unsupported_d; }, "head_dim");
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
+      add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");
+  }
+  return cases;
+}
+
+}  // namespace fa::testing

@@ -1,0 +1,48 @@
+// What the forward and the backward test harnesses share: the sweep of awkward shapes (plus a
+// teacher's hidden cases), per-case seeds, guard bytes after each output, and the bad problems
+// every chapter must refuse.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/chapter.h"
+#include "common/device_memory.h"
+
+namespace fa::testing {
+
+struct NamedProblem {
+  std::string name;  // a valid gtest name: B2_H4x2_Sq127_Sk127_D64_causal_bf16
+  Problem problem;
+};
+
+// Every supported dtype x `head_dims` x the shapes: seqlen 1, 17, 127, 1013; Sq != Sk both
+// ways (including rows that see no key under causal masking); MHA, GQA and MQA; causal and not.
+// Then the hidden cases of $FA_EXTRA_TESTS_DIR/*.txt that the chapter supports, named Extra_...:
+// one per line, `batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype`, '#' starts
+// a comment; a malformed line throws std::runtime_error naming file:line.
+std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims);
+
+// FNV-1a of the case name: each case has its own fresh, replayable inputs.
+std::uint64_t seed_of(const std::string& name);
+
+// Bytes after each output buffer that a kernel must not touch (they stay poisoned).
+constexpr std::size_t kGuardBytes = 256;
+
+// Downloads an output allocated with kGuardBytes extra, checks (EXPECT) that the guard is still
+// poisoned, and returns the output without it.
+std::vector<std::uint8_t> download_guarded(const cuda::DeviceBuffer& buffer, const std::string& what);
+
+struct BadProblem {
+  std::string name;
+  Problem problem;
+  std::string expect;  // a word the error message must contain
+};
+
+// Problems every chapter must refuse with std::invalid_argument: zero head_dim, negative sizes,
+// kv_heads not dividing heads, a non-positive scale, a head_dim or a dtype it does not support.
+std::vector<BadProblem> bad_problems(const Support& support, const Problem& defaults);
+
+}  // namespace fa::testing
