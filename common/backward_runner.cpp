@@ -12,6 +12,7 @@
 #include "common/forward_check.h"
 #include "common/gpu_timer.h"
 #include "common/host_data.h"
+#include "common/runner.h"
 
 namespace fa {
 namespace {
@@ -125,27 +126,11 @@ int run(const BackwardChapter& c, const Options& o) {
 }  // namespace
 
 int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv) {
-  Options options;
-  try {
-    options = parse_cli(argc, argv, chapter.defaults);
-  } catch (const HelpRequested& help) {
-    std::cout << chapter.support.chapter << " runs the forward pass and then the backward pass (dQ, dK, dV "
-              << "for a seeded dO); both are checked and timed.\n"
-              << help.what();
-    return 0;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << chapter.support.chapter << ": " << e.what() << "\n";
-    return 2;
-  }
-  try {
-    return run(chapter, options);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
-  }
+  const std::string about = chapter.support.chapter +
+                            " runs the forward pass and then the backward pass (dQ, dK, dV for a seeded dO); "
+                            "both are checked and timed.\n";
+  return run_main(chapter.support.chapter, chapter.defaults, about, argc, argv,
+                  [&](const Options& o) { return run(chapter, o); });
 }
 
 }  // namespace fa

@@ -94,19 +94,20 @@ int run(const Chapter& c, const Options& o) {
 
 }  // namespace
 
-int run_chapter(const Chapter& chapter, int argc, char** argv) {
+int run_main(const std::string& chapter, const Problem& defaults, const std::string& about, int argc,
+             char** argv, const std::function<int(const Options&)>& body) {
   Options options;
   try {
-    options = parse_cli(argc, argv, chapter.defaults);
+    options = parse_cli(argc, argv, defaults);
   } catch (const HelpRequested& help) {
-    std::cout << help.what();
+    std::cout << about << help.what();
     return 0;
   } catch (const std::invalid_argument& e) {
-    std::cerr << chapter.support.chapter << ": " << e.what() << "\n";
+    std::cerr << chapter << ": " << e.what() << "\n";
     return 2;
   }
   try {
-    return run(chapter, options);
+    return body(options);
   } catch (const std::invalid_argument& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;
@@ -114,6 +115,11 @@ int run_chapter(const Chapter& chapter, int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+}
+
+int run_chapter(const Chapter& chapter, int argc, char** argv) {
+  return run_main(chapter.support.chapter, chapter.defaults, "", argc, argv,
+                  [&](const Options& o) { return run(chapter, o); });
 }
 
 }  // namespace fa

@@ -3,9 +3,19 @@
 // (and with --json one JSON line).
 #pragma once
 
+#include <functional>
+#include <string>
+
 #include "common/chapter.h"
+#include "common/cli.h"
 
 namespace fa {
+
+// Parses the command line and runs `body`, turning what goes wrong into the exit status:
+// --help prints `about` and the usage (0); a bad argument or an unsupported problem
+// (std::invalid_argument) prints the message (2); a CUDA error or anything else (1).
+int run_main(const std::string& chapter, const Problem& defaults, const std::string& about, int argc,
+             char** argv, const std::function<int(const Options&)>& body);
 
 // Exit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or unsupported problem.
 int run_chapter(const Chapter& chapter, int argc, char** argv);
