@@ -18,12 +18,14 @@
 //     K_{j+1} while P_ij V_j is.
 // Expected effect: FFMA-bound instead of memory-bound. About 80% of the issued instructions are
 // FFMAs; at ~80% issue utilization that is ~60% of the H100's 67 TFLOP/s fp32 peak, about
-// 40 TFLOP/s at D = 64 and 128 (README: Results).
+// 40 TFLOP/s at D = 64 and 128 (README: Results). The README's steps time the kernel with one of
+// these changes switched off (Config in flash_v2.h: `if constexpr` below; steps.cu).
 // Run:  ./build/05_flash_v2/05_flash_v2 --seqlen 4096 --head-dim 128
 
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+#include <type_traits>
 
 #include "05_flash_v2/cp_async.cuh"
 #include "05_flash_v2/flash_v2.h"
@@ -53,6 +55,14 @@ struct Traits {
   static constexpr int kSmemFloats = Br * kStride + Bc * kStride + Bc * kD + kWarps * Bc * 16;
   static constexpr int kSmemBytes = kSmemFloats * sizeof(float);
 };
+
+// e^x for x in the units S_ij is kept in: log2 units and one MUFU.EX2 (kExp2), or natural-log
+// units and expf (a range reduction around MUFU.EX2 without --use_fast_math).
+template <class C>
+__device__ __forceinline__ float score_exp(float x) {
+  if constexpr (C::kExp2) return fast_exp2(x);
+  else return expf(x);
+}
 
 // Stages rows [0, rows) x columns [0, D) of a row-major (rows, D) global matrix into a
 // (kRows, kSmemStride) smem tile with cp.async, zero-filling past `rows` and past D. With
@@ -87,14 +97,14 @@ __device__ void load_tile_async(float* tile, const float* src, int rows, int D, 
 // (b < Bc/8); of O_i, columns 32c + 4tx .. 32c + 4tx + 3 (c < kD/32).
 // 3 blocks (12 warps) per SM: registers are capped at 168 per thread, and shared memory
 // (kSmemBytes <= 74 KB) fits 3 times in the H100's 228 KB.
-template <int kD>
+template <int kD, class C>
 __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
     flash_v2_kernel(const float* __restrict__ q,  // [B, H, Sq, D] global
                     const float* __restrict__ k,  // [B, Hkv, Sk, D] global
                     const float* __restrict__ v,  // [B, Hkv, Sk, D] global
                     float* __restrict__ o,        // [B, H, Sq, D] global
                     float* __restrict__ lse,      // [B, H, Sq] global
-                    fa::Problem p, float scale_log2, bool vec) {
+                    fa::Problem p, float scale_log2, bool vec) {  // scale_log2: scale without kExp2
   using T = Traits<kD>;
   constexpr int Br = T::Br, Bc = T::Bc, kStride = T::kStride;
   extern __shared__ float4 smem[];                    // float4: 16-byte aligned for LDS.128
@@ -106,8 +116,10 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
   // Lane (ty, tx): a 16-byte shared load is served a quarter-warp (8 lanes) at a time, and
   // quarters whose addresses fall in different banks share a pass. Giving each quarter 2 row
   // groups x 4 key groups (CUTLASS's RowMajorInterleaved<2>) makes every operand load 2 passes;
-  // 1 x 8 would make the K_j and V_j loads 4 passes each.
-  const int ty = lane / 16 * 2 + lane % 2, tx = lane / 2 % 8;
+  // 1 x 8 would make the K_j and V_j loads 4 passes each (without kInterleavedLanes).
+  const int ty = C::kInterleavedLanes ? lane / 16 * 2 + lane % 2 : lane / 8;
+  const int tx = C::kInterleavedLanes ? lane / 2 % 8 : lane % 8;
+  constexpr int kTxLane = C::kInterleavedLanes ? 2 : 1;  // a row's 8 lanes: xor kTxLane, 2 kTxLane, 4 kTxLane
   const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim;
   // Causal: the last query tiles see the most keys, so they are launched first (less tail).
   const int i_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -119,10 +131,11 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
   const float* V_g = v + kv_bh * Sk * D;      // (Sk, D) global
   const float* Q_w = Q_s + (16 * warp + ty) * kStride;  // this thread's first row; row a is +4a rows
   float* P_w = P_s + warp * Bc * 16;                    // (Bc, 16) smem: this warp's P_ij^T
-  const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
+  // Without kSkipCausalTiles, causal visits every key tile too and masks all of them element-wise.
+  const int Tc_end = C::kSkipCausalTiles ? key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal) : ceil_div(Sk, Bc);
 
-  // Prologue: K_0 starts copying while Q_i is staged by hand.
-  if (Tc_end > 0) load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g, Sk, D, vec);
+  // Prologue: K_0 starts copying while Q_i is staged by hand (without kOverlapCopies: in the loop).
+  if (C::kOverlapCopies && Tc_end > 0) load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g, Sk, D, vec);
   cp_async_commit();
 #pragma unroll 4
   for (int it = 0; it < Br * kD / T::kThreads; ++it) {  // Q_i * scale * log2(e): S in log2 units
@@ -133,13 +146,22 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
   float O_i[4][4 * T::kChunks] = {};  // (4, kD/8) registers: rows ty + 4a, columns 32c + 4tx + e
   float m_i[4], l_i[4];               // running max (log2 units) and this thread's part of the sum
   for (int a = 0; a < 4; ++a) m_i[a] = -kInf, l_i[a] = 0.0f;
+  float l_div[4] = {};                // without kNormalizeOnce: the row sums O_i is divided by
 
   for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
     const int j0 = j_tile * Bc;
-    cp_async_wait<0>();  // this thread's copies of K_j have landed
+    if constexpr (!C::kOverlapCopies) {  // copy K_j and V_j, and compute only once both have landed
+      __syncthreads();                   // every warp is done with K_s and V_s of tile j-1
+      load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g + j0 * D, Sk - j0, D, vec);
+      load_tile_async<kD, Bc, kD, T::kThreads>(V_s, V_g + j0 * D, Sk - j0, D, vec);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();  // this thread's copies of K_j (without kOverlapCopies, and V_j) have landed
     __syncthreads();     // ... and everyone's (and Q_s is written); every warp is done with P_ij V_j-1
-    load_tile_async<kD, Bc, kD, T::kThreads>(V_s, V_g + j0 * D, Sk - j0, D, vec);  // lands during S_ij
-    cp_async_commit();
+    if constexpr (C::kOverlapCopies) {
+      load_tile_async<kD, Bc, kD, T::kThreads>(V_s, V_g + j0 * D, Sk - j0, D, vec);  // lands during S_ij
+      cp_async_commit();
+    }
 
     // S_ij = Q_i K_j^T: per 4 head-dim steps, 4 + Bc/8 LDS.128 feed 16 * Bc/8 FFMAs.
     float S_ij[4][T::kKeys] = {};  // (4, Bc/8) registers: rows ty + 4a, keys tx + 8b
@@ -160,8 +182,9 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
         }
       }
     }
-    // Only the last partial key tile and the causal diagonal tiles pay for the element mask.
-    if (needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal)) {
+    // Only the last partial key tile and the causal diagonal tiles pay for the element mask
+    // (without kSkipCausalTiles, every causal tile does).
+    if ((!C::kSkipCausalTiles && p.causal) || needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal)) {
 #pragma unroll
       for (int a = 0; a < 4; ++a) {
 #pragma unroll
@@ -172,25 +195,34 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
       }
     }
 
+    if constexpr (!C::kNormalizeOnce) {  // 04: O_i was divided by l_i; undo it before the rescale
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+#pragma unroll
+        for (int e = 0; e < 4 * T::kChunks; ++e) O_i[a][e] *= l_div[a];
+      }
+    }
+
     // Online softmax. A row's Bc keys sit in the 8 lanes with the same ty (they differ in lane
     // bits 1-3), so three xor-shuffles give its max; the sum l_i stays per thread until the end.
-    // BEGIN SOLUTION: per row a: m_new (3 shuffles), rescale l_i and O_i by exp2(m_i - m_new), S_ij -> P_ij, l_i += P_ij
+    // BEGIN SOLUTION: per row a: m_new (3 shuffles from xor kTxLane), l_i and O_i *= score_exp<C>(m_i - m_new), S_ij -> P_ij, l_i += P_ij
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       float m = S_ij[a][0];
 #pragma unroll
       for (int b = 1; b < T::kKeys; ++b) m = fmaxf(m, S_ij[a][b]);
-      for (int offset = 2; offset < 16; offset *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+      for (int offset = kTxLane; offset < 8 * kTxLane; offset *= 2)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
       const float m_new = fmaxf(m_i[a], m);
       const float m_use = m_new == -kInf ? 0.0f : m_new;  // no key seen yet: avoid (-inf) - (-inf)
-      const float alpha = fast_exp2(m_i[a] - m_use);       // rescales what earlier tiles added
+      const float alpha = score_exp<C>(m_i[a] - m_use);    // rescales what earlier tiles added
       m_i[a] = m_new;
       l_i[a] *= alpha;
 #pragma unroll
       for (int e = 0; e < 4 * T::kChunks; ++e) O_i[a][e] *= alpha;
 #pragma unroll
       for (int b = 0; b < T::kKeys; ++b) {
-        S_ij[a][b] = fast_exp2(S_ij[a][b] - m_use);  // P_ij = exp2(s - m): one FADD + MUFU.EX2
+        S_ij[a][b] = score_exp<C>(S_ij[a][b] - m_use);  // P_ij = exp2(s - m): one FADD + MUFU.EX2
         l_i[a] += S_ij[a][b];
       }
     }
@@ -202,12 +234,16 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
       *reinterpret_cast<float4*>(P_w + (tx + 8 * b) * 16 + 4 * ty) =
           make_float4(S_ij[0][b], S_ij[1][b], S_ij[2][b], S_ij[3][b]);
 
-    cp_async_wait<0>();  // this thread's copies of V_j have landed
-    __syncthreads();     // ... and everyone's (and the P_w stores); every warp is done with K_s
-    if (j_tile + 1 < Tc_end) {                           // K_{j+1} lands during P_ij V_j
-      load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g + (j0 + Bc) * D, Sk - j0 - Bc, D, vec);
+    if constexpr (C::kOverlapCopies) {
+      cp_async_wait<0>();  // this thread's copies of V_j have landed
+      __syncthreads();     // ... and everyone's (and the P_w stores); every warp is done with K_s
+      if (j_tile + 1 < Tc_end) {                           // K_{j+1} lands during P_ij V_j
+        load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g + (j0 + Bc) * D, Sk - j0 - Bc, D, vec);
+      }
+      cp_async_commit();
+    } else {
+      __syncwarp();  // the P_w stores are visible to the warp's lanes (V_j landed at the top)
     }
-    cp_async_commit();
 
     // O_i += P_ij V_j: per key, 1 + kD/32 LDS.128 feed kD/2 FFMAs.
     // BEGIN SOLUTION: for each key kk of the tile: O_i += (my 4 rows of P_w) x (my columns of V_s row kk)
@@ -228,6 +264,17 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
       }
     }
     // END SOLUTION
+    if constexpr (!C::kNormalizeOnce) {  // 04: O_i divided by the row's sum after every key tile
+#pragma unroll
+      for (int a = 0; a < 4; ++a) {
+        l_div[a] = l_i[a];
+        for (int offset = kTxLane; offset < 8 * kTxLane; offset *= 2)
+          l_div[a] += __shfl_xor_sync(0xffffffffu, l_div[a], offset);
+        const float inv_l = l_div[a] > 0.0f ? 1.0f / l_div[a] : 0.0f;  // no key seen yet: O_i stays 0
+#pragma unroll
+        for (int e = 0; e < 4 * T::kChunks; ++e) O_i[a][e] *= inv_l;
+      }
+    }
   }
 
   // Epilogue: the row sums, O_i / l_i once, and LSE = m * ln(2) + log(l) (natural log).
@@ -235,13 +282,15 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
 #pragma unroll
   for (int a = 0; a < 4; ++a) {
     l_row[a] = l_i[a];
-    for (int offset = 2; offset < 16; offset *= 2) l_row[a] += __shfl_xor_sync(0xffffffffu, l_row[a], offset);
+    for (int offset = kTxLane; offset < 8 * kTxLane; offset *= 2)
+      l_row[a] += __shfl_xor_sync(0xffffffffu, l_row[a], offset);
   }
 #pragma unroll
   for (int a = 0; a < 4; ++a) {
     const int i = i0 + 16 * warp + ty + 4 * a;
     if (i >= Sq) continue;
-    const float inv_l = l_row[a] > 0.0f ? 1.0f / l_row[a] : 0.0f;  // a row that sees no key: O = 0
+    // A row that sees no key: O = 0. Without kNormalizeOnce, O_i is divided already.
+    const float inv_l = !C::kNormalizeOnce ? 1.0f : l_row[a] > 0.0f ? 1.0f / l_row[a] : 0.0f;
     float* O_g = o + (bh * Sq + i) * D;  // (D) global: one row of O
 #pragma unroll
     for (int c = 0; c < T::kChunks; ++c) {
@@ -256,23 +305,24 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
           if (col + e < D) O_g[col + e] = outs[e];
       }
     }
-    if (tx == 0) lse[bh * Sq + i] = l_row[a] > 0.0f ? m_i[a] * kLn2 + logf(l_row[a]) : kInf;
+    const float m = m_i[a];  // log2 units: LSE needs m * ln(2); natural-log units (without kExp2): m
+    if (tx == 0) lse[bh * Sq + i] = l_row[a] > 0.0f ? (C::kExp2 ? m * kLn2 : m) + logf(l_row[a]) : kInf;
   }
 }
 
-template <int kD>
+template <int kD, class C>
 void launch(const fa::Problem& p, const float* q, const float* k, const float* v, float* o,
             float* lse, bool vec, cudaStream_t stream) {
   using T = Traits<kD>;
   // Above 48 KB of shared memory a kernel must opt in; the carveout asks for the largest
   // shared-memory split of the L1, so 3 blocks of ~70 KB fit on one SM.
-  FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD, C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      T::kSmemBytes));
-  FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
+  FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD, C>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
   const dim3 grid(ceil_div(p.seqlen_q, T::Br), p.batch * p.heads);
-  flash_v2_kernel<kD><<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, o, lse, p,
-                                                                    p.scale() * kLog2e, vec);
+  const float scale_log2 = C::kExp2 ? p.scale() * kLog2e : p.scale();  // S in log2 or natural-log units
+  flash_v2_kernel<kD, C><<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, o, lse, p, scale_log2, vec);
   FA_CHECK_LAUNCH();
 }
 
@@ -287,8 +337,9 @@ const fa::Chapter& chapter() {
   return c;
 }
 
-void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
-             cudaStream_t stream) {
+template <class C>
+void forward_with(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                  cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
   fa::cuda::require_compute_capability(80, "05_flash_v2", "it copies K and V with cp.async");
   if (std::int64_t{p.batch} * p.heads > 65535)
@@ -300,10 +351,24 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   const auto* vf = static_cast<const float*>(v);
   auto* of = static_cast<float*>(o);
   // Any head_dim runs on the next instantiated size, its extra columns zero-filled.
-  if (p.head_dim <= 32) launch<32>(p, qf, kf, vf, of, lse, vec, stream);
-  else if (p.head_dim <= 64) launch<64>(p, qf, kf, vf, of, lse, vec, stream);
-  else if (p.head_dim <= 96) launch<96>(p, qf, kf, vf, of, lse, vec, stream);
-  else launch<128>(p, qf, kf, vf, of, lse, vec, stream);
+  if (p.head_dim <= 32) launch<32, C>(p, qf, kf, vf, of, lse, vec, stream);
+  else if (p.head_dim <= 64) launch<64, C>(p, qf, kf, vf, of, lse, vec, stream);
+  else if (p.head_dim <= 96) launch<96, C>(p, qf, kf, vf, of, lse, vec, stream);
+  else launch<128, C>(p, qf, kf, vf, of, lse, vec, stream);
 }
+
+void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+             cudaStream_t stream) {
+  forward_with<Config<>>(p, q, k, v, o, lse, stream);
+}
+
+// The README's steps (steps.cu): the chapter's kernel, and the kernel with one change switched off.
+using Forward = std::remove_pointer_t<fa::ForwardFn>;  // forward()'s function type
+template Forward forward_with<Config<>>;
+template Forward forward_with<NoCausalSkip>;
+template Forward forward_with<Expf>;
+template Forward forward_with<NormalizeEachTile>;
+template Forward forward_with<NoCopyOverlap>;
+template Forward forward_with<PlainLanes>;
 
 }  // namespace flash_v2
