@@ -142,7 +142,9 @@ def steps_table(chapter, steps, meta):
     """The step-by-step versions of a chapter (06's v1..v4, 05's ablations), TFLOP/s per shape."""
     names = sorted({s for row in steps.values() for s in row})
     dtype = "/".join(sorted({k[0] for k in steps}))
-    lines = ["", config_line(meta, dtype) + f" Step-by-step versions of {chapter} (`{chapter}_steps_bench`).", "",
+    lines = ["", f"{meta.get('gpu', '?')}, CUDA {meta.get('cuda', '?')}, {dtype}, FlashAttention-2's shapes "
+             f"(batch = 16384/seqlen, heads = 2048/D): the step-by-step versions of {chapter} "
+             f"(`{chapter}_steps_bench`), TFLOP/s.", "",
              "| dtype | D | mask | seqlen | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
     for key in sorted(steps):
         cells = [key[0], str(key[1]), "causal" if key[2] else "full", str(key[3])]
