@@ -10,8 +10,8 @@
 //   * Causal masking and the last partial key tile cut the walk (walk_length, sparse_tiles.h):
 //     the list is sorted, so the tiles a row can see are a prefix of it. Diagonal tiles keep the
 //     element mask, as before; a block mask needs none, because its blocks are whole tiles.
-//   * The prefetch follows the list: K_{next}, V_{next} are the next *active* tile's, and the index
-//     of the one after is read one tile ahead, so its load hides behind the mmas.
+//   * The prefetch follows the list: the K_j, V_j in flight during a tile are the next *active*
+//     tile's.
 // Expected effect: the time of a query block is proportional to its active tiles: density 1.0
 // runs like 06, density 0.1 about 10x faster (README: Results).
 // Run:  ./build/07_block_sparse/07_block_sparse --seqlen 8192 --head-dim 128 --pattern random --density 0.25
@@ -145,16 +145,15 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   const int* cols = prm.col_indices + prm.row_offsets[row];  // [count] key blocks, ascending
   const int tpb = prm.tiles_per_block;
   const int n_end = walk_length(cols, prm.row_offsets[row + 1] - prm.row_offsets[row], tpb, Tc_end);
-  int j_tile = n_end > 0 ? walk_tile(cols, 0, tpb) : 0;  // the tile of walk step n
-  int j_next = n_end > 1 ? walk_tile(cols, 1, tpb) : 0;  // ... and of step n + 1
   const int row0 = 16 * kM * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, the first active K_j and V_j in the next.
   copy_tile<C, Br>(Q_s, Q_g, Sq - i0);
   cp_async_commit();
   if (n_end > 0) {
-    copy_tile<C, Bc>(K_s, K_g + j_tile * Bc * kD, Sk - j_tile * Bc);
-    copy_tile<C, Bc>(V_s, V_g + j_tile * Bc * kD, Sk - j_tile * Bc);
+    const int j0 = walk_tile(cols, 0, tpb) * Bc;
+    copy_tile<C, Bc>(K_s, K_g + j0 * kD, Sk - j0);
+    copy_tile<C, Bc>(V_s, V_g + j0 * kD, Sk - j0);
   }
   cp_async_commit();
 
@@ -180,7 +179,10 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   for (int mt = 0; mt < kM; ++mt) m_i[mt][0] = m_i[mt][1] = -kInf, l_i[mt][0] = l_i[mt][1] = 0.0f;
 
   for (int n = 0; n < n_end; ++n) {
-    const int j0 = j_tile * Bc;
+    // Step n's tile and the next one's, read from the list before the wait (after the first
+    // read of a 128-byte line of it, L1 hits: cp.async.cg bypasses L1 and leaves it to us).
+    const int j_tile = walk_tile(cols, n, tpb), j0 = j_tile * Bc;
+    const int j_next = n + 1 < n_end ? walk_tile(cols, n + 1, tpb) : 0;
     if constexpr (C::kStages == 1) {
       if (n > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
@@ -201,8 +203,6 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
       }
       cp_async_commit();
     }
-    // The tile after next, read now: the global load's latency hides behind this tile's mmas.
-    const int j_after = n + 2 < n_end ? walk_tile(cols, n + 2, tpb) : 0;
     const std::uint32_t K_j = K_s + stage * kTileBytes, V_j = V_s + stage * kTileBytes;
 
     // S_ij = Q_i K_j^T: per 16-wide step of d, one LDSM of K feeds 2 kM mmas (two 8-key n-tiles).
@@ -290,8 +290,6 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
         }
       }
     }
-    j_tile = j_next;
-    j_next = j_after;
   }
 
   // Epilogue: the row sums over the quad, O_i / l_i once, LSE = m * scale + log(l) (natural log).

@@ -87,7 +87,8 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
 }
 
 ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
-                                        const std::vector<float>& k, const std::vector<float>& v) {
+                                        const std::vector<float>& k, const std::vector<float>& v,
+                                        const VisibleFn& visible) {
   check_sizes(p, q, k, v);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim;
@@ -104,7 +105,8 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
         for (int j = 0; j < p.seqlen_k; ++j) {
           float dot = 0.0f;
           for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
-          const bool seen = !p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k);
+          const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                            (!visible || visible(b, h, i, j));
           s[j] = seen ? scale * dot : -std::numeric_limits<float>::infinity();
           m = std::max(m, s[j]);
         }

@@ -31,9 +31,11 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
 // A plain same-precision implementation, the yardstick of FlashAttention's tolerance rule for
 // f16/bf16: inputs as given (already rounded to p.dtype), S and the softmax in float32, P
 // rounded to p.dtype, O = P V accumulated in float32 and rounded to p.dtype. LSE is float32.
-// Returned as double so it compares with the reference like a kernel's output does.
+// Returned as double so it compares with the reference like a kernel's output does. `visible`
+// is reference_forward's extra rule (chapter 07's block masks).
 ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
-                                        const std::vector<float>& k, const std::vector<float>& v);
+                                        const std::vector<float>& k, const std::vector<float>& v,
+                                        const VisibleFn& visible = {});
 
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,

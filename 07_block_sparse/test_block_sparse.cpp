@@ -1,0 +1,151 @@
+// Chapter 07 on the GPU: the shared shapes through the chapter's dense-mask forward, then every
+// mask pattern on awkward shapes (both dtypes, D = 64 and 128, key blocks of 64 and 128, causal
+// and not, empty and full masks, Sq != Sk) against the float64 reference given the same mask,
+// with the same verdict as every chapter. ctest -L 07_block_sparse
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "07_block_sparse/block_sparse.h"
+#include "common/cuda_check.h"
+#include "common/host_data.h"
+#include "common/masked_check.h"
+#include "common/test_cases.h"
+#include "common/test_harness.h"
+
+FA_FORWARD_TESTS(block_sparse::chapter());
+
+namespace {
+
+namespace bs = block_sparse;
+using fa::testing::kGuardBytes;
+
+struct MaskedCase {
+  fa::Problem problem;
+  int block_k;
+  std::vector<bs::HeadPattern> patterns;
+  std::string name;
+};
+
+void PrintTo(const MaskedCase& c, std::ostream* os) { *os << c.name; }
+
+struct Shape {
+  int batch, heads, kv_heads, seqlen_q, seqlen_k;
+  bool causal;
+};
+
+// Awkward lengths; Sq > Sk under causal masking (rows that see nothing); whole blocks only.
+constexpr Shape kShapes[] = {
+    {1, 1, 1, 1, 1, false},       {1, 2, 1, 17, 17, true},      {1, 2, 2, 300, 77, false},
+    {1, 2, 1, 77, 300, true},     {1, 2, 2, 1013, 1013, true},  {2, 2, 1, 1013, 700, false},
+    {1, 2, 2, 128, 1024, false},  {1, 2, 2, 1024, 128, true},
+};
+
+std::vector<MaskedCase> masked_cases() {
+  using P = bs::Pattern;
+  struct Named {
+    const char* name;
+    std::vector<bs::HeadPattern> patterns;  // one for all heads; PerHead: cycled over the heads
+  };
+  const std::vector<Named> patterns = {
+      {"Dense", {{P::dense}}},
+      {"Empty", {{P::random, 0.0}}},
+      {"Random50", {{P::random, 0.5, 1, 1, 1}}},
+      {"Random10", {{P::random, 0.1, 1, 1, 2}}},
+      {"Local", {{P::local, 1, 1}}},
+      {"Streaming", {{P::streaming, 1, 1, 1}}},
+      {"CausalBlocks", {{P::causal}}},
+      {"PerHead", {{P::dense}, {P::streaming, 1, 0, 1}, {P::random, 0.3, 1, 1, 4}, {P::random, 0.0}}},
+  };
+  std::vector<MaskedCase> cases;
+  for (fa::Dtype dtype : {fa::Dtype::bf16, fa::Dtype::f16})
+    for (int d : {64, 128})
+      for (int block_k : {64, 128})
+        for (const Shape& s : kShapes)
+          for (const Named& n : patterns) {
+            fa::Problem p;
+            p.batch = s.batch;
+            p.heads = s.heads;
+            p.kv_heads = s.kv_heads;
+            p.seqlen_q = s.seqlen_q;
+            p.seqlen_k = s.seqlen_k;
+            p.head_dim = d;
+            p.causal = s.causal;
+            p.dtype = dtype;
+            std::vector<bs::HeadPattern> per_head = n.patterns;
+            if (per_head.size() > 1) {
+              per_head.clear();
+              for (int h = 0; h < p.heads; ++h) per_head.push_back(n.patterns[h % n.patterns.size()]);
+            }
+            const std::string name = std::string(n.name) + "_bk" + std::to_string(block_k) + "_B" +
+                                     std::to_string(s.batch) + "_H" + std::to_string(s.heads) + "x" +
+                                     std::to_string(s.kv_heads) + "_Sq" + std::to_string(s.seqlen_q) + "_Sk" +
+                                     std::to_string(s.seqlen_k) + "_D" + std::to_string(d) +
+                                     (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
+            cases.push_back({p, block_k, per_head, name});
+          }
+  return cases;
+}
+
+class Masked : public ::testing::TestWithParam<MaskedCase> {};
+
+TEST_P(Masked, MatchesReferenceWithMask) {
+  const std::string reason = fa::cuda::unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  const MaskedCase& c = GetParam();
+  const fa::Problem& p = c.problem;
+  const fa::HostInputs in = fa::make_inputs(p, fa::testing::seed_of(c.name));
+  const bs::BlockMask mask = bs::make_mask(p, c.block_k, c.patterns);
+  const bs::DeviceBlockMask device_mask(mask);
+  const std::size_t elem = fa::dtype_size(p.dtype);
+
+  fa::cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem);
+  fa::cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
+  q.upload(fa::encode(in.q, p.dtype));
+  k.upload(fa::encode(in.k, p.dtype));
+  v.upload(fa::encode(in.v, p.dtype));
+  o.poison();  // every element the kernel fails to write stays poisoned and fails the check
+  lse.poison();
+
+  bs::forward(p, device_mask, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+
+  const fa::ForwardCheck check =
+      fa::check_forward_masked(p, in, fa::testing::download_guarded(o, "O"),
+                               fa::testing::download_guarded(lse, "LSE"), bs::visible_fn(mask));
+  EXPECT_TRUE(check.pass()) << p.describe() << ", block mask density " << mask.density() << "\n"
+                            << check.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Patterns, Masked, ::testing::ValuesIn(masked_cases()), fa::testing::CaseName{});
+
+// A mask for another shape, or a bad CSR, is refused before any device work.
+TEST(MaskRefused, WrongShapeOrBlockSize) {
+  const std::string reason = fa::cuda::unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  fa::Problem p;
+  p.heads = p.kv_heads = 2;
+  p.seqlen_q = p.seqlen_k = 300;
+  p.dtype = fa::Dtype::bf16;
+  static float dummy[4];  // never dereferenced
+  auto refused = [&](const fa::Problem& problem, const bs::DeviceBlockMask& mask, const std::string& word) {
+    try {
+      bs::forward(problem, mask, dummy, dummy, dummy, dummy, dummy, nullptr);
+      ADD_FAILURE() << "accepted a mask for " << mask.shape().describe() << " on " << problem.describe();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  const bs::DeviceBlockMask mask64(bs::make_mask(p, 64, {{bs::Pattern::dense}}));
+  fa::Problem longer = p;
+  longer.seqlen_k = 1013;
+  refused(longer, mask64, "does not fit");
+  fa::Problem more_heads = p;
+  more_heads.heads = more_heads.kv_heads = 4;
+  refused(more_heads, mask64, "heads");
+  bs::BlockMask bad = bs::make_mask(p, 128, {{bs::Pattern::dense}});
+  bad.col_indices[0] = 7;  // out of range: refused at upload
+  EXPECT_THROW(bs::DeviceBlockMask{bad}, std::invalid_argument);
+}
+
+}  // namespace

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Speed-up against mask density for chapter 07, from its benchmark's JSON.
+
+    ./build/07_block_sparse/07_block_sparse_bench --benchmark_out=sparse.json --benchmark_out_format=json
+    python3 scripts/plot_sparse.py sparse.json sparse.png
+
+For every (dtype, D, key block size, seqlen) the random-mask runs are compared with the same
+kernel at density 1.0 (speed-up = ms at density 1.0 / ms), drawn against the mask's exact
+density, with the ideal 1 / density. The table printed to stdout also gives each run against
+chapter 06's dense kernel on the same shape (dense06/.../full). Only measured numbers are drawn.
+"""
+import json
+import re
+import sys
+from collections import defaultdict
+
+SPARSE = re.compile(r"sparse/07_block_sparse/(\w+)/D(\d+)/blockk(\d+)/random/density:([\d.]+)/seqlen:(\d+)")
+DENSE06 = re.compile(r"dense06/06_tensor_core/(\w+)/D(\d+)/full/seqlen:(\d+)")
+
+
+def load(path):
+    with open(path) as f:
+        runs = json.load(f)["benchmarks"]
+    sparse = defaultdict(dict)  # (dtype, D, block_k, seqlen) -> {density: ms}
+    dense06 = {}  # (dtype, D, seqlen) -> ms
+    for run in runs:
+        if run.get("run_type", "iteration") != "iteration" or "ms_median" not in run:
+            continue
+        name = run.get("run_name", run["name"])
+        m = SPARSE.fullmatch(name)
+        if m:
+            dtype, d, bk, _, seqlen = m.groups()
+            sparse[(dtype, int(d), int(bk), int(seqlen))][run["density"]] = run["ms_median"]
+            continue
+        m = DENSE06.fullmatch(name)
+        if m:
+            dtype, d, seqlen = m.groups()
+            dense06[(dtype, int(d), int(seqlen))] = run["ms_median"]
+    return sparse, dense06
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    sparse, dense06 = load(sys.argv[1])
+    if not sparse:
+        sys.exit(f"{sys.argv[1]}: no sparse/07_block_sparse/.../random/... runs with ms_median")
+
+    print("dtype D block_k seqlen density ms x_density1 x_dense06")
+    for key in sorted(sparse):
+        dtype, d, bk, seqlen = key
+        runs = sparse[key]
+        full = runs.get(max(runs)) if max(runs) >= 0.999 else None
+        base06 = dense06.get((dtype, d, seqlen))
+        for density in sorted(runs, reverse=True):
+            ms = runs[density]
+            x1 = f"{full / ms:.2f}" if full else "-"
+            x06 = f"{base06 / ms:.2f}" if base06 else "-"
+            print(f"{dtype} {d} {bk} {seqlen} {density:.4f} {ms:.4f} {x1} {x06}")
+
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("matplotlib is needed for the plot (pip install matplotlib); the table above is complete")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dims = sorted({k[1] for k in sparse})
+    blocks = sorted({k[2] for k in sparse}, reverse=True)
+    fig, axes = plt.subplots(len(blocks), len(dims), figsize=(5.5 * len(dims), 4.5 * len(blocks)), squeeze=False)
+    for r, bk in enumerate(blocks):
+        for c, d in enumerate(dims):
+            ax = axes[r][c]
+            lowest = 1.0
+            for key in sorted(k for k in sparse if k[1] == d and k[2] == bk):
+                runs = sparse[key]
+                if max(runs) < 0.999:
+                    continue  # no density-1.0 run to compare with
+                full = runs[max(runs)]
+                xs = sorted(runs)
+                lowest = min(lowest, xs[0] if xs[0] > 0 else lowest)
+                ax.plot(xs, [full / runs[x] for x in xs], "o-", label=f"{key[0]} seqlen {key[3]}")
+            ideal = [x / 100 for x in range(int(lowest * 100), 101)]
+            ax.plot(ideal, [1 / x for x in ideal], "k--", label="ideal: 1 / density")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("mask density (active blocks / all)")
+            ax.set_ylabel("speed-up over density 1.0")
+            ax.set_title(f"07_block_sparse, D = {d}, blocks 128 x {bk}")
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=120)
+    print(f"wrote {sys.argv[2]}")
+
+
+if __name__ == "__main__":
+    main()
