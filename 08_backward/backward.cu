@@ -25,7 +25,8 @@
 #include <stdexcept>
 
 #include "05_flash_v2/cp_async.cuh"  // fast_exp2
-#include "05_flash_v2/flash_v2.h"    // the forward that writes the O and LSE the backward reads
+#include "05_flash_v2/flash_v2.h"    // the f32 forward that writes the O and LSE the backward reads
+#include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
 #include "08_backward/tiles.h"
 #include "common/cuda_check.h"
@@ -336,18 +337,59 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
 
 }  // namespace
 
+void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+             cudaStream_t stream) {
+  if (p.dtype == fa::Dtype::f32) flash_v2::forward(p, q, k, v, o, lse, stream);
+  else tensor_core::forward(p, q, k, v, o, lse, stream);
+}
+
 const fa::BackwardChapter& chapter() {
+  static const fa::BackwardChapter c{{"08_backward", {fa::Dtype::f32, fa::Dtype::f16, fa::Dtype::bf16}, {}, 128},
+                                     forward,
+                                     backward,
+                                     {64, 128},
+                                     fa::default_problem(fa::Dtype::f32),
+                                     backward_deterministic};
+  return c;
+}
+
+const fa::BackwardChapter& fp32_chapter() {
+  // Its own backward checks against its own Support, so the shared refusal tests see f16/bf16
+  // refused for the dtype, as this object declares.
+  static const fa::BackwardFn fp32_only = [](const fa::Problem& p, const void* q, const void* k, const void* v,
+                                             const void* o, const float* lse, const void* dout, void* dq, void* dk,
+                                             void* dv, cudaStream_t stream) {
+    fa::check_backward_args(fp32_chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+    backward(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+  };
   static const fa::BackwardChapter c{{"08_backward", {fa::Dtype::f32}, {}, 128},
                                      flash_v2::forward,
-                                     backward,
-                                     {7, 32, 64, 96, 128},
-                                     fa::default_problem(fa::Dtype::f32)};
+                                     fp32_only,
+                                     {7, 32, 96},
+                                     fa::default_problem(fa::Dtype::f32),
+                                     nullptr};
   return c;
 }
 
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
               const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
+  backward(p, q, k, v, o, lse, dout, dq, dk, dv, stream, BackwardOptions{});
+}
+
+void backward_deterministic(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
+                            const float* lse, const void* dout, void* dq, void* dk, void* dv,
+                            cudaStream_t stream) {
+  backward(p, q, k, v, o, lse, dout, dq, dk, dv, stream, BackwardOptions{true});
+}
+
+void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
+              const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
+              const BackwardOptions& options) {
   fa::check_backward_args(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  if (p.dtype != fa::Dtype::f32) return tensor_core_backward(p, q, k, v, o, lse, dout, dq, dk, dv, options, stream);
+  if (options.deterministic)
+    throw std::invalid_argument("08_backward: the deterministic mode is implemented for f16/bf16 only "
+                                "(the fp32 kernel adds into dQ with unordered atomics)");
   if (std::int64_t{p.batch} * p.kv_heads > 65535)
     throw std::invalid_argument("08_backward: batch * kv_heads must stay <= 65535 (grid limit)");
   auto* D_row = static_cast<float*>(

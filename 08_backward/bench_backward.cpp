@@ -1,6 +1,9 @@
 // Chapter 08's backward on FlashAttention-2's benchmark shapes (Google Benchmark, CUDA events):
 //   ./08_backward_bench [--max-seqlen N] [Google Benchmark flags]
-// seqlen 512..16k, batch = 16k / seqlen, heads = 2048 / D, D = 64 and 128, causal and not, f32.
+// seqlen 512..16k, batch = 16k / seqlen, heads = 2048 / D, D = 64 and 128, causal and not;
+// f32 (CUDA cores), bf16 and f16 (tensor cores), and bf16 in the deterministic mode
+// (bwd/08_backward_deterministic/bf16/..., a column of its own in scripts/summarize.py).
+// One dtype: --benchmark_filter=/bf16/
 // Only the backward is timed (the preprocessing kernel included); O and LSE come from one forward
 // run before the loop. Counters: TFLOPS (fa::backward_flops over the median iteration),
 // ms_median, extra_mem_MiB (device memory beyond the tensors: the D_i workspace).
@@ -85,22 +88,39 @@ int main(int argc, char** argv) {
     std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
     return 0;
   }
-  for (int d : {64, 128}) {
-    for (bool causal : {false, true}) {
-      for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
-        fa::Problem p;
-        p.batch = 16384 / seqlen;
-        p.heads = p.kv_heads = 2048 / d;
-        p.seqlen_q = p.seqlen_k = seqlen;
-        p.head_dim = d;
-        p.causal = causal;
-        p.dtype = fa::Dtype::f32;
-        const std::string name = "bwd/" + chapter.support.chapter + "/f32/D" + std::to_string(d) +
-                                 (causal ? "/causal" : "/full") + "/seqlen:" + std::to_string(seqlen);
-        benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.3);
+  struct Variant {
+    fa::Dtype dtype;
+    fa::BackwardFn backward;
+    std::string chapter;
+  };
+  const std::string& name = chapter.support.chapter;
+  const Variant variants[] = {{fa::Dtype::f32, chapter.backward, name},
+                              {fa::Dtype::bf16, chapter.backward, name},
+                              {fa::Dtype::f16, chapter.backward, name},
+                              {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic"}};
+  static std::vector<fa::BackwardChapter> chapters;  // one per variant, alive while the benchmarks run
+  chapters.reserve(std::size(variants));
+  for (const Variant& variant : variants) {
+    chapters.push_back(chapter);
+    chapters.back().backward = variant.backward;
+    const fa::BackwardChapter* c = &chapters.back();
+    for (int d : {64, 128}) {
+      for (bool causal : {false, true}) {
+        for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
+          fa::Problem p;
+          p.batch = 16384 / seqlen;
+          p.heads = p.kv_heads = 2048 / d;
+          p.seqlen_q = p.seqlen_k = seqlen;
+          p.head_dim = d;
+          p.causal = causal;
+          p.dtype = variant.dtype;
+          const std::string bench = "bwd/" + variant.chapter + "/" + fa::dtype_name(variant.dtype) + "/D" + std::to_string(d) +
+                                    (causal ? "/causal" : "/full") + "/seqlen:" + std::to_string(seqlen);
+          benchmark::RegisterBenchmark(bench.c_str(), [c, p](benchmark::State& s) { run_case(s, *c, p); })
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(0.3);
+        }
       }
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "08_backward/model.h"
@@ -148,3 +149,38 @@ TEST(TileSkip, MatchesBruteForce) {
 }
 
 }  // namespace
+
+// The f16/bf16 yardstick (backward_check.h: same_precision_backward). In f32 it is plain fp32
+// attention backward, so it must agree with the float64 reference to fp32 accuracy; in f16/bf16
+// its error must be that of rounding P, dS and the gradients: clearly above fp32's, clearly below
+// the gradients' own size. Rows that see no key (causal, Sq > Sk) get exact zeros.
+TEST(SamePrecisionBackward, ErrorFollowsTheDtype) {
+  for (fa::Dtype dtype : {fa::Dtype::f32, fa::Dtype::f16, fa::Dtype::bf16}) {
+    fa::Problem p;
+    p.batch = 1, p.heads = 2, p.kv_heads = 1, p.seqlen_q = 97, p.seqlen_k = 61, p.head_dim = 64, p.causal = true;
+    p.dtype = dtype;
+    const fa::HostInputs in = fa::make_inputs(p, 42);
+    const std::vector<float> dout = fa::make_dout(p, 42);
+    const fa::ReferenceBackward ref = fa::reference_backward(p, in.q, in.k, in.v, dout);
+    const fa::ReferenceBackward plain = fa::same_precision_backward(p, in.q, in.k, in.v, dout);
+    auto rel_err = [](const std::vector<double>& got, const std::vector<double>& want) {
+      double err = 0, size = 0;
+      for (std::size_t n = 0; n < want.size(); ++n) {
+        EXPECT_TRUE(std::isfinite(got[n]));
+        err = std::max(err, std::abs(got[n] - want[n]));
+        size = std::max(size, std::abs(want[n]));
+      }
+      return err / size;
+    };
+    const double lo = dtype == fa::Dtype::f32 ? 0.0 : 1e-5, hi = dtype == fa::Dtype::f32 ? 1e-5 : 5e-2;
+    for (const auto& [name, got, want] : {std::tuple{"dQ", &plain.dq, &ref.dq}, std::tuple{"dK", &plain.dk, &ref.dk},
+                                          std::tuple{"dV", &plain.dv, &ref.dv}}) {
+      const double e = rel_err(*got, *want);
+      EXPECT_GE(e, lo) << name << " " << fa::dtype_name(dtype);
+      EXPECT_LE(e, hi) << name << " " << fa::dtype_name(dtype);
+    }
+    // Query rows 0 .. Sq - Sk - 1 see no key: their dQ is exactly 0.
+    for (int i = 0; i < p.seqlen_q - p.seqlen_k; ++i)
+      for (int c = 0; c < p.head_dim; ++c) EXPECT_EQ(plain.dq[static_cast<std::size_t>(i) * p.head_dim + c], 0.0);
+  }
+}

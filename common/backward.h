@@ -37,6 +37,9 @@ struct BackwardChapter {
   BackwardFn backward;
   std::vector<int> test_head_dims;  // the head dims the shared tests sweep
   Problem defaults;                 // the executable's default problem
+  // The same backward with a dQ that is bitwise identical from run to run (the runner's
+  // --deterministic), or null where the chapter has no such mode.
+  BackwardFn deterministic = nullptr;
 };
 
 }  // namespace fa

@@ -9,6 +9,7 @@
 
 #include "common/compare.h"
 #include "common/host_data.h"
+#include "common/reference.h"
 
 namespace fa {
 
@@ -20,13 +21,39 @@ std::vector<float> make_dout(const Problem& p, std::uint64_t seed);
 // largest reference value. The reasoning is written where it is defined, in backward_check.cpp.
 Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want);
 
+// A plain same-precision backward, the yardstick of FlashAttention's rule for f16/bf16
+// gradients: inputs as given (already rounded to p.dtype); S, the softmax, LSE and O in float32
+// as same_precision_forward (O rounded to p.dtype); D_i = rowsum(dO_i o O_i), dP = dO V^T and
+// dS = P o (dP - D) in float32; P and dS rounded to p.dtype where they feed a product
+// (dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K), those sums accumulated in float32 and the
+// gradients rounded to p.dtype. Returned as double, like the reference.
+ReferenceBackward same_precision_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                          const std::vector<float>& v, const std::vector<float>& dout);
+
+// FlashAttention's rule per gradient (compare.h: SamePrecisionCheck), with the slack scaled to
+// the gradients' size (backward_check.cpp says why).
+struct GradientRule {
+  std::string name;
+  double kernel_max_abs;
+  double baseline_max_abs;
+  double slack;
+  double bound() const { return 2.0 * baseline_max_abs + slack; }
+  bool pass() const { return kernel_max_abs <= bound(); }
+  std::string summary() const;
+};
+
 struct BackwardCheck {
   CompareReport dq;
   CompareReport dk;
   CompareReport dv;
+  std::vector<GradientRule> same_precision;  // f16/bf16: dQ, dK, dV; empty for f32
 
-  bool pass() const { return dq.pass() && dk.pass() && dv.pass(); }
-  std::string summary() const;  // three lines
+  bool pass() const {
+    bool rules = true;
+    for (const GradientRule& r : same_precision) rules = rules && r.pass();
+    return dq.pass() && dk.pass() && dv.pass() && rules;
+  }
+  std::string summary() const;  // three lines (six for f16/bf16)
 };
 
 // `dq_bytes`, `dk_bytes`, `dv_bytes` are the device's gradients as raw bytes (in p.dtype).

@@ -59,15 +59,16 @@ struct BackwardCaseName {
 }  // namespace fa::testing
 
 // Refusal tests are instantiated as "Inputs/...": fa_register_gtests (cmake/Chapter.cmake) labels
-// those `cpu`, the rest `gpu`.
-#define FA_BACKWARD_TESTS(chapter_expr)                                                                 \
-  class Backward : public ::testing::TestWithParam<::fa::testing::BackwardCase> {};                     \
-  TEST_P(Backward, MatchesReference) { ::fa::testing::check_backward(GetParam()); }                    \
-  INSTANTIATE_TEST_SUITE_P(Shapes, Backward,                                                            \
-                           ::testing::ValuesIn(::fa::testing::backward_cases(chapter_expr)),            \
+// those `cpu`, the rest `gpu`. FA_BACKWARD_TESTS_NAMED(Suite, chapter) names the suites Suite and
+// SuiteRefuses, so one test file can cover two chapter objects (08: the f32-only head dims).
+#define FA_BACKWARD_TESTS(chapter_expr) FA_BACKWARD_TESTS_NAMED(Backward, chapter_expr)
+#define FA_BACKWARD_TESTS_NAMED(Suite, chapter_expr)                                                    \
+  class Suite : public ::testing::TestWithParam<::fa::testing::BackwardCase> {};                        \
+  TEST_P(Suite, MatchesReference) { ::fa::testing::check_backward(GetParam()); }                       \
+  INSTANTIATE_TEST_SUITE_P(Shapes, Suite, ::testing::ValuesIn(::fa::testing::backward_cases(chapter_expr)), \
                            ::fa::testing::BackwardCaseName{});                                          \
-  class BackwardRefuses : public ::testing::TestWithParam<::fa::testing::BackwardRefusalCase> {};       \
-  TEST_P(BackwardRefuses, BadInput) { ::fa::testing::check_backward_refusal(GetParam()); }             \
-  INSTANTIATE_TEST_SUITE_P(Inputs, BackwardRefuses,                                                     \
+  class Suite##Refuses : public ::testing::TestWithParam<::fa::testing::BackwardRefusalCase> {};        \
+  TEST_P(Suite##Refuses, BadInput) { ::fa::testing::check_backward_refusal(GetParam()); }              \
+  INSTANTIATE_TEST_SUITE_P(Inputs, Suite##Refuses,                                                      \
                            ::testing::ValuesIn(::fa::testing::backward_refusal_cases(chapter_expr)),    \
                            ::fa::testing::BackwardCaseName{})

@@ -1,6 +1,7 @@
 #include "common/backward_runner.h"
 
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -30,8 +31,8 @@ struct Timings {
   std::size_t peak, scratch;
 };
 
-std::string json_line(const BackwardChapter& c, const Options& o, bool pass, const ForwardCheck* fwd,
-                      const BackwardCheck* bwd, const Timings& t) {
+std::string json_line(const BackwardChapter& c, const Options& o, bool deterministic, bool pass,
+                      const ForwardCheck* fwd, const BackwardCheck* bwd, const Timings& t) {
   const Problem& p = o.problem;
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
@@ -42,7 +43,8 @@ std::string json_line(const BackwardChapter& c, const Options& o, bool pass, con
     << ",\"kv_heads\":" << p.kv_heads << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":"
     << p.seqlen_k << ",\"head_dim\":" << p.head_dim << ",\"causal\":"
     << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype)
-    << "\",\"checked\":" << (fwd ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
+    << "\",\"deterministic\":" << (deterministic ? "true" : "false")
+    << ",\"checked\":" << (fwd ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
   if (fwd) s << ",\"max_abs_err\":" << fwd->o.max_abs << ",\"lse_max_abs_err\":" << fwd->lse.max_abs;
   if (bwd) {
     s << ",\"dq_max_abs_err\":" << bwd->dq.max_abs << ",\"dk_max_abs_err\":" << bwd->dk.max_abs
@@ -55,8 +57,9 @@ std::string json_line(const BackwardChapter& c, const Options& o, bool pass, con
   return s.str();
 }
 
-int run(const BackwardChapter& c, const Options& o) {
+int run(const BackwardChapter& c, const Options& o, bool deterministic) {
   const Problem& p = o.problem;
+  const BackwardFn backward_fn = deterministic ? c.deterministic : c.backward;
   // Refuse unsupported problems first: before looking for a GPU or drawing inputs.
   check_backward_args(c.support, p, &p, &p, &p, &p, &p, &p, &p, &p, &p);
   const std::string reason = cuda::unavailable_reason();
@@ -82,8 +85,8 @@ int run(const BackwardChapter& c, const Options& o) {
 
   auto forward = [&] { c.forward(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), nullptr); };
   auto backward = [&] {
-    c.backward(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(),
-               dv.get(), nullptr);
+    backward_fn(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(),
+                dv.get(), nullptr);
   };
   forward();  // the checked runs: the first ones, on poisoned outputs
   backward();
@@ -117,7 +120,8 @@ int run(const BackwardChapter& c, const Options& o) {
   if (bwd_check) std::printf("%s\n", bwd_check->summary().c_str());
   const bool pass = fwd_pass && bwd_pass;
   if (o.json) {
-    std::printf("%s\n", json_line(c, o, pass, fwd_check ? &*fwd_check : nullptr, bwd_check ? &*bwd_check : nullptr, t)
+    std::printf("%s\n", json_line(c, o, deterministic, pass, fwd_check ? &*fwd_check : nullptr,
+                                   bwd_check ? &*bwd_check : nullptr, t)
                             .c_str());
   }
   return pass ? 0 : 1;
@@ -126,11 +130,28 @@ int run(const BackwardChapter& c, const Options& o) {
 }  // namespace
 
 int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv) {
+  // --deterministic is the backward's own flag: taken out here, before the shared parser sees argv.
+  bool deterministic = false;
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], "--deterministic") == 0) {
+      deterministic = true;
+      for (int b = a; b + 1 < argc; ++b) argv[b] = argv[b + 1];
+      --argc;
+      break;
+    }
+  }
+  if (deterministic && !chapter.deterministic) {
+    std::cerr << chapter.support.chapter << ": --deterministic: this chapter has no deterministic mode\n";
+    return 2;
+  }
   const std::string about = chapter.support.chapter +
                             " runs the forward pass and then the backward pass (dQ, dK, dV for a seeded dO); "
-                            "both are checked and timed.\n";
+                            "both are checked and timed.\n" +
+                            (chapter.deterministic ? "  --deterministic   the backward's bitwise reproducible mode "
+                                                     "(dQ added in a fixed order)\n"
+                                                   : "");
   return run_main(chapter.support.chapter, chapter.defaults, about, argc, argv,
-                  [&](const Options& o) { return run(chapter, o); });
+                  [&](const Options& o) { return run(chapter, o, deterministic); });
 }
 
 }  // namespace fa
