@@ -121,6 +121,10 @@ if want bench; then
   bash scripts/bench_all.sh build-gpu "$out" --max-seqlen-naive "$naive_max" >"$out/bench_all.log" 2>&1 ||
     { echo "some benchmarks failed:"; grep -iE "error|fail" "$out/bench_all.log" | head; }
   grep "^==" "$out/bench_all.log"
+  if [[ -f $out/bench_07_block_sparse.json ]]; then
+    python3 scripts/plot_sparse.py "$out/bench_07_block_sparse.json" "$out/sparse_speedup.png" >"$out/sparse_table.md" 2>&1 ||
+      tail -3 "$out/sparse_table.md"
+  fi
   step "summary"
   python3 scripts/summarize.py "$out" --readmes . || true
   cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done
