@@ -27,12 +27,12 @@ def load(path):
         if run.get("run_type", "iteration") != "iteration" or "ms_median" not in run:
             continue
         name = run.get("run_name", run["name"])
-        m = SPARSE.fullmatch(name)
+        m = SPARSE.match(name)
         if m:
             dtype, d, bk, _, seqlen = m.groups()
             sparse[(dtype, int(d), int(bk), int(seqlen))][run["density"]] = run["ms_median"]
             continue
-        m = DENSE06.fullmatch(name)
+        m = DENSE06.match(name)
         if m:
             dtype, d, seqlen = m.groups()
             dense06[(dtype, int(d), int(seqlen))] = run["ms_median"]
