@@ -10,13 +10,8 @@
 
 namespace flash_v2::steps {
 
-struct Step {
-  std::string name;  // "no_causal_skip"
-  std::string what;  // one line for the README table
-  fa::Chapter chapter;
-};
+using fa::Step;
 
 const std::vector<Step>& all();
-const Step& find(const std::string& name);  // throws std::invalid_argument naming the known steps
 
 }  // namespace flash_v2::steps

@@ -1,25 +1,6 @@
 // The README's step-by-step versions on FlashAttention-2's shapes, one step per run:
 //   ./06_tensor_core_steps_bench --step v2_swizzle --benchmark_filter='D128/full/seqlen:4096'
-#include <cstring>
-#include <iostream>
-#include <stdexcept>
-
 #include "06_tensor_core/steps.h"
 #include "common/bench_harness.h"
 
-int main(int argc, char** argv) {
-  for (int a = 1; a + 1 < argc; ++a) {
-    if (std::strcmp(argv[a], "--step") != 0) continue;
-    try {
-      const tensor_core::steps::Step& step = tensor_core::steps::find(argv[a + 1]);
-      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];  // the rest is the harness's
-      return fa::bench::main(step.chapter, argc - 2, argv);
-    } catch (const std::invalid_argument& e) {
-      std::cerr << e.what() << "\n";
-      return 2;
-    }
-  }
-  std::cerr << "usage: " << argv[0] << " --step NAME [benchmark flags]\n";
-  for (const auto& s : tensor_core::steps::all()) std::cerr << "  " << s.name << ": " << s.what << "\n";
-  return 2;
-}
+int main(int argc, char** argv) { return fa::bench::steps_main(tensor_core::steps::all(), argc, argv); }

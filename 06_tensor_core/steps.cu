@@ -60,13 +60,4 @@ const std::vector<Step>& all() {
   return steps;
 }
 
-const Step& find(const std::string& name) {
-  std::string known;
-  for (const Step& s : all()) {
-    if (s.name == name) return s;
-    known += (known.empty() ? "" : ", ") + s.name;
-  }
-  throw std::invalid_argument("unknown step '" + name + "' (known: " + known + ")");
-}
-
 }  // namespace tensor_core::steps

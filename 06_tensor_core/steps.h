@@ -10,13 +10,8 @@
 
 namespace tensor_core::steps {
 
-struct Step {
-  std::string name;  // "v2_swizzle"
-  std::string what;  // one line for the README table
-  fa::Chapter chapter;
-};
+using fa::Step;
 
 const std::vector<Step>& all();
-const Step& find(const std::string& name);  // throws std::invalid_argument naming the known steps
 
 }  // namespace tensor_core::steps

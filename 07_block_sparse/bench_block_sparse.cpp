@@ -20,6 +20,7 @@
 
 #include "06_tensor_core/tensor_core.h"
 #include "07_block_sparse/block_sparse.h"
+#include "common/bench_harness.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
 #include "common/gpu_timer.h"
@@ -140,27 +141,14 @@ void register_all(fa::Dtype dtype, int max_seqlen) {
   }
 }
 
-// Removes one of our flags from argv, leaving Google Benchmark's.
-std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
-  for (int a = 1; a + 1 < argc; ++a) {
-    if (std::strcmp(argv[a], name) == 0) {
-      const std::string value = argv[a + 1];
-      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
-      argc -= 2;
-      return value;
-    }
-  }
-  return fallback;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   fa::Dtype dtype;
   int max_seqlen;
   try {
-    dtype = fa::parse_dtype(take_flag(argc, argv, "--dtype", "bf16"));
-    max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "32768"));
+    dtype = fa::parse_dtype(fa::bench::take_flag(argc, argv, "--dtype", "bf16"));
+    max_seqlen = std::stoi(fa::bench::take_flag(argc, argv, "--max-seqlen", "32768"));
   } catch (const std::exception& e) {
     std::cerr << "07_block_sparse benchmark: " << e.what() << "\n";
     return 2;

@@ -82,7 +82,9 @@ void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen) {
   }
 }
 
-// Removes our own flags from argv, leaving Google Benchmark's.
+
+}  // namespace
+
 std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
   for (int a = 1; a + 1 < argc; ++a) {
     if (std::strcmp(argv[a], name) == 0) {
@@ -95,7 +97,20 @@ std::string take_flag(int& argc, char** argv, const char* name, const std::strin
   return fallback;
 }
 
-}  // namespace
+int steps_main(const std::vector<Step>& steps, int argc, char** argv) {
+  const std::string name = take_flag(argc, argv, "--step", "");
+  if (name.empty()) {
+    std::cerr << "usage: " << argv[0] << " --step NAME [benchmark flags]\n";
+    for (const Step& s : steps) std::cerr << "  " << s.name << ": " << s.what << "\n";
+    return 2;
+  }
+  try {
+    return main(find_step(steps, name).chapter, argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+}
 
 int main(const Chapter& chapter, int argc, char** argv) {
   std::vector<Dtype> dtypes = chapter.support.dtypes;  // default: every dtype the chapter supports

@@ -11,10 +11,21 @@
 // peak_mem_MiB (all device memory the run held) and extra_mem_MiB (beyond Q, K, V, O, LSE).
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "common/chapter.h"
 
 namespace fa::bench {
 
 int main(const Chapter& chapter, int argc, char** argv);
+
+// The main() of a chapter's steps benchmark: `--step NAME` picks one step (without it: the list
+// of steps, "  name: what" per line, exit 2); the other flags are main()'s.
+int steps_main(const std::vector<Step>& steps, int argc, char** argv);
+
+// Removes `name VALUE` from argv and returns VALUE (or `fallback` when absent), so that what
+// is left can go to Google Benchmark; for benchmarks with flags of their own.
+std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback);
 
 }  // namespace fa::bench

@@ -28,4 +28,13 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 
+const Step& find_step(const std::vector<Step>& steps, const std::string& name) {
+  std::string known;
+  for (const Step& s : steps) {
+    if (s.name == name) return s;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw std::invalid_argument("unknown step '" + name + "' (known: " + known + ")");
+}
+
 }  // namespace fa

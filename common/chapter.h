@@ -41,4 +41,15 @@ struct Chapter {
   Problem defaults;                 // the executable's default problem
 };
 
+// A step-by-step version of a chapter's kernel (05's ablations, 06's v1..v4): the same kernel with
+// switches, wrapped as a Chapter of its own so the shared tests and benchmarks run it unchanged.
+struct Step {
+  std::string name;  // "v2_swizzle"
+  std::string what;  // one line for the README table
+  Chapter chapter;
+};
+
+// Throws std::invalid_argument naming the known steps.
+const Step& find_step(const std::vector<Step>& steps, const std::string& name);
+
 }  // namespace fa
