@@ -52,12 +52,12 @@ function(fa_register_gtests target chapter)
   # Refusal tests need no GPU, so they carry the cpu label even in a GPU test binary.
   gtest_discover_tests(${target}
     TEST_PREFIX "${chapter}."
-    TEST_FILTER "Inputs/*"
+    TEST_FILTER "Inputs*"
     PROPERTIES LABELS cpu
     DISCOVERY_MODE PRE_TEST)
   gtest_discover_tests(${target}
     TEST_PREFIX "${chapter}."
-    TEST_FILTER "-Inputs/*"
+    TEST_FILTER "-Inputs*"
     PROPERTIES LABELS gpu
     DISCOVERY_MODE PRE_TEST)
 endfunction()
