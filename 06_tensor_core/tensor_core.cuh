@@ -237,6 +237,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     // xor-shuffles (1, 2) give its max; the sum l_i stays per thread until the end. P_ij leaves
     // in T, already as the A fragments of P V: keys 16kk..16kk+15 are S_ij's n-tiles 2kk and
     // 2kk+1, element for element (README: Walkthrough). No shuffle, no shared memory.
+    // BEGIN SOLUTION: per row (mt, h): m = quad max (xor 1, 2) of m_i and S_ij; alpha, P = fast_exp2 (scale_log2, -inf safe); P -> P_ij A fragments (pack2); m_i = m, l_i = l_i alpha + sum P, O_i *= alpha
+    // STUB: std::uint32_t P_ij[kM][Bc / 16][4] = {};
     std::uint32_t P_ij[kM][Bc / 16][4];  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt) {
@@ -265,8 +267,10 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
         for (int nt = 0; nt < kD / 8; ++nt) O_i[mt][nt][2 * h] *= alpha, O_i[mt][nt][2 * h + 1] *= alpha;
       }
     }
+    // END SOLUTION
 
     // O_i += P_ij V_j: one LDSM.T of V feeds 2 kM mmas.
+    // BEGIN SOLUTION: O_i += P_ij V_j: per 16-key step kk and 16 dims nb, one ldmatrix_x4_trans of V_j, two mma_16816 per mt with A = P_ij[mt][kk]
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
 #pragma unroll
@@ -280,6 +284,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
         }
       }
     }
+    // END SOLUTION
   }
 
   // Epilogue: the row sums over the quad, O_i / l_i once, LSE = m * scale + log(l) (natural log).

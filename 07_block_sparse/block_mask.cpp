@@ -130,11 +130,13 @@ BlockMask from_dense(const MaskShape& shape, const std::vector<std::uint8_t>& de
   if (static_cast<std::int64_t>(dense.size()) != shape.rows() * shape.num_k_blocks)
     fail("the dense mask has " + std::to_string(dense.size()) + " entries, " + shape.describe() + " needs " +
          std::to_string(shape.rows() * shape.num_k_blocks));
+  // BEGIN SOLUTION: per row of dense ([rows, Tk], nonzero = active): append its active kb to col_indices, then the row's end to row_offsets
   for (std::int64_t row = 0; row < shape.rows(); ++row) {
     for (int kb = 0; kb < shape.num_k_blocks; ++kb)
       if (dense[row * shape.num_k_blocks + kb]) m.col_indices.push_back(kb);
     m.row_offsets.push_back(static_cast<int>(m.col_indices.size()));
   }
+  // END SOLUTION
   m.validate();
   return m;
 }
@@ -176,6 +178,7 @@ BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPat
     if (hp.window < 0 || hp.sink < 0) fail("window and sink must be >= 0");
   }
   BlockMask m{s, {0}, {}};
+  // BEGIN SOLUTION: the CSR rows in order (b, h, qb): append pattern_row(...) of the head's pattern to col_indices, then the row's end to row_offsets
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h)
       for (int qb = 0; qb < s.num_q_blocks; ++qb) {
@@ -183,6 +186,7 @@ BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPat
         m.col_indices.insert(m.col_indices.end(), cols.begin(), cols.end());
         m.row_offsets.push_back(static_cast<int>(m.col_indices.size()));
       }
+  // END SOLUTION
   return m;
 }
 

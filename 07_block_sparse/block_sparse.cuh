@@ -141,10 +141,15 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   const T* V_g = static_cast<const T*>(prm.v) + kv_bh * Sk * kD;      // (Sk, D) global
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   // This query block's active key blocks, cut to the tiles before Tc_end (sparse_tiles.h).
+  // BEGIN SOLUTION: cols = this block's CSR row (b, h, i_tile) of active key blocks; n_end = walk_length(...) of it before Tc_end
+  // STUB: const int* cols = prm.col_indices;
+  // STUB: const int tpb = prm.tiles_per_block, n_end = 0;
+  // STUB: if (n_end == 0) return;  // the stub walks nothing and writes no O, no LSE
   const std::int64_t row = bh * gridDim.x + i_tile;  // the CSR row: (b, h, query block)
   const int* cols = prm.col_indices + prm.row_offsets[row];  // [count] key blocks, ascending
   const int tpb = prm.tiles_per_block;
   const int n_end = walk_length(cols, prm.row_offsets[row + 1] - prm.row_offsets[row], tpb, Tc_end);
+  // END SOLUTION
   const int row0 = 16 * kM * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, the first active K_j and V_j in the next.

@@ -247,6 +247,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
       keys_dot_rows<kD, T::kRows>(dP, V_t, dO_s, tx);
       __syncwarp();  // every lane of the warp has read P_s for dV_j before P_ij becomes dS_ij
       // dS_ij = P_ij o (dP_ij - D_i), written over P_ij: each thread rewrites the entries it wrote.
+      // BEGIN SOLUTION: for my query rows r = tx + 8b: P_s's float4 of my 4 keys (at P_t) = P o (dP[a][b] - D_s[r])
 #pragma unroll
       for (int b = 0; b < T::kRows; ++b) {
         const int r = tx + 8 * b;
@@ -256,10 +257,12 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
         *P_r = make_float4(p4.x * (dP[0][b] - d_i), p4.y * (dP[1][b] - d_i), p4.z * (dP[2][b] - d_i),
                            p4.w * (dP[3][b] - d_i));
       }
+      // END SOLUTION
       __syncthreads();  // all of dS_ij is in P_s: dQ_i below reads every warp's keys
 
       // dQ_i += scale dS_ij K_j, summed here over the tile's Bc keys and across key tiles (blocks)
       // in global memory. Per key, Br/16 LDS.32 and kD/32 LDS.128 feed Br/16 * kD/8 FFMAs.
+      // BEGIN SOLUTION: dQ (rows qrow + 4a, columns 32c + 4tx + e) = dS_ij K_j over the Bc keys (dS at p_column in P_s), then atomicAdd scale * dQ into dq (rows < Sq, columns < D)
       float dQ[T::kQRows][4 * T::kChunks] = {};  // rows qrow + 4a, columns 32c + 4tx + e
 #pragma unroll 1
       for (int k16 = 0; k16 < Bc; k16 += 16) {
@@ -293,6 +296,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
           }
         }
       }
+      // END SOLUTION
 
       // dK_j += dS_ij^T Q_i (the scale is applied once, in the epilogue)
       add_keys_outer<kD, Br, kPStride>(dK_j, P_t, Q_s, tx);

@@ -224,6 +224,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
     // Masked keys get P = 0; rows with LSE = +inf get exp2(-inf) = 0, never NaN. Rows past Sq
     // have LSE = 0 (zero-filled) and P = 1, but also dO = 0 and D = 0: they add exactly 0.
     const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal);
+    // BEGIN SOLUTION: per (nt, e): P = fast_exp2 (0 if masked), dS = P (dP - D_i); pack2 both into the A fragments P_a, dS_a; dS^T's 4 bytes to dS_s (tile_offset, Br, swizzled)
+    // STUB: std::uint32_t P_a[Br / 16][4] = {}, dS_a[Br / 16][4] = {};
     std::uint32_t P_a[Br / 16][4], dS_a[Br / 16][4];  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
 #pragma unroll
     for (int nt = 0; nt < Br / 8; ++nt) {
@@ -244,6 +246,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
             dS_a[nt / 2][nt % 2 * 2 + h];
       }
     }
+    // END SOLUTION
 
     // dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i: one LDSM.T of dO_i (Q_i) feeds 2 mmas.
 #pragma unroll

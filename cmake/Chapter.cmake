@@ -70,11 +70,14 @@ function(fa_add_cpu_test name)
     TEST_PREFIX "${name}." PROPERTIES LABELS cpu DISCOVERY_MODE PRE_TEST)
 endfunction()
 
-function(fa_add_chapter name)
-  cmake_parse_arguments(CH "" "MIN_ARCH" "KERNELS;MODEL;CPU_TESTS;GPU_TESTS;BENCH;MAIN" ${ARGN})
-  set(lib fa_${name})
-  set(student_include "")
-  if(FA_STUDENT)
+# With FA_STUDENT, writes the student copy of chapter `name` (once per configure) and points the
+# source list in variable `var` at it; without, leaves the list alone.
+function(fa_student_sources name var)
+  if(NOT FA_STUDENT OR NOT ${var})
+    return()
+  endif()
+  get_property(done GLOBAL PROPERTY fa_student_copy_${name})
+  if(NOT done)
     execute_process(
       COMMAND "${Python3_EXECUTABLE}" "${PROJECT_SOURCE_DIR}/scripts/make_student.py" ${name}
               --out "${FA_STUDENT_DIR}" --quiet
@@ -82,8 +85,20 @@ function(fa_add_chapter name)
     if(status)
       message(FATAL_ERROR "${name}: scripts/make_student.py failed (the markers are named above)")
     endif()
-    list(TRANSFORM CH_KERNELS PREPEND "${FA_STUDENT_DIR}/${name}/")
-    list(TRANSFORM CH_MODEL PREPEND "${FA_STUDENT_DIR}/${name}/")  # identical unless it has markers
+    set_property(GLOBAL PROPERTY fa_student_copy_${name} TRUE)
+  endif()
+  set(sources ${${var}})
+  list(TRANSFORM sources PREPEND "${FA_STUDENT_DIR}/${name}/")
+  set(${var} ${sources} PARENT_SCOPE)
+endfunction()
+
+function(fa_add_chapter name)
+  cmake_parse_arguments(CH "" "MIN_ARCH" "KERNELS;MODEL;CPU_TESTS;GPU_TESTS;BENCH;MAIN" ${ARGN})
+  set(lib fa_${name})
+  fa_student_sources(${name} CH_KERNELS)
+  fa_student_sources(${name} CH_MODEL)  # identical to the repository's unless it has markers
+  set(student_include "")
+  if(FA_STUDENT)
     set(student_include "${FA_STUDENT_DIR}")
   endif()
 
