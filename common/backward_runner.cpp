@@ -18,14 +18,6 @@
 namespace fa {
 namespace {
 
-std::string gpu_name() {
-  cudaDeviceProp prop{};
-  int device = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  return prop.name;
-}
-
 struct Timings {
   float fwd_ms, bwd_ms;
   std::size_t peak, scratch;
@@ -34,16 +26,9 @@ struct Timings {
 std::string json_line(const BackwardChapter& c, const Options& o, bool deterministic, bool pass,
                       const ForwardCheck* fwd, const BackwardCheck* bwd, const Timings& t) {
   const Problem& p = o.problem;
-  int runtime = 0;
-  cudaRuntimeGetVersion(&runtime);
   std::ostringstream s;
   s.precision(6);
-  s << "{\"chapter\":\"" << c.support.chapter << "\",\"gpu\":\"" << gpu_name()
-    << "\",\"cuda_runtime\":" << runtime << ",\"batch\":" << p.batch << ",\"heads\":" << p.heads
-    << ",\"kv_heads\":" << p.kv_heads << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":"
-    << p.seqlen_k << ",\"head_dim\":" << p.head_dim << ",\"causal\":"
-    << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype)
-    << "\",\"deterministic\":" << (deterministic ? "true" : "false")
+  s << json_problem_fields(c.support.chapter, p) << ",\"deterministic\":" << (deterministic ? "true" : "false")
     << ",\"checked\":" << (fwd ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
   if (fwd) s << ",\"max_abs_err\":" << fwd->o.max_abs << ",\"lse_max_abs_err\":" << fwd->lse.max_abs;
   if (bwd) {

@@ -25,16 +25,10 @@ std::string gpu_name() {
 std::string json_line(const Chapter& c, const Options& o, bool pass, const ForwardCheck* check, double ms,
                       std::size_t peak, std::size_t scratch) {
   const Problem& p = o.problem;
-  int runtime = 0;
-  cudaRuntimeGetVersion(&runtime);
   std::ostringstream s;
   s.precision(6);
-  s << "{\"chapter\":\"" << c.support.chapter << "\",\"gpu\":\"" << gpu_name()
-    << "\",\"cuda_runtime\":" << runtime << ",\"batch\":" << p.batch << ",\"heads\":" << p.heads
-    << ",\"kv_heads\":" << p.kv_heads << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":"
-    << p.seqlen_k << ",\"head_dim\":" << p.head_dim << ",\"causal\":"
-    << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype)
-    << "\",\"checked\":" << (check ? "true" : "false") << ",\"pass\":" << (pass ? "true" : "false");
+  s << json_problem_fields(c.support.chapter, p) << ",\"checked\":" << (check ? "true" : "false")
+    << ",\"pass\":" << (pass ? "true" : "false");
   if (check) {
     s << ",\"max_abs_err\":" << check->o.max_abs << ",\"rel_fro_err\":" << check->o.rel_fro
       << ",\"lse_max_abs_err\":" << check->lse.max_abs;
@@ -93,6 +87,17 @@ int run(const Chapter& c, const Options& o) {
 }
 
 }  // namespace
+
+std::string json_problem_fields(const std::string& chapter, const Problem& p) {
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  std::ostringstream s;
+  s << "{\"chapter\":\"" << chapter << "\",\"gpu\":\"" << gpu_name() << "\",\"cuda_runtime\":" << runtime
+    << ",\"batch\":" << p.batch << ",\"heads\":" << p.heads << ",\"kv_heads\":" << p.kv_heads
+    << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":" << p.seqlen_k << ",\"head_dim\":" << p.head_dim
+    << ",\"causal\":" << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype) << "\"";
+  return s.str();
+}
 
 int run_main(const std::string& chapter, const Problem& defaults, const std::string& about, int argc,
              char** argv, const std::function<int(const Options&)>& body) {

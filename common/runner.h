@@ -18,6 +18,10 @@ int run_main(const std::string& chapter, const Problem& defaults, const std::str
              char** argv, const std::function<int(const Options&)>& body);
 
 // Exit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or unsupported problem.
+// The start of a result's JSON line, shared by the forward and backward runners:
+// {"chapter":...,"gpu":...,"cuda_runtime":...,"batch":...,...,"dtype":"..."  (no closing brace).
+std::string json_problem_fields(const std::string& chapter, const Problem& p);
+
 int run_chapter(const Chapter& chapter, int argc, char** argv);
 
 }  // namespace fa

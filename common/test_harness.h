@@ -38,6 +38,10 @@ struct RefusalCase {
 // causal masking); batch/heads/kv_heads combinations for MHA, GQA and MQA; causal and not.
 std::vector<ForwardCase> forward_cases(const Chapter& chapter);
 std::vector<RefusalCase> refusal_cases(const Chapter& chapter);
+// A chapter's step-by-step versions (fa::Step), each in its first dtype and every test head dim,
+// on a few awkward shapes: GQA 1013 x 1013 causal, MQA 127 x 300, 300 x 77 causal (rows and whole
+// tiles that see no key), 1 x 1013 causal.
+std::vector<ForwardCase> step_cases(const std::vector<Step>& steps);
 
 void check_forward(const ForwardCase& c);
 void check_refusal(const RefusalCase& c);
@@ -65,4 +69,12 @@ struct CaseName {
   TEST_P(Refuses, BadInput) { ::fa::testing::check_refusal(GetParam()); }                    \
   INSTANTIATE_TEST_SUITE_P(Inputs, Refuses,                                                   \
                            ::testing::ValuesIn(::fa::testing::refusal_cases(chapter_expr)),   \
+                           ::fa::testing::CaseName{})
+
+// The step-by-step versions of a chapter (05, 06): FA_STEP_TESTS(flash_v2::steps::all())
+#define FA_STEP_TESTS(steps_expr)                                                             \
+  class Steps : public ::testing::TestWithParam<::fa::testing::ForwardCase> {};               \
+  TEST_P(Steps, MatchesReference) { ::fa::testing::check_forward(GetParam()); }              \
+  INSTANTIATE_TEST_SUITE_P(Versions, Steps,                                                   \
+                           ::testing::ValuesIn(::fa::testing::step_cases(steps_expr)),        \
                            ::fa::testing::CaseName{})
