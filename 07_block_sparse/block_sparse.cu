@@ -24,12 +24,25 @@ std::vector<std::uint8_t> bytes_of(const std::vector<int>& values) {
   return bytes;
 }
 
+// The tiles per key block. A 128-key block runs 06's configuration for the head dim (Bc = 64 at
+// D = 128: two kernel tiles per block); a 64-key block needs Bc = 64, so D = 64 then keeps the
+// 128 x 64 tiles with Q_i in registers (06's step v4).
+template <class T, int kD>
+void launch_for(int block_k, const Params& prm, int batch_heads, cudaStream_t stream) {
+  using C128 = ChapterConfig<T, kD>;
+  using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/kD <= 64>;
+  static_assert(C128::Br == kBlockQ && C64::Br == kBlockQ, "a query block of the mask is one block of the grid");
+  static_assert(128 % C128::Bc == 0, "a key block is whole kernel tiles");
+  if (block_k == 64) return launch<C64, 1>(prm, batch_heads, stream);
+  launch<C128, 128 / C128::Bc>(prm, batch_heads, stream);
+}
+
 template <class T>
-void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
+void dispatch(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
   const int bh = p.batch * p.heads;
   switch (p.head_dim) {
-    case 64: return launch<ChapterConfig<T, 64>>(prm, bh, stream);
-    case 128: return launch<ChapterConfig<T, 128>>(prm, bh, stream);
+    case 64: return launch_for<T, 64>(block_k, prm, bh, stream);
+    case 128: return launch_for<T, 128>(block_k, prm, bh, stream);
   }
 }
 
@@ -69,14 +82,10 @@ void forward(const fa::Problem& p, const DeviceBlockMask& mask, const void* q, c
              void* o, float* lse, cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
   check_fits(mask.shape(), p, kChapter);
-  static_assert(ChapterConfig<__half, 64>::Br == kBlockQ && ChapterConfig<__half, 128>::Br == kBlockQ,
-                "a query block of the mask is one block of the grid");
-  constexpr int Bc = ChapterConfig<__half, 128>::Bc;
-  static_assert(ChapterConfig<__half, 64>::Bc == Bc && 64 % Bc == 0, "a key block is whole kernel tiles");
-  const Params prm = make_params(p, q, k, v, o, lse, mask.row_offsets(), mask.col_indices(),
-                                 mask.shape().block_k / Bc, kChapter);
-  if (p.dtype == fa::Dtype::bf16) dispatch<__nv_bfloat16>(p, prm, stream);
-  else dispatch<__half>(p, prm, stream);
+  const Params prm = make_params(p, q, k, v, o, lse, mask.row_offsets(), mask.col_indices(), kChapter);
+  const int block_k = mask.shape().block_k;  // 64 or 128: check_fits refused the rest
+  if (p.dtype == fa::Dtype::bf16) dispatch<__nv_bfloat16>(p, block_k, prm, stream);
+  else dispatch<__half>(p, block_k, prm, stream);
 }
 
 }  // namespace block_sparse

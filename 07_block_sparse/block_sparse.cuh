@@ -54,7 +54,6 @@ struct Params {
   float scale_log2;  // softmax scale * log2(e)
   const int* row_offsets;  // [B * H * Tr + 1] the block mask's CSR rows (Tr = ceil(Sq / Br))
   const int* col_indices;  // [nnz] each row's active key blocks, ascending
-  int tiles_per_block;     // mask key block / Bc: kernel tiles per mask block (1 or 2)
 };
 
 // Tile sizes and switches. The step-by-step versions of the README are this kernel with some
@@ -118,7 +117,9 @@ __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::
 // grid: (Tr, B*H); block: 4 warps. Warp w owns rows [16 kMTiles w, 16 kMTiles (w+1)) of Q_i; in
 // mma tile mt, lane (g, t) holds rows 16 mt + g and 16 mt + g + 8 (h = 0, 1) of S_ij, keys
 // 8 nt + 2t, 8 nt + 2t + 1 (nt < Bc/8), and of O_i, columns 8 nt + 2t, +1 (nt < D/8).
-template <class C>
+// kTpb: kernel tiles of Bc keys per mask key block (1 or 2), a constant so that walk_tile's
+// division is a shift and costs no register.
+template <class C, int kTpb>
 __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Params prm) {
   using T = typename C::T;
   constexpr int kD = C::kD, kCols = C::kCols, Br = C::Br, Bc = C::Bc, kM = C::kMTiles;
@@ -143,12 +144,11 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   // This query block's active key blocks, cut to the tiles before Tc_end (sparse_tiles.h).
   // BEGIN SOLUTION: cols = this block's CSR row (b, h, i_tile) of active key blocks; n_end = walk_length(...) of it before Tc_end
   // STUB: const int* cols = prm.col_indices;
-  // STUB: const int tpb = prm.tiles_per_block, n_end = 0;
+  // STUB: const int n_end = 0;
   // STUB: if (n_end == 0) return;  // the stub walks nothing and writes no O, no LSE
   const std::int64_t row = bh * gridDim.x + i_tile;  // the CSR row: (b, h, query block)
   const int* cols = prm.col_indices + prm.row_offsets[row];  // [count] key blocks, ascending
-  const int tpb = prm.tiles_per_block;
-  const int n_end = walk_length(cols, prm.row_offsets[row + 1] - prm.row_offsets[row], tpb, Tc_end);
+  const int n_end = walk_length(cols, prm.row_offsets[row + 1] - prm.row_offsets[row], kTpb, Tc_end);
   // END SOLUTION
   const int row0 = 16 * kM * warp;  // this warp's first row of Q_i
 
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   copy_tile<C, Br>(Q_s, Q_g, Sq - i0);
   cp_async_commit();
   if (n_end > 0) {
-    const int j0 = walk_tile(cols, 0, tpb) * Bc;
+    const int j0 = walk_tile(cols, 0, kTpb) * Bc;
     copy_tile<C, Bc>(K_s, K_g + j0 * kD, Sk - j0);
     copy_tile<C, Bc>(V_s, V_g + j0 * kD, Sk - j0);
   }
@@ -186,8 +186,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   for (int n = 0; n < n_end; ++n) {
     // Step n's tile and the next one's, read from the list before the wait (after the first
     // read of a 128-byte line of it, L1 hits: cp.async.cg bypasses L1 and leaves it to us).
-    const int j_tile = walk_tile(cols, n, tpb), j0 = j_tile * Bc;
-    const int j_next = n + 1 < n_end ? walk_tile(cols, n + 1, tpb) : 0;
+    const int j_tile = walk_tile(cols, n, kTpb), j0 = j_tile * Bc;
+    const int j_next = n + 1 < n_end ? walk_tile(cols, n + 1, kTpb) : 0;
     if constexpr (C::kStages == 1) {
       if (n > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
 
 // The kernel's arguments, after the checks that go beyond fa::check_forward_args.
 inline Params make_params(const fa::Problem& p, const void* q, const void* k, const void* v, void* o,
-                          float* lse, const int* row_offsets, const int* col_indices, int tiles_per_block,
+                          float* lse, const int* row_offsets, const int* col_indices,
                           const char* chapter) {
   fa::cuda::require_compute_capability(80, chapter, "it uses bf16 mma.sync, ldmatrix and cp.async");
   if (std::int64_t{p.batch} * p.heads > 65535)
@@ -332,20 +332,20 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
   return {q, k, v, o, lse, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * 1.4426950408889634f,
-          row_offsets, col_indices, tiles_per_block};
+          row_offsets, col_indices};
 }
 
-template <class C>
+template <class C, int kTpb>
 void launch(const Params& prm, int batch_heads, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per configuration.
   static const bool opted_in = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FA_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_kernel<C, kTpb>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        C::kSmemBytes));
     return true;
   }();
   (void)opted_in;
   const dim3 grid(ceil_div(prm.seqlen_q, C::Br), batch_heads);
-  block_sparse_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
+  block_sparse_kernel<C, kTpb><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
   FA_CHECK_LAUNCH();
 }
 

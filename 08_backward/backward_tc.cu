@@ -88,6 +88,17 @@ struct TcParams {
   float scale, scale_log2;
 };
 
+// dst[0] += a, dst[1] += b in global memory, atomically per element; dst is 8-byte aligned.
+__device__ __forceinline__ void add_pair(float* dst, float a, float b) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(__cvta_generic_to_global(dst)), "f"(a), "f"(b)
+               : "memory");
+#else
+  atomicAdd(dst, a);
+  atomicAdd(dst + 1, b);
+#endif
+}
+
 // Preprocessing, one warp per row of [B*H*Sq]: D_i = rowsum(dO_i o O_i) in fp32, and dQ_accum = 0.
 constexpr int kPreWarps = 8;
 template <class T>
@@ -293,17 +304,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
       __syncthreads();  // nobody adds before it is this tile's turn
     }
     // Other blocks add into the same rows: atomicAdd with an unused result compiles to a
-    // fire-and-forget RED.ADD.F32, resolved in L2.
+    // fire-and-forget RED, resolved in L2. The two columns 2t, 2t+1 a lane holds are adjacent:
+    // sm_90 adds them with one 8-byte RED.E.ADD.F32x2, so a warp's instruction fills whole
+    // 32-byte sectors (8 rows x 4 lanes x 8 bytes); sm_80 has only the 4-byte RED.
     float* dQ_g = prm.dq_accum + (bh * Sq + i0) * kD;  // (Br, D) global, fp32: dQ_accum of Q_i
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = 16 * q_tile + g + 8 * h;
       if (i0 + r >= Sq) continue;
 #pragma unroll
-      for (int nt = 0; nt < C::kDqCols / 8; ++nt) {
-        atomicAdd(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t, dQ[nt][2 * h]);
-        atomicAdd(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t + 1, dQ[nt][2 * h + 1]);
-      }
+      for (int nt = 0; nt < C::kDqCols / 8; ++nt) add_pair(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t, dQ[nt][2 * h], dQ[nt][2 * h + 1]);
     }
     if (turn) {
       __threadfence();  // release: this thread's adds are visible device-wide before the turn passes

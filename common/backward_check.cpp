@@ -48,7 +48,8 @@ Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want) {
 }
 
 ReferenceBackward same_precision_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
-                                          const std::vector<float>& v, const std::vector<float>& dout) {
+                                          const std::vector<float>& v, const std::vector<float>& dout,
+                                          const VisibleFn& visible) {
   ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),
                         std::vector<double>(p.kv_elems())};
   const int d = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
@@ -70,7 +71,7 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
           for (int j = 0; j < Sk; ++j) {
             float dot = 0.0f;
             for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
-            const bool seen = !p.causal || causal_visible(i, j, Sq, Sk);
+            const bool seen = (!p.causal || causal_visible(i, j, Sq, Sk)) && (!visible || visible(b, h, i, j));
             s[j] = seen ? scale * dot : kNegInf;
             m = std::max(m, s[j]);
           }
@@ -141,8 +142,8 @@ double max_abs(const std::vector<double>& a) {
 BackwardCheck check_backward(const Problem& p, const HostInputs& in, const std::vector<float>& dout,
                              const std::vector<std::uint8_t>& dq_bytes,
                              const std::vector<std::uint8_t>& dk_bytes,
-                             const std::vector<std::uint8_t>& dv_bytes) {
-  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout);
+                             const std::vector<std::uint8_t>& dv_bytes, const VisibleFn& visible) {
+  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout, visible);
   const std::array<int, 4> q_dims{p.batch, p.heads, p.seqlen_q, p.head_dim};
   const std::array<int, 4> kv_dims{p.batch, p.kv_heads, p.seqlen_k, p.head_dim};
   BackwardCheck c{compare("dQ", dq_bytes, p.dtype, ref.dq, q_dims, gradient_tolerance(p.dtype, ref.dq)),
@@ -158,7 +159,7 @@ BackwardCheck check_backward(const Problem& p, const HostInputs& in, const std::
     // D_i (a warp sum) add in other orders; summed over the rows into dK that reaches ~1e-5.
     // So the slack is 1e-5 per unit of the largest gradient of the case, as the f32 tolerance's
     // floor is (above): still ~100x below the 2^-8 relative step of a bf16 gradient.
-    const ReferenceBackward plain = same_precision_backward(p, in.q, in.k, in.v, dout);
+    const ReferenceBackward plain = same_precision_backward(p, in.q, in.k, in.v, dout, visible);
     const double slack =
         kSamePrecisionSlack * std::max({1.0, max_abs(ref.dq), max_abs(ref.dk), max_abs(ref.dv)});
     c.same_precision = {{"dQ", c.dq.max_abs, max_abs_diff(plain.dq, ref.dq), slack},

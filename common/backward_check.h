@@ -26,9 +26,11 @@ Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want);
 // as same_precision_forward (O rounded to p.dtype); D_i = rowsum(dO_i o O_i), dP = dO V^T and
 // dS = P o (dP - D) in float32; P and dS rounded to p.dtype where they feed a product
 // (dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K), those sums accumulated in float32 and the
-// gradients rounded to p.dtype. Returned as double, like the reference.
+// gradients rounded to p.dtype. Returned as double, like the reference. `visible`, when given,
+// hides pairs on top of causal masking, as in reference_backward (07's block masks).
 ReferenceBackward same_precision_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
-                                          const std::vector<float>& v, const std::vector<float>& dout);
+                                          const std::vector<float>& v, const std::vector<float>& dout,
+                                          const VisibleFn& visible = {});
 
 // FlashAttention's rule per gradient (compare.h: SamePrecisionCheck), with the slack scaled to
 // the gradients' size (backward_check.cpp says why).
@@ -57,9 +59,10 @@ struct BackwardCheck {
 };
 
 // `dq_bytes`, `dk_bytes`, `dv_bytes` are the device's gradients as raw bytes (in p.dtype).
+// `visible`: an extra mask both yardsticks apply (reference.h), for the block-sparse backward.
 BackwardCheck check_backward(const Problem& p, const HostInputs& in, const std::vector<float>& dout,
                              const std::vector<std::uint8_t>& dq_bytes,
                              const std::vector<std::uint8_t>& dk_bytes,
-                             const std::vector<std::uint8_t>& dv_bytes);
+                             const std::vector<std::uint8_t>& dv_bytes, const VisibleFn& visible = {});
 
 }  // namespace fa
