@@ -3,7 +3,9 @@
 // CUDA cores (backward.cu), fp16/bf16 on the tensor cores (backward_tc.cu).
 #pragma once
 
+#include "08_backward/sparse_walk.h"
 #include "common/backward.h"
+#include "common/device_memory.h"
 
 namespace backward {
 
@@ -29,6 +31,33 @@ void backward_deterministic(const fa::Problem& p, const void* q, const void* k, 
                             const float* lse, const void* dout, void* dq, void* dk, void* dv,
                             cudaStream_t stream);
 
+// The block-sparse backward's walk (sparse_walk.h) on the device: chapter 07's mask transposed
+// for one problem, uploaded once, reusable by any number of backward calls of that problem.
+class DeviceSparseWalk {
+ public:
+  // Throws std::invalid_argument when the mask does not fit p (transpose_mask).
+  DeviceSparseWalk(const fa::Problem& p, const block_sparse::BlockMask& mask);
+
+  void check_fits(const fa::Problem& p, const std::string& who) const { shape_.check_fits(p, who); }
+  std::int64_t size() const { return size_; }                             // steps, all blocks
+  const int* offsets() const { return offsets_.as<int>(); }                // [B * Hkv * Tc + 1] device
+  const std::uint32_t* steps() const { return steps_.as<std::uint32_t>(); }  // [size] device
+  const int* ranks() const { return ranks_.as<int>(); }                    // [size] device
+
+ private:
+  SparseWalk shape_;  // the problem it fits (its lists are on the device only)
+  std::int64_t size_;
+  fa::cuda::DeviceBuffer offsets_, steps_, ranks_;
+};
+
+// The block-sparse backward: only the (query tile, key tile) pairs the mask of `walk` keeps,
+// with the O and LSE of chapter 07's forward under the same mask. f16/bf16, head_dim 64 and 128,
+// deterministic mode available; the rest as the dense backward. Rows that see no key get zero
+// gradients; keys no row sees get dK = dV = 0.
+void backward(const fa::Problem& p, const DeviceSparseWalk& walk, const void* q, const void* k, const void* v,
+              const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
+              const BackwardOptions& options = {});
+
 // The forward that writes the O and LSE the backward reads: 05_flash_v2 for f32, 06_tensor_core
 // for f16/bf16.
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
@@ -42,8 +71,9 @@ const fa::BackwardChapter& chapter();
 const fa::BackwardChapter& fp32_chapter();
 
 // The tensor-core backward (backward_tc.cu), after fa::check_backward_args.
+// `walk`: null for the dense backward.
 void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
                           const float* lse, const void* dout, void* dq, void* dk, void* dv,
-                          const BackwardOptions& options, cudaStream_t stream);
+                          const BackwardOptions& options, cudaStream_t stream, const DeviceSparseWalk* walk = nullptr);
 
 }  // namespace backward

@@ -81,6 +81,9 @@ struct TcParams {
   const float* D_row;     // [B, H, Sq] global: rowsum(dO o O)
   float* dq_accum;        // [B, H, Sq, D] global, fp32: zeroed, += by atomics
   int* dq_turn;           // [B, H, Tr] global: deterministic mode's turn counters, or null
+  const int* walk_offsets;         // sparse: [B * Hkv * Tc + 1] each block's steps (sparse_walk.h)
+  const std::uint32_t* walk_steps; // sparse: [n] pack_step(head in group, query tile, halves)
+  const int* walk_ranks;           // sparse: [n] each step's turn in deterministic mode
   void* dk;               // [B, Hkv, Sk, D] global, T
   void* dv;               // [B, Hkv, Sk, D] global, T
   int seqlen_q, seqlen_k, group_size;
@@ -136,7 +139,10 @@ __global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B
 // (+1), nt < Br/8, and of dK_j, dV_j the same keys x columns 8nt + 2t (+1), nt < D/8. For dQ_i
 // the block splits query rows and columns instead: warp w owns rows 16 (w % 4) .. +15 and
 // columns kDqCols (w / 4) .. + kDqCols - 1.
-template <class C>
+//
+// kSparse: the block walks the steps the host listed for its key tile (sparse_walk.h, chapter
+// 07's mask transposed) instead of every query tile of every head of the group.
+template <class C, bool kSparse>
 __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcParams prm) {
   using T = typename C::T;
   constexpr int kD = C::kD, kCols = C::kCols, Br = C::Br, Bc = C::Bc;
@@ -160,13 +166,31 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   // GQA/MQA: steps n = 0 .. group * n_tiles - 1 walk (query head bh0 + n / n_tiles, query tile
   // i_begin + n % n_tiles); causal: query tiles before i_begin see nothing of K_j.
   const int Tr = ceil_div(Sq, Br), i_begin = query_tile_begin(j_tile, Br, Bc, Sq, Sk, prm.causal);
-  const int n_tiles = Tr - i_begin, n_steps = prm.group_size * n_tiles;
+  const int n_tiles = Tr - i_begin;
   const int key_w = 16 * warp;  // this warp's first key of the tile
+  // Sparse: this block's list of steps. Dense: group_size * n_tiles steps, computed.
+  const std::int64_t walk_row = kv_bh * gridDim.x + j_tile;
+  const int walk_begin = kSparse ? prm.walk_offsets[walk_row] : 0;
+  const int n_steps = kSparse ? prm.walk_offsets[walk_row + 1] - walk_begin : prm.group_size * n_tiles;
+  // Step n: which query head and query tile, and which 64-key halves of K_j the mask keeps.
+  struct Step {
+    std::int64_t bh;
+    int i_tile, halves;
+  };
+  auto step_at = [&](int n) -> Step {
+    if constexpr (kSparse) {
+      const std::uint32_t s = prm.walk_steps[walk_begin + n];
+      return {bh0 + step_head(s), step_tile(s), step_halves(s)};
+    } else {
+      return {bh0 + n / n_tiles, i_begin + n % n_tiles, 3};
+    }
+  };
 
   // Q_i, dO_i, LSE_i, D_i of step n into stage `buf`, as one cp.async group with what came before.
   auto stage = [&](int n, int buf) {
-    const std::int64_t bh = bh0 + n / n_tiles;
-    const int i0 = (i_begin + n % n_tiles) * Br;
+    const Step st = step_at(n);
+    const std::int64_t bh = st.bh;
+    const int i0 = st.i_tile * Br;
     copy_tile<C, Br>(Q_s + buf * C::kRowBytes, Q_g + (bh * Sq + i0) * kD, Sq - i0);
     copy_tile<C, Br>(dO_s + buf * C::kRowBytes, dO_g + (bh * Sq + i0) * kD, Sq - i0);
     if (threadIdx.x < 2 * Br) {  // threads 0..Br-1: LSE_i, Br..2Br-1: D_i; zero past Sq
@@ -191,8 +215,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
 
   for (int n = 0; n < n_steps; ++n) {
     const int buf = n % 2;
-    const std::int64_t bh = bh0 + n / n_tiles;
-    const int i_tile = i_begin + n % n_tiles, i0 = i_tile * Br;
+    const Step st = step_at(n);
+    const std::int64_t bh = st.bh;
+    const int i_tile = st.i_tile, i0 = i_tile * Br;
     cp_async_wait<0>();  // this thread's copies of step n (and K_j, V_j) have landed
     __syncthreads();     // ... and everyone's; every warp is done with step n-1's stage and dS_s
     if (n + 1 < n_steps) stage(n + 1, 1 - buf);  // step n+1 flies while step n is computed
@@ -234,7 +259,9 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
     // n-tiles 2kk and 2kk+1 of the accumulators are the A fragment of query rows 16kk..16kk+15).
     // Masked keys get P = 0; rows with LSE = +inf get exp2(-inf) = 0, never NaN. Rows past Sq
     // have LSE = 0 (zero-filled) and P = 1, but also dO = 0 and D = 0: they add exactly 0.
-    const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal);
+    // Sparse: a 64-key half the mask turns off counts as masked (warps 0-3 hold keys 0..63).
+    const bool half_on = !kSparse || (st.halves >> (key_w / 64) & 1) != 0;
+    const bool mask = !half_on || needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal);
     // BEGIN SOLUTION: per (nt, e): P = fast_exp2 (0 if masked), dS = P (dP - D_i); pack2 both into the A fragments P_a, dS_a; dS^T's 4 bytes to dS_s (tile_offset, Br, swizzled)
     // STUB: std::uint32_t P_a[Br / 16][4] = {}, dS_a[Br / 16][4] = {};
     std::uint32_t P_a[Br / 16][4], dS_a[Br / 16][4];  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
@@ -243,7 +270,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = 8 * nt + 2 * t + e % 2, key = j0 + key_w + g + 8 * (e / 2);
-        const bool seen = !mask || (key < Sk && (!prm.causal || fa::causal_visible(i0 + r, key, Sq, Sk)));
+        const bool seen = !mask || (half_on && key < Sk && (!prm.causal || fa::causal_visible(i0 + r, key, Sq, Sk)));
         S[nt][e] = seen ? fast_exp2(fmaf(S[nt][e], prm.scale_log2, -lse_i[r] * kLog2e)) : 0.0f;
         dP[nt][e] = S[nt][e] * (dP[nt][e] - D_i[r]);
       }
@@ -291,13 +318,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
       }
     }
 
-    // Deterministic mode: wait for this key tile's turn on (bh, i_tile). The key tiles that see a
-    // query tile are 0 .. J, and each leaves it with turn = j + 1. Tile j-1 was launched before
-    // tile j (blocks start in blockIdx order), so it is running or done: the wait cannot deadlock.
+    // Deterministic mode: wait for this key tile's turn on (bh, i_tile). Dense: the key tiles
+    // that see a query tile are 0 .. J, tile j's rank is j. Sparse: the rank is the number of
+    // listed key tiles before j (sparse_walk.h). Each leaves the counter at rank + 1. The tiles
+    // before j were launched before it (blocks start in blockIdx order), so they are running or
+    // done: the wait cannot deadlock.
     int* turn = prm.dq_turn ? prm.dq_turn + bh * Tr + i_tile : nullptr;
+    const int rank = kSparse && turn ? prm.walk_ranks[walk_begin + n] : j_tile;
     if (turn) {
       if (threadIdx.x == 0) {
-        while (*reinterpret_cast<volatile int*>(turn) != j_tile) {
+        while (*reinterpret_cast<volatile int*>(turn) != rank) {
         }
         __threadfence();  // acquire: the previous tile's adds are ordered before ours
       }
@@ -318,7 +348,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
     if (turn) {
       __threadfence();  // release: this thread's adds are visible device-wide before the turn passes
       __syncthreads();  // ... for every thread of the block
-      if (threadIdx.x == 0) atomicExch(turn, j_tile + 1);
+      if (threadIdx.x == 0) atomicExch(turn, rank + 1);
     }
   }
 
@@ -343,10 +373,25 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
 
 constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+template <class C, bool kSparse>
+void launch(const TcParams& prm, dim3 grid, cudaStream_t stream) {
+  // Above 48 KB of shared memory a kernel must opt in, once per configuration.
+  static const bool opted_in = [] {
+    FA_CUDA_CHECK(cudaFuncSetAttribute(backward_tc_kernel<C, kSparse>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       C::kSmemBytes));
+    return true;
+  }();
+  (void)opted_in;
+  backward_tc_kernel<C, kSparse><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
+  FA_CHECK_LAUNCH();
+}
+
 template <class T, int kD>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
-         const void* dout, void* dq, void* dk, void* dv, bool deterministic, cudaStream_t stream) {
+         const void* dout, void* dq, void* dk, void* dv, bool deterministic, const DeviceSparseWalk* walk,
+         cudaStream_t stream) {
   using C = TcConfig<T, kD>;
+  static_assert(C::Br == kSparseBr && C::Bc == kSparseBc, "the sparse walk is listed in the kernel's tiles");
   const int Tr = ceil_div(p.seqlen_q, C::Br);
   // Workspace: D_i [B, H, Sq] and dQ_accum [B, H, Sq, D] in fp32; deterministic mode adds one
   // turn counter per query tile [B, H, Tr].
@@ -365,18 +410,28 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
       static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD);
   FA_CHECK_LAUNCH();
 
-  // Above 48 KB of shared memory a kernel must opt in, once per configuration.
-  static const bool opted_in = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(backward_tc_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       C::kSmemBytes));
-    return true;
-  }();
-  (void)opted_in;
-  const TcParams prm{q,  k,  v,          dout,       lse,           D_row,    dq_accum,  dq_turn,
-                     dk, dv, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale(), p.scale() * kLog2e};
+  const TcParams prm{q,
+                     k,
+                     v,
+                     dout,
+                     lse,
+                     D_row,
+                     dq_accum,
+                     dq_turn,
+                     walk ? walk->offsets() : nullptr,
+                     walk ? walk->steps() : nullptr,
+                     walk ? walk->ranks() : nullptr,
+                     dk,
+                     dv,
+                     p.seqlen_q,
+                     p.seqlen_k,
+                     p.group_size(),
+                     p.causal,
+                     p.scale(),
+                     p.scale() * kLog2e};
   const dim3 grid(ceil_div(p.seqlen_k, C::Bc), p.batch * p.kv_heads);
-  backward_tc_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
-  FA_CHECK_LAUNCH();
+  if (walk) launch<C, true>(prm, grid, stream);
+  else launch<C, false>(prm, grid, stream);
 
   const std::int64_t quads = p.q_elems() / 4;
   tc_convert_dq_kernel<T><<<static_cast<unsigned>((quads + 255) / 256), 256, 0, stream>>>(
@@ -388,7 +443,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
 
 void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
                           const float* lse, const void* dout, void* dq, void* dk, void* dv,
-                          const BackwardOptions& options, cudaStream_t stream) {
+                          const BackwardOptions& options, cudaStream_t stream, const DeviceSparseWalk* walk) {
   // Checks that need no GPU come first, so the refusal tests run anywhere.
   if (p.head_dim != 64 && p.head_dim != 128)
     throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim 64 and 128, not " +
@@ -401,12 +456,37 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
   fa::cuda::require_compute_capability(80, "08_backward", "its f16/bf16 path uses mma.sync, ldmatrix and cp.async");
   const bool det = options.deterministic;
   if (p.dtype == fa::Dtype::bf16) {
-    if (p.head_dim == 64) run<__nv_bfloat16, 64>(p, q, k, v, o, lse, dout, dq, dk, dv, det, stream);
-    else run<__nv_bfloat16, 128>(p, q, k, v, o, lse, dout, dq, dk, dv, det, stream);
+    if (p.head_dim == 64) run<__nv_bfloat16, 64>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    else run<__nv_bfloat16, 128>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
   } else {
-    if (p.head_dim == 64) run<__half, 64>(p, q, k, v, o, lse, dout, dq, dk, dv, det, stream);
-    else run<__half, 128>(p, q, k, v, o, lse, dout, dq, dk, dv, det, stream);
+    if (p.head_dim == 64) run<__half, 64>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    else run<__half, 128>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
   }
+}
+
+DeviceSparseWalk::DeviceSparseWalk(const fa::Problem& p, const block_sparse::BlockMask& mask)
+    : shape_(transpose_mask(p, mask)), size_(shape_.size()) {
+  auto upload = [](fa::cuda::DeviceBuffer& buffer, const auto& values) {
+    const std::size_t bytes = values.size() * sizeof(values[0]);
+    buffer = fa::cuda::DeviceBuffer(bytes);
+    if (bytes > 0) FA_CUDA_CHECK(cudaMemcpy(buffer.get(), values.data(), bytes, cudaMemcpyHostToDevice));
+  };
+  upload(offsets_, shape_.row_offsets);
+  upload(steps_, shape_.steps);
+  upload(ranks_, shape_.ranks);
+  shape_.row_offsets.clear();  // the device has them; the host keeps the problem it fits
+  shape_.steps.clear();
+  shape_.ranks.clear();
+}
+
+void backward(const fa::Problem& p, const DeviceSparseWalk& walk, const void* q, const void* k, const void* v,
+              const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
+              const BackwardOptions& options) {
+  fa::check_backward_args(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  if (p.dtype == fa::Dtype::f32)
+    throw std::invalid_argument("08_backward: the block-sparse backward is the tensor-core one (f16/bf16), not f32");
+  walk.check_fits(p, "08_backward");
+  tensor_core_backward(p, q, k, v, o, lse, dout, dq, dk, dv, options, stream, &walk);
 }
 
 }  // namespace backward

@@ -125,6 +125,10 @@ if want bench; then
     python3 scripts/plot_sparse.py "$out/bench_07_block_sparse.json" "$out/sparse_speedup.png" >"$out/sparse_table.md" 2>&1 ||
       tail -3 "$out/sparse_table.md"
   fi
+  if [[ -f $out/bench_08_backward.json ]]; then
+    python3 scripts/plot_sparse.py "$out/bench_08_backward.json" "$out/sparse_backward_speedup.png" \
+      >"$out/sparse_backward_table.md" 2>&1 || tail -3 "$out/sparse_backward_table.md"
+  fi
   step "summary"
   python3 scripts/summarize.py "$out" --readmes . || true
   cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done

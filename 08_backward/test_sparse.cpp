@@ -1,0 +1,177 @@
+// Chapter 08's block-sparse backward on the GPU: chapter 07's masks (every pattern, key blocks
+// of 64 and 128, both dtypes, D = 64 and 128, causal and not, GQA, empty rows, Sq != Sk) against
+// the float64 backward given the same mask, with the same verdict as the dense backward. O and
+// LSE come from chapter 07's forward under the mask. ctest -L 08_backward
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "07_block_sparse/block_sparse.h"
+#include "08_backward/backward.h"
+#include "common/backward_check.h"
+#include "common/cuda_check.h"
+#include "common/device_memory.h"
+#include "common/host_data.h"
+#include "common/test_cases.h"
+
+namespace {
+
+namespace bs = block_sparse;
+
+struct SparseCase {
+  fa::Problem problem;
+  int block_k;
+  std::vector<bs::HeadPattern> patterns;
+  bool deterministic;
+  std::string name;
+};
+void PrintTo(const SparseCase& c, std::ostream* os) { *os << c.name; }
+
+struct Shape {
+  int batch, heads, kv_heads, seqlen_q, seqlen_k;
+  bool causal;
+};
+
+std::vector<SparseCase> sparse_cases() {
+  using P = bs::Pattern;
+  struct Named {
+    const char* name;
+    std::vector<bs::HeadPattern> patterns;  // one for all heads; more: cycled over the heads
+  };
+  const std::vector<Named> patterns = {
+      {"Dense", {{P::dense}}},
+      {"Empty", {{P::random, 0.0}}},
+      {"Random50", {{P::random, 0.5, 1, 1, 11}}},
+      {"Streaming", {{P::streaming, 1, 1, 1}}},
+      {"PerHead", {{P::dense}, {P::random, 0.3, 1, 1, 5}, {P::random, 0.0}, {P::local, 1, 1}}},
+  };
+  // Awkward lengths, GQA, Sq > Sk under causal masking (rows that see nothing), partial tiles.
+  const Shape shapes[] = {{1, 2, 1, 77, 300, true},
+                          {1, 4, 2, 1013, 1013, true},
+                          {2, 2, 1, 300, 517, false},
+                          {1, 4, 4, 1024, 128, true}};
+  std::vector<SparseCase> cases;
+  for (fa::Dtype dtype : {fa::Dtype::bf16, fa::Dtype::f16})
+    for (int d : {64, 128})
+      for (int block_k : {64, 128})
+        for (const Shape& s : shapes)
+          for (const Named& n : patterns) {
+            fa::Problem p;
+            p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads;
+            p.seqlen_q = s.seqlen_q, p.seqlen_k = s.seqlen_k, p.head_dim = d, p.causal = s.causal, p.dtype = dtype;
+            std::vector<bs::HeadPattern> per_head = n.patterns;
+            if (per_head.size() > 1) {
+              per_head.clear();
+              for (int h = 0; h < p.heads; ++h) per_head.push_back(n.patterns[h % n.patterns.size()]);
+            }
+            const std::string name = std::string(n.name) + "_bk" + std::to_string(block_k) + "_B" +
+                                     std::to_string(s.batch) + "_H" + std::to_string(s.heads) + "x" +
+                                     std::to_string(s.kv_heads) + "_Sq" + std::to_string(s.seqlen_q) + "_Sk" +
+                                     std::to_string(s.seqlen_k) + "_D" + std::to_string(d) +
+                                     (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
+            cases.push_back({p, block_k, per_head, false, name});
+          }
+  return cases;
+}
+
+// Runs the sparse backward (twice in deterministic mode, which must agree byte for byte) on
+// poisoned gradients and checks it against the reference under the mask.
+void run_sparse_case(const SparseCase& c) {
+  namespace cuda = fa::cuda;
+  const fa::Problem& p = c.problem;
+  const std::uint64_t seed = fa::testing::seed_of(c.name);
+  const fa::HostInputs in = fa::make_inputs(p, seed);
+  const std::vector<float> dout_host = fa::make_dout(p, seed);
+  const bs::BlockMask mask = bs::make_mask(p, c.block_k, c.patterns);
+  const bs::DeviceBlockMask forward_mask(mask);
+  const backward::DeviceSparseWalk walk(p, mask);
+  const std::size_t elem = fa::dtype_size(p.dtype);
+  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem),
+      o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float)), dout(p.o_elems() * elem);
+  q.upload(fa::encode(in.q, p.dtype));
+  k.upload(fa::encode(in.k, p.dtype));
+  v.upload(fa::encode(in.v, p.dtype));
+  dout.upload(fa::encode(dout_host, p.dtype));
+  bs::forward(p, forward_mask, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
+
+  std::vector<std::uint8_t> runs[2][3];  // [run][dQ, dK, dV]
+  for (int r = 0; r < (c.deterministic ? 2 : 1); ++r) {
+    cuda::DeviceBuffer dq(p.q_elems() * elem), dk(p.kv_elems() * elem), dv(p.kv_elems() * elem);
+    dq.poison();  // every element the kernels fail to write stays poisoned and fails the check
+    dk.poison();
+    dv.poison();
+    backward::backward(p, walk, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), dout.get(), dq.get(),
+                       dk.get(), dv.get(), nullptr, backward::BackwardOptions{c.deterministic});
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+    runs[r][0] = dq.download();
+    runs[r][1] = dk.download();
+    runs[r][2] = dv.download();
+  }
+  if (c.deterministic) {
+    const char* names[3] = {"dQ", "dK", "dV"};
+    for (int t = 0; t < 3; ++t) EXPECT_TRUE(runs[0][t] == runs[1][t]) << names[t] << " differs between two runs";
+  }
+  const fa::BackwardCheck check =
+      fa::check_backward(p, in, dout_host, runs[0][0], runs[0][1], runs[0][2], bs::visible_fn(mask));
+  EXPECT_TRUE(check.pass()) << p.describe() << ", block mask density " << mask.density() << "\n" << check.summary();
+}
+
+class Sparse : public ::testing::TestWithParam<SparseCase> {};
+TEST_P(Sparse, MatchesReferenceWithMask) {
+  const std::string reason = fa::cuda::unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  run_sparse_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Patterns, Sparse, ::testing::ValuesIn(sparse_cases()),
+                         [](const ::testing::TestParamInfo<SparseCase>& info) { return info.param.name; });
+
+// Deterministic mode under a mask: the turn order follows the listed key tiles (sparse_walk.h).
+std::vector<SparseCase> deterministic_cases() {
+  using P = bs::Pattern;
+  std::vector<SparseCase> cases;
+  for (int block_k : {64, 128}) {
+    fa::Problem p;
+    p.heads = 4, p.kv_heads = 2, p.seqlen_q = 1013, p.seqlen_k = 1013, p.head_dim = 64, p.causal = true;
+    p.dtype = fa::Dtype::bf16;
+    cases.push_back({p, block_k, {{P::random, 0.5, 1, 1, 3}}, true, "Random50_bk" + std::to_string(block_k)});
+  }
+  return cases;
+}
+class SparseDeterministic : public ::testing::TestWithParam<SparseCase> {};
+TEST_P(SparseDeterministic, BitwiseIdenticalAndCorrect) {
+  const std::string reason = fa::cuda::unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  run_sparse_case(GetParam());
+}
+INSTANTIATE_TEST_SUITE_P(Patterns, SparseDeterministic, ::testing::ValuesIn(deterministic_cases()),
+                         [](const ::testing::TestParamInfo<SparseCase>& info) { return info.param.name; });
+
+// Refusals before any kernel runs: f32, and a walk built for another problem (the walk's own
+// check is also tested on the CPU, test_sparse_walk.cpp).
+TEST(SparseRefused, F32AndAWalkOfAnotherProblem) {
+  const std::string reason = fa::cuda::unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  fa::Problem p = backward::chapter().defaults;
+  p.seqlen_q = p.seqlen_k = 300;
+  p.dtype = fa::Dtype::bf16;
+  const backward::DeviceSparseWalk walk(p, bs::make_mask(p, 128, {{bs::Pattern::dense}}));
+  static float dummy[4];  // never dereferenced
+  auto refused = [&](const fa::Problem& problem, const std::string& word) {
+    try {
+      backward::backward(problem, walk, dummy, dummy, dummy, dummy, dummy, dummy, dummy, dummy, dummy, nullptr);
+      ADD_FAILURE() << "accepted " << problem.describe();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  fa::Problem longer = p;
+  longer.seqlen_k = 1013;
+  refused(longer, "another problem");
+  fa::Problem f32 = p;
+  f32.dtype = fa::Dtype::f32;
+  refused(f32, "f32");
+}
+
+}  // namespace
