@@ -20,7 +20,7 @@ using V2_128 = Config<bf16, 128, 64, 2, 1, true, false>;
 using V3_64 = Config<bf16, 64, 64, 2, 2, true, false>;     // + double-buffered K/V
 using V3_128 = Config<bf16, 128, 64, 2, 2, true, false>;
 using V4_64 = Config<bf16, 64, 64, 2, 2, true, true>;      // + Q_i's fragments kept in registers
-using Bc128_64 = Config<bf16, 64, 128, 2, 2, true, false>; // alternative: FlashAttention-2's 128 x 128
+using V5_64 = Config<bf16, 64, 128, 2, 2, true, false>;    // v3 with Bc = 128: the chapter's kernel at D = 64
 using Bc32_64 = Config<bf16, 64, 32, 2, 2, true, false>;   // alternative: 128 x 32 (fewer registers)
 using Bc32_128 = Config<bf16, 128, 32, 2, 2, true, false>;
 
@@ -54,7 +54,7 @@ const std::vector<Step>& all() {
       make<V2_64, V2_128>("v2_swizzle", "+ XOR-swizzled smem (conflict-free ldmatrix)"),
       make<V3_64, V3_128>("v3_pipeline", "+ K/V double buffer: tile j+1 loads during tile j"),
       make<V4_64>("v4_q_in_registers", "+ Q_i's A fragments loaded once (D = 64 only: D = 128 has no registers left)"),
-      make<Bc128_64>("alt_bc128", "v3 with Bc = 128 (FlashAttention-2's D = 64 tiles)"),
+      make<V5_64>("v5_bc128", "v3 with Bc = 128, FlashAttention-2's D = 64 tiles (no registers left for Q_i)"),
       make<Bc32_64, Bc32_128>("alt_bc32", "v3 with Bc = 32 (fewer registers, twice the softmax bookkeeping per key)"),
   };
   return steps;

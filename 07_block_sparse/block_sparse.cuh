@@ -77,11 +77,13 @@ struct Config {
 };
 
 // The chapter's choice (README: "Choosing the tiles"). D <= 128: Br = 128 (32 rows per warp),
-// FlashAttention-2's blocks; D = 256: 16 rows per warp, or O_i alone would take 256 registers.
+// FlashAttention-2's blocks, with Bc = 128 at D = 64 (measured faster than Bc = 64 with Q_i in
+// registers, step v4) and Bc = 64 above; D = 256: 16 rows per warp, or O_i alone would take
+// 256 registers. Only D = 32 has registers left for Q_i's fragments.
 template <class T, int kD>
-using ChapterConfig = Config<T, kD, /*Bc=*/kD <= 64 ? 64 : (kD <= 128 ? 64 : 32),
+using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : (kD <= 128 ? 64 : 32),
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/2, /*kSwizzle=*/true,
-                             /*kQInRegs=*/kD <= 64>;
+                             /*kQInRegs=*/kD <= 32>;
 
 // Stages rows [0, rows) of a row-major (rows, D) global matrix into a (kRows, kCols) smem tile
 // with 16-byte cp.async; rows past `rows` are zero-filled (src-size 0: nothing is read), so a
