@@ -63,16 +63,13 @@ struct TcConfig {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int Bc = 16 * kWarps;              // keys per block: 16 per warp
   static constexpr int Br = 64;                       // query rows per step
-  // dQ_i (Br, D) is split over the warps in blocks of kDqTiles 16-row tiles x kDqCols columns:
-  // at D = 128, 32 x 32 (per 16 keys, 2 LDSM of dS and 2 of K_j feed 8 mmas); at D = 64, 16 x 32.
-  static constexpr int kDqTiles = kD >= 128 ? 2 : 1;
-  static constexpr int kDqRowGroups = Br / (16 * kDqTiles);
-  static constexpr int kDqCols = kD * kDqRowGroups / kWarps;
+  static constexpr int kQTiles = Br / 16;             // 16-row mma tiles of dQ_i: one per warp ...
+  static constexpr int kDqCols = kD * kQTiles / kWarps;  // ... times this many columns of dQ_i
   static constexpr int kKVBytes = Bc * kCols * 2;     // K_j or V_j
   static constexpr int kRowBytes = Br * kCols * 2;    // one stage of Q_i or dO_i
   static constexpr int kDSBytes = Bc * Br * 2;        // dS_ij^T
   static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + kDSBytes + 4 * Br * 4;
-  static_assert(kD % 16 == 0 && kDqCols % 16 == 0 && kWarps % kDqRowGroups == 0);
+  static_assert(kD % 16 == 0 && kDqCols % 16 == 0 && kWarps % kQTiles == 0);
 };
 
 struct TcParams {
@@ -140,8 +137,8 @@ __global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B
 // grid: (Tc, B*Hkv); block: 8 warps. Warp w owns keys 16w .. 16w+15 of K_j: in mma fragment
 // terms (mma.cuh), lane (g, t) holds of S_ij^T, dP_ij^T keys 16w + g (+8) x query rows 8nt + 2t
 // (+1), nt < Br/8, and of dK_j, dV_j the same keys x columns 8nt + 2t (+1), nt < D/8. For dQ_i
-// the block splits query rows and columns instead: warp w owns rows q_row0 .. + 16 kDqTiles - 1
-// and columns q_col0 .. + kDqCols - 1 (TcConfig).
+// the block splits query rows and columns instead: warp w owns rows 16 (w % 4) .. +15 and
+// columns kDqCols (w / 4) .. + kDqCols - 1.
 //
 // kSparse: the block walks the steps the host listed for its key tile (sparse_walk.h, chapter
 // 07's mask transposed) instead of every query tile of every head of the group.
@@ -211,8 +208,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   const int lane_rows = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, true);  // K_j, V_j as A; .trans B
   const int lane_cols = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, true);  // Q_i, dO_i as B
   const int lane_dS = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, Br, true);       // dS_ij as A (.trans)
-  const int q_row0 = 16 * C::kDqTiles * (warp % C::kDqRowGroups);  // this warp's part of dQ_i
-  const int q_col0 = warp / C::kDqRowGroups * C::kDqCols;
+  const int q_tile = warp % C::kQTiles, q_col0 = warp / C::kQTiles * C::kDqCols;    // this warp's part of dQ_i
 
   float dK_j[kD / 8][4] = {};  // (16 keys, D) per warp, fp32 accumulators
   float dV_j[kD / 8][4] = {};
@@ -308,22 +304,17 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
 
     // dQ_i += dS_ij K_j over the tile's Bc keys. A = dS_ij (rows x keys) read from dS_ij^T with
     // .trans in "cols first" order; B = K_j (keys x d) with .trans, like 06's V_j.
-    constexpr int kM = C::kDqTiles;
-    float dQ[kM][C::kDqCols / 8][4] = {};  // (16 kM rows, kDqCols) per warp
+    float dQ[C::kDqCols / 8][4] = {};  // (16 rows, kDqCols) per warp
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
-      std::uint32_t a[kM][4];
-#pragma unroll
-      for (int m = 0; m < kM; ++m) ldmatrix_x4_trans(a[m], dS_s + ldsm_address(lane_dS, 16 * kk, q_row0 + 16 * m, Br));
+      std::uint32_t a[4];
+      ldmatrix_x4_trans(a, dS_s + ldsm_address(lane_dS, 16 * kk, 16 * q_tile, Br));
 #pragma unroll
       for (int nb = 0; nb < C::kDqCols / 16; ++nb) {
         std::uint32_t b[4];
         ldmatrix_x4_trans(b, K_s + ldsm_address(lane_rows, 16 * kk, q_col0 + 16 * nb, kCols));
-#pragma unroll
-        for (int m = 0; m < kM; ++m) {
-          mma_16816<T>(dQ[m][2 * nb], a[m], b[0], b[1]);
-          mma_16816<T>(dQ[m][2 * nb + 1], a[m], b[2], b[3]);
-        }
+        mma_16816<T>(dQ[2 * nb], a, b[0], b[1]);
+        mma_16816<T>(dQ[2 * nb + 1], a, b[2], b[3]);
       }
     }
 
@@ -348,15 +339,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
     // 32-byte sectors (8 rows x 4 lanes x 8 bytes); sm_80 has only the 4-byte RED.
     float* dQ_g = prm.dq_accum + (bh * Sq + i0) * kD;  // (Br, D) global, fp32: dQ_accum of Q_i
 #pragma unroll
-    for (int m = 0; m < kM; ++m) {
+    for (int h = 0; h < 2; ++h) {
+      const int r = 16 * q_tile + g + 8 * h;
+      if (i0 + r >= Sq) continue;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = q_row0 + 16 * m + g + 8 * h;
-        if (i0 + r >= Sq) continue;
-#pragma unroll
-        for (int nt = 0; nt < C::kDqCols / 8; ++nt)
-          add_pair(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t, dQ[m][nt][2 * h], dQ[m][nt][2 * h + 1]);
-      }
+      for (int nt = 0; nt < C::kDqCols / 8; ++nt) add_pair(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t, dQ[nt][2 * h], dQ[nt][2 * h + 1]);
     }
     if (turn) {
       __threadfence();  // release: this thread's adds are visible device-wide before the turn passes
