@@ -24,6 +24,7 @@ def load_chapters(folder):
     """fwd[(dtype, D, causal, seqlen)][chapter], mem[seqlen][chapter], bwd[...][chapter] and
     steps[chapter][(dtype, D, causal, seqlen)][step] from the Google Benchmark JSON files."""
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
+    sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
         with open(path) as f:
             data = json.load(f)
@@ -41,6 +42,10 @@ def load_chapters(folder):
                     (fwd if parts[0] == "fwd" else bwd).setdefault(key, {})[parts[1]] = b
             elif parts[0] == "mem":  # mem/<chapter>/<dtype>/seqlen:<n>/...
                 mem.setdefault(int(parts[3].split(":")[1]), {})[parts[1]] = b
+            elif parts[0] == "sparse" and len(parts) > 7 and parts[4] == "blockk128" and parts[6] == "density:1.00":
+                # sparse/07_block_sparse/<dtype>/D<d>/blockk128/random/density:1.00/seqlen:<n>/...
+                sparse1[(parts[2], int(parts[3][1:]), False, int(parts[7].split(":")[1]))] = b
+    context["sparse1"] = sparse1
     return fwd, mem, bwd, steps, context
 
 
@@ -105,7 +110,8 @@ def main():
     print(extra)
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
     if args.readmes:
-        update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta)
+        update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta,
+                       extra_rows=root_extra_rows(context.get("sparse1", {}), bwd, torch_fwd, torch_bwd, backends))
         if bwd:
             replace_between_markers(os.path.join(args.readmes, "08_backward", "README.md"),
                                     backward_table(bwd, torch_bwd, meta))
@@ -122,14 +128,15 @@ def backward_table(bwd, torch_bwd, meta):
     backends = [b for b in ("math", "efficient", "flash", "cudnn")
                 if any(b in row and "tflops" in row[b] for row in torch_bwd.values())]
     head = ["dtype", "D", "mask", "seqlen"] + [f"{c} ms" for c in chapters] + [f"{c} TFLOP/s" for c in chapters]
-    head += [f"torch {b}" for b in backends] + [f"{chapters[-1]} / torch {b}" for b in backends]
+    main = next((c for c in chapters if not c.endswith("_deterministic")), chapters[-1])  # the ratios' chapter
+    head += [f"torch {b}" for b in backends] + [f"{main} / torch {b}" for b in backends]
     lines = ["", config_line(meta, "backward") + " Backward FLOPs = 2.5x the forward's; the "
              "preprocessing (D_i) kernel is inside the timed region.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in sorted(bwd):
         row = bwd[key]
         theirs = [torch_bwd.get(key, {}).get(b, {}).get("tflops") for b in backends]
-        ours = row.get(chapters[-1], {}).get("TFLOPS")
+        ours = row.get(main, {}).get("TFLOPS")
         cells = [key[0], str(key[1]), "causal" if key[2] else "full", str(key[3])]
         cells += [f"{row[c]['ms_median']:.3f}" if c in row else "-" for c in chapters]
         cells += [fmt(row[c]["TFLOPS"]) if c in row else "-" for c in chapters]
@@ -175,7 +182,37 @@ def config_line(meta, dtype):
             "by `scripts/gpu_check.sh`.").format(meta.get("torch", "?"))
 
 
-def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta):
+# The root README's chapter table: what each chapter teaches, next to its measured speed.
+CHAPTER_INFO = {
+    "01_naive": ("attention as three kernels", "one thread per element; S and P in global memory"),
+    "02_tiled": ("respect the memory system", "shared-memory tiling, register tiles, warp-shuffle softmax"),
+    "03_online_softmax": ("one pass over the keys", "running max and sum, rescaling; no N x N matrix"),
+    "04_flash_v1": ("FlashAttention-1, Algorithm 1", "K/V tiles in shared memory, outer loop over K/V"),
+    "05_flash_v2": ("FlashAttention-2", "outer loop over Q in the grid, O in registers, causal tile skipping, exp2"),
+    "06_tensor_core": ("FlashAttention-2 on tensor cores",
+                       "mma.sync m16n8k16, ldmatrix, XOR-swizzled smem, cp.async double buffer, P kept in registers"),
+    "07_block_sparse": ("skip the blocks a mask zeroes",
+                        "block mask as CSR lists; the key loop walks active blocks only (row: every block active)"),
+    "08_backward": ("the backward pass (row: bf16 backward)",
+                    "recompute P from LSE, dK/dV in registers, dQ by atomics; deterministic and block-sparse modes"),
+}
+ROOT_KEY = (128, False, 4096)  # the root table's shape: D = 128, non-causal, seqlen 4096
+
+
+def root_extra_rows(sparse1, bwd, torch_fwd, torch_bwd, backends):
+    """{chapter: (dtype, TFLOP/s, [ratio per backend])} for 07 (density 1.0) and 08 (bf16 backward)."""
+    rows = {}
+    key = ("bf16",) + ROOT_KEY
+    if key in sparse1:
+        tf = sparse1[key]["TFLOPS"]
+        rows["07_block_sparse"] = ("bf16", tf, [torch_fwd.get(key, {}).get(b, {}).get("tflops") for b in backends])
+    if "08_backward" in bwd.get(key, {}):
+        tf = bwd[key]["08_backward"]["TFLOPS"]
+        rows["08_backward"] = ("bf16", tf, [torch_bwd.get(key, {}).get(b, {}).get("tflops") for b in backends])
+    return rows
+
+
+def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=None):
     for n, chapter in enumerate(chapters):
         prev = chapters[n - 1] if n else None
         keys = sorted(k for k in fwd if chapter in fwd[k])
@@ -210,19 +247,24 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta):
         if os.path.exists(path):
             replace_between_markers(path, "\n".join(lines) + "\n")
     # The root README: one row per chapter at one shape, with the plot.
-    lines = [config_line(meta, "each chapter's first dtype") + " One shape: D = 128, seqlen 4096, non-causal; "
-             "each ratio is against PyTorch in the chapter's dtype.", "",
-             "| chapter | dtype | TFLOP/s | " + " | ".join(f"x PyTorch {b}" for b in backends) + " |",
-             "|---|---|---|" + "---|" * len(backends)]
+    lines = [config_line(meta, "each chapter's dtype (bf16 where it has one)") + " One shape: D = 128, seqlen 4096, "
+             "non-causal; each ratio is against PyTorch in the chapter's dtype (08: backward against backward).", "",
+             "| chapter | idea | key technique | dtype | TFLOP/s on H100 | " +
+             " | ".join(f"x PyTorch {b}" for b in backends) + " |",
+             "|---|---|---|---|---|" + "---|" * len(backends)]
+    rows = {}
     for chapter in chapters:
-        ref = next((k for k in sorted(fwd, key=lambda k: k[0] != "bf16") if k[1:] == (128, False, 4096)
+        ref = next((k for k in sorted(fwd, key=lambda k: k[0] != "bf16") if k[1:] == ROOT_KEY
                     and chapter in fwd[k]), None)
-        if not ref:
-            continue
-        b = fwd[ref][chapter]
-        ratios = [torch_fwd.get(ref, {}).get(t, {}).get("tflops") for t in backends]
-        lines.append(f"| {chapter} | {ref[0]} | {b['TFLOPS']:.1f} | " +
-                     " | ".join(f"{b['TFLOPS'] / r:.2f}x" if r else "-" for r in ratios) + " |")
+        if ref:
+            tf = fwd[ref][chapter]["TFLOPS"]
+            rows[chapter] = (ref[0], tf, [torch_fwd.get(ref, {}).get(t, {}).get("tflops") for t in backends])
+    rows.update(extra_rows or {})
+    for chapter in sorted(rows):
+        dtype, tf, theirs = rows[chapter]
+        idea, technique = CHAPTER_INFO.get(chapter, ("", ""))
+        lines.append(f"| [{chapter}]({chapter}/) | {idea} | {technique} | {dtype} | {tf:.1f} | " +
+                     " | ".join(f"{tf / r:.2f}x" if r else "-" for r in theirs) + " |")
     lines += ["", "![TFLOP/s against seqlen, fp32, D=128](docs/tflops_f32_D128_full.png)",
               "![TFLOP/s against seqlen, bf16, D=128](docs/tflops_bf16_D128_full.png)",
               "![peak device memory against seqlen](docs/memory_vs_seqlen.png)"]
