@@ -92,4 +92,23 @@ FA_HOST_DEVICE constexpr int ldsm_address(int lane_offset, int r0, int c0, int c
   return (ldsm_block_offset(r0, c0, cols) + lane_offset) ^ (32 * (c0 / 16 % 4));
 }
 
+// A warp that reads only its own (rows, W columns) corner of a tile, at (row_w, col_w), folds the
+// corner into its lane offset once, so its loops keep constant block offsets (chapter 08, where
+// the 8 warps split every product differently): with lane_w = ldsm_warp_offset(lane_offset,
+// row_w, col_w, cols), ldsm_address(lane_w, r0, c0, cols) addresses block (row_w + r0, col_w + c0)
+// for r0 a multiple of 16 and 0 <= c0 < W, when row_w % 16 == 0, W is a power of two >= 16 and
+// col_w a multiple of W. Why: row_w keeps every swizzle key and moves by whole lines; col_w's
+// 16-column groups sit in XOR bits above those of c0 (no overlap, no carry), and its multiples of
+// 64 columns are whole lines. (test_swizzle.cpp checks it for every corner, block and lane.)
+FA_HOST_DEVICE constexpr int ldsm_warp_offset(int lane_offset, int row_w, int col_w, int cols) {
+  return (lane_offset ^ (32 * (col_w / 16 % 4))) + 2 * (row_w * cols + col_w / 64 * 64);
+}
+
+// The same fold for an accumulator store: lane (g, t) writes its pair at (row_w + g + r,
+// col_w + 2t + c), r a multiple of 8, c a multiple of 8 below W (col_w a multiple of W, a power of
+// two >= 8, cols >= 64). With base = 2 * tile_offset(row_w + g, col_w + 2t, cols, true), the byte
+// address is pair_address(base, r, c, cols): r keeps the row's swizzle key, and c's chunks sit in
+// bits of the chunk index that col_w leaves zero, so they XOR straight through the swizzle.
+FA_HOST_DEVICE constexpr int pair_address(int base, int r, int c, int cols) { return (base ^ (2 * c)) + 2 * r * cols; }
+
 }  // namespace tensor_core

@@ -132,6 +132,52 @@ TEST(Swizzle, LdmatrixIsConflictFreeAndAddressedRight) {
   }
 }
 
+// Chapter 08's folded corners: a warp's ldmatrix and accumulator-store addresses, with its
+// corner (row_w, col_w) folded into the lane's offset, land where tile_offset says.
+TEST(Swizzle, WarpCornerFoldsIntoTheLaneOffset) {
+  for (int cols : {64, 128}) {
+    for (int width = 16; width <= cols; width *= 2) {
+      for (int col_w = 0; col_w < cols; col_w += width) {
+        for (int row_w : {0, 16, 32, 48, 112}) {
+          for (LdsmOrder order : {LdsmOrder::kRowsFirst, LdsmOrder::kColsFirst}) {
+            for (int lane = 0; lane < 32; ++lane) {
+              const int lane_w =
+                  tensor_core::ldsm_warp_offset(tensor_core::ldsm_lane_offset(lane, order, cols, true), row_w, col_w, cols);
+              for (int r0 : {0, 16, 32}) {
+                for (int c0 = 0; c0 < width; c0 += 16) {
+                  const int r = row_w + r0 + tensor_core::ldsm_row(lane, order);
+                  const int c = col_w + c0 + tensor_core::kChunkElems * tensor_core::ldsm_chunk(lane, order);
+                  ASSERT_EQ(tensor_core::ldsm_address(lane_w, r0, c0, cols), 2 * tensor_core::tile_offset(r, c, cols, true))
+                      << "cols " << cols << " W " << width << " corner (" << row_w << ", " << col_w << ") block (" << r0
+                      << ", " << c0 << ") lane " << lane;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+    for (int width = 8; width <= cols; width *= 2) {
+      for (int col_w = 0; col_w < cols; col_w += width) {
+        for (int row_w : {0, 32, 64}) {
+          for (int lane = 0; lane < 32; ++lane) {
+            const int g = lane / 4, t = lane % 4;
+            const int base = 2 * tensor_core::tile_offset(row_w + g, col_w + 2 * t, cols, true);
+            for (int r : {0, 8, 16, 24}) {
+              for (int c = 0; c < width; c += 8) {
+                ASSERT_EQ(tensor_core::pair_address(base, r, c, cols),
+                          2 * tensor_core::tile_offset(row_w + g + r, col_w + 2 * t + c, cols, true))
+                    << "cols " << cols << " W " << width << " corner (" << row_w << ", " << col_w << ") (" << r << ", "
+                    << c << ") lane " << lane;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // The PTX ISA's fragment layouts of mma.m16n8k16 (mma.cuh), as (row, col) of each element a lane
 // holds. Two adjacent n-tiles of the fp32 accumulator cover a 16x16 block exactly as the A
 // fragment does -- the same lane, the same register order -- so P_ij needs no data movement.

@@ -36,6 +36,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "05_flash_v2/cp_async.cuh"
 #include "06_tensor_core/tensor_core.cuh"  // copy_tile, mma_16816, ldmatrix_x4(_trans), pack2
@@ -52,8 +53,14 @@ using namespace tensor_core;  // 06: copy_tile, ldmatrix_x4, ldmatrix_x4_trans, 
 using flash_v2::cp_async_4;
 constexpr float kLog2e = 1.4426950408889634f;
 
-// The members copy_tile (06) reads, and the backward's tiles.
-template <class T_, int kD_>
+// The members copy_tile (06) reads, the backward's tiles, and how the 8 warps split each product
+// (FlashAttention-2's sm80 backward: Flash_bwd_kernel_traits<D, Br, Bc, 8, SdP, dKV, dQ>).
+//   S, dP (Br x Bc):   kSdpWarpsM warps along query rows x the rest along keys
+//   dV, dK (Bc x D):   4 warps along keys x 2 along d
+//   dQ (Br x D):       kDqWarpsM warps along query rows x the rest along d
+// D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 32 x 64,
+// dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64).
+template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2>
 struct TcConfig {
   using T = T_;
   static constexpr int kD = kD_;
@@ -61,15 +68,18 @@ struct TcConfig {
   static constexpr bool kSwizzle = true;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int Bc = 16 * kWarps;              // keys per block: 16 per warp
-  static constexpr int Br = 64;                       // query rows per step
-  static constexpr int kQTiles = Br / 16;             // 16-row mma tiles of dQ_i: one per warp ...
-  static constexpr int kDqCols = kD * kQTiles / kWarps;  // ... times this many columns of dQ_i
+  static constexpr int Bc = 128;                      // keys per block
+  static constexpr int Br = Br_;                      // query rows per step
+  // Warp tiles: rows x keys of S and dP, keys x columns of dV and dK, rows x columns of dQ.
+  static constexpr int kSdpWarpsM = kSdpWarpsM_, kSRows = Br / kSdpWarpsM, kSKeys = Bc * kSdpWarpsM / kWarps;
+  static constexpr int kKvWarpsN = 4, kVKeys = Bc / kKvWarpsN, kVCols = kD * kKvWarpsN / kWarps;
+  static constexpr int kDqWarpsM = kDqWarpsM_, kQRows = Br / kDqWarpsM, kQCols = kD * kDqWarpsM / kWarps;
   static constexpr int kKVBytes = Bc * kCols * 2;     // K_j or V_j
   static constexpr int kRowBytes = Br * kCols * 2;    // one stage of Q_i or dO_i
-  static constexpr int kDSBytes = Bc * Br * 2;        // dS_ij^T
-  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + kDSBytes + 4 * Br * 4;
-  static_assert(kD % 16 == 0 && kDqCols % 16 == 0 && kWarps % kQTiles == 0);
+  static constexpr int kPBytes = Br * Bc * 2;         // P_ij or dS_ij in T
+  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + 2 * kPBytes + 4 * Br * 4;
+  static_assert(kD % 16 == 0 && kSRows % 16 == 0 && kSKeys % 16 == 0 && kSKeys <= 64 && kVCols % 16 == 0 &&
+                kQRows % 16 == 0 && kQCols % 16 == 0 && 2 * Br <= kThreads);
 };
 
 struct TcParams {
@@ -134,11 +144,10 @@ __global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B
   dq[n] = make_uint2(pack2<T>(scale * a.x, scale * a.y), pack2<T>(scale * a.z, scale * a.w));
 }
 
-// grid: (Tc, B*Hkv); block: 8 warps. Warp w owns keys 16w .. 16w+15 of K_j: in mma fragment
-// terms (mma.cuh), lane (g, t) holds of S_ij^T, dP_ij^T keys 16w + g (+8) x query rows 8nt + 2t
-// (+1), nt < Br/8, and of dK_j, dV_j the same keys x columns 8nt + 2t (+1), nt < D/8. For dQ_i
-// the block splits query rows and columns instead: warp w owns rows 16 (w % 4) .. +15 and
-// columns kDqCols (w / 4) .. + kDqCols - 1.
+// grid: (Tc, B*Hkv); block: 8 warps. Each product has its own warp tiles (TcConfig): in mma
+// fragment terms (mma.cuh), lane (g, t) holds of a warp tile rows 16 mt + g (+8) x columns
+// 8 nt + 2t (+1). S_ij and dP_ij stay in registers only as long as P_ij and dS_ij take to
+// compute; both go to shared memory in T, where the next three products read them.
 //
 // kSparse: the block walks the steps the host listed for its key tile (sparse_walk.h, chapter
 // 07's mask transposed) instead of every query tile of every head of the group.
@@ -151,10 +160,12 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   const std::uint32_t V_s = K_s + C::kKVBytes;           // (Bc, kCols) smem: V_j
   const std::uint32_t Q_s = V_s + C::kKVBytes;           // (2, Br, kCols) smem: Q_i, double buffered
   const std::uint32_t dO_s = Q_s + 2 * C::kRowBytes;     // (2, Br, kCols) smem: dO_i
-  const std::uint32_t dS_s = dO_s + 2 * C::kRowBytes;    // (Bc, Br) smem: dS_ij^T in T
-  unsigned char* dS_p = smem + (dS_s - K_s);             // the same, as a generic pointer
-  float* lse_s = reinterpret_cast<float*>(dS_p + C::kDSBytes);  // (2, Br) smem: LSE_i (0 past Sq)
-  float* D_s = lse_s + 2 * Br;                                  // (2, Br) smem: D_i (0 past Sq)
+  const std::uint32_t P_s = dO_s + 2 * C::kRowBytes;     // (Br, Bc) smem: P_ij in T
+  const std::uint32_t dS_s = P_s + C::kPBytes;           // (Br, Bc) smem: dS_ij in T
+  unsigned char* P_p = smem + (P_s - K_s);               // the same two, as generic pointers
+  unsigned char* dS_p = smem + (dS_s - K_s);
+  float* lse_s = reinterpret_cast<float*>(dS_p + C::kPBytes);  // (2, Br) smem: LSE_i (0 past Sq)
+  float* D_s = lse_s + 2 * Br;                                 // (2, Br) smem: D_i (0 past Sq)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k;
@@ -167,28 +178,27 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   // i_begin + n % n_tiles); causal: query tiles before i_begin see nothing of K_j.
   const int Tr = ceil_div(Sq, Br), i_begin = query_tile_begin(j_tile, Br, Bc, Sq, Sk, prm.causal);
   const int n_tiles = Tr - i_begin;
-  const int key_w = 16 * warp;  // this warp's first key of the tile
   // Sparse: this block's list of steps. Dense: group_size * n_tiles steps, computed.
   const std::int64_t walk_row = kv_bh * gridDim.x + j_tile;
   const int walk_begin = kSparse ? prm.walk_offsets[walk_row] : 0;
   const int n_steps = kSparse ? prm.walk_offsets[walk_row + 1] - walk_begin : prm.group_size * n_tiles;
-  // Step n: which query head and query tile, and which 64-key halves of K_j the mask keeps.
+  // A step: which query head and query tile, and which 64-key halves of K_j the mask keeps.
+  // Sparse steps are read from the list; dense ones counted (tile after tile, then the next head).
   struct Step {
     std::int64_t bh;
     int i_tile, halves;
   };
-  auto step_at = [&](int n) -> Step {
-    if constexpr (kSparse) {
-      const std::uint32_t s = prm.walk_steps[walk_begin + n];
-      return {bh0 + step_head(s), step_tile(s), step_halves(s)};
-    } else {
-      return {bh0 + n / n_tiles, i_begin + n % n_tiles, 3};
-    }
+  auto listed = [&](int n) -> Step {
+    const std::uint32_t s = prm.walk_steps[walk_begin + n];
+    return {bh0 + step_head(s), step_tile(s), step_halves(s)};
+  };
+  auto step_after = [&](const Step& s, int n) -> Step {  // step n, which follows step s
+    if constexpr (kSparse) return listed(n);
+    else return s.i_tile + 1 < Tr ? Step{s.bh, s.i_tile + 1, 3} : Step{s.bh + 1, i_begin, 3};
   };
 
-  // Q_i, dO_i, LSE_i, D_i of step n into stage `buf`, as one cp.async group with what came before.
-  auto stage = [&](int n, int buf) {
-    const Step st = step_at(n);
+  // Q_i, dO_i, LSE_i, D_i of step st into stage `buf`, as one cp.async group with what came before.
+  auto stage = [&](const Step& st, int buf) {
     const std::int64_t bh = st.bh;
     const int i0 = st.i_tile * Br;
     copy_tile<C, Br>(Q_s + buf * C::kRowBytes, Q_g + (bh * Sq + i0) * kD, Sq - i0);
@@ -201,120 +211,135 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   };
   copy_tile<C, Bc>(K_s, static_cast<const T*>(prm.k) + (kv_bh * Sk + j0) * kD, Sk - j0);
   copy_tile<C, Bc>(V_s, static_cast<const T*>(prm.v) + (kv_bh * Sk + j0) * kD, Sk - j0);
-  if (n_steps > 0) stage(0, 0);
+  Step st = kSparse && n_steps > 0 ? listed(0) : Step{bh0, i_begin, 3};
+  if (n_steps > 0) stage(st, 0);
   cp_async_commit();
 
-  // ldmatrix row addresses (swizzle.h): one offset per lane and order, the rest is constant.
-  const int lane_rows = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, true);  // K_j, V_j as A; .trans B
-  const int lane_cols = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, true);  // Q_i, dO_i as B
-  const int lane_dS = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, Br, true);       // dS_ij as A (.trans)
-  const int q_tile = warp % C::kQTiles, q_col0 = warp / C::kQTiles * C::kDqCols;    // this warp's part of dQ_i
+  // This warp's tiles: S_ij, dP_ij (s_row0.., s_key0..), dV_j, dK_j (v_key0.., v_col0..),
+  // dQ_i (q_row0.., q_col0..).
+  const int s_row0 = warp % C::kSdpWarpsM * C::kSRows, s_key0 = warp / C::kSdpWarpsM * C::kSKeys;
+  const int v_key0 = warp % C::kKvWarpsN * C::kVKeys, v_col0 = warp / C::kKvWarpsN * C::kVCols;
+  const int q_row0 = warp % C::kDqWarpsM * C::kQRows, q_col0 = warp / C::kDqWarpsM * C::kQCols;
+  // ldmatrix row addresses (swizzle.h): one offset per lane and operand, with the warp's corner
+  // of the tile folded in (ldsm_warp_offset), so that the loops below add only constants.
+  const int rows_k = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, true);
+  const int cols_k = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, true);
+  const int lane_s_a = ldsm_warp_offset(rows_k, s_row0, 0, kCols);  // Q_i, dO_i as A of S, dP
+  const int lane_s_b = ldsm_warp_offset(cols_k, s_key0, 0, kCols);  // K_j, V_j as B of S, dP
+  const int lane_q_a = ldsm_warp_offset(ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, Bc, true), q_row0, 0, Bc);  // dS_ij
+  const int lane_q_b = ldsm_warp_offset(rows_k, 0, q_col0, kCols);  // K_j as B of dQ (.trans)
+  const int lane_v_a = ldsm_warp_offset(ldsm_lane_offset(lane, LdsmOrder::kColsFirst, Bc, true), 0, v_key0, Bc);  // P^T, dS^T
+  const int lane_v_b = ldsm_warp_offset(rows_k, 0, v_col0, kCols);  // dO_i, Q_i as B of dV, dK (.trans)
+  const int lane_store = 2 * tile_offset(s_row0 + g, s_key0 + 2 * t, Bc, true);  // P_ij, dS_ij pairs (pair_address)
+  constexpr int kSM = C::kSRows / 16, kSN = C::kSKeys / 8;  // mma tiles of the warp's S, dP
+  constexpr int kVM = C::kVKeys / 16, kVN = C::kVCols / 8;  // ... of dV_j, dK_j
+  constexpr int kQM = C::kQRows / 16, kQN = C::kQCols / 8;  // ... of dQ_i
 
-  float dK_j[kD / 8][4] = {};  // (16 keys, D) per warp, fp32 accumulators
-  float dV_j[kD / 8][4] = {};
+  float dK_j[kVM][kVN][4] = {};  // fp32 accumulators, for the whole walk
+  float dV_j[kVM][kVN][4] = {};
 
   for (int n = 0; n < n_steps; ++n) {
     const int buf = n % 2;
-    const Step st = step_at(n);
+    const Step next = n + 1 < n_steps ? step_after(st, n + 1) : st;
     const std::int64_t bh = st.bh;
     const int i_tile = st.i_tile, i0 = i_tile * Br;
     cp_async_wait<0>();  // this thread's copies of step n (and K_j, V_j) have landed
-    __syncthreads();     // ... and everyone's; every warp is done with step n-1's stage and dS_s
-    if (n + 1 < n_steps) stage(n + 1, 1 - buf);  // step n+1 flies while step n is computed
+    __syncthreads();     // ... and everyone's; every warp is done with step n-1's stage, P_s, dS_s
+    if (n + 1 < n_steps) stage(next, 1 - buf);  // step n+1 flies while step n is computed
     cp_async_commit();
     const std::uint32_t Q_i = Q_s + buf * C::kRowBytes, dO_i = dO_s + buf * C::kRowBytes;
     const float* lse_i = lse_s + buf * Br;
     const float* D_i = D_s + buf * Br;
 
-    // S_ij^T = K_j Q_i^T and dP_ij^T = V_j dO_i^T: per 16-wide step of d, one LDSM of K_j (V_j)
-    // and Br/16 of Q_i (dO_i) feed Br/8 mmas. Two loops, so only one A fragment is live at a time.
-    float S[Br / 8][4] = {}, dP[Br / 8][4] = {};  // (16 keys, Br rows) per warp
+    // S_ij = Q_i K_j^T and dP_ij = dO_i V_j^T, as 06's S: per 16-wide step of d, kSM LDSM of
+    // Q_i (dO_i) and kSN/2 of K_j (V_j) feed kSM * kSN mmas. Two loops, one product live at a time.
+    float S[kSM][kSN][4] = {}, dP[kSM][kSN][4] = {};
+    auto scores = [&](float (&acc)[kSM][kSN][4], std::uint32_t A_s, std::uint32_t B_s) {
 #pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      std::uint32_t a[4];
-      ldmatrix_x4(a, K_s + ldsm_address(lane_rows, key_w, 16 * ks, kCols));
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        std::uint32_t a[kSM][4];
 #pragma unroll
-      for (int nb = 0; nb < Br / 16; ++nb) {
-        std::uint32_t b[4];  // rows 16nb..+7: {b[0], b[1]}; rows 16nb+8..+15: {b[2], b[3]}
-        ldmatrix_x4(b, Q_i + ldsm_address(lane_cols, 16 * nb, 16 * ks, kCols));
-        mma_16816<T>(S[2 * nb], a, b[0], b[1]);
-        mma_16816<T>(S[2 * nb + 1], a, b[2], b[3]);
+        for (int mt = 0; mt < kSM; ++mt) ldmatrix_x4(a[mt], A_s + ldsm_address(lane_s_a, 16 * mt, 16 * ks, kCols));
+#pragma unroll
+        for (int nb = 0; nb < kSN / 2; ++nb) {
+          std::uint32_t b[4];  // keys 16nb..+7: {b[0], b[1]}; keys 16nb+8..+15: {b[2], b[3]}
+          ldmatrix_x4(b, B_s + ldsm_address(lane_s_b, 16 * nb, 16 * ks, kCols));
+#pragma unroll
+          for (int mt = 0; mt < kSM; ++mt) {
+            mma_16816<T>(acc[mt][2 * nb], a[mt], b[0], b[1]);
+            mma_16816<T>(acc[mt][2 * nb + 1], a[mt], b[2], b[3]);
+          }
+        }
       }
-    }
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks) {
-      std::uint32_t a[4];
-      ldmatrix_x4(a, V_s + ldsm_address(lane_rows, key_w, 16 * ks, kCols));
-#pragma unroll
-      for (int nb = 0; nb < Br / 16; ++nb) {
-        std::uint32_t b[4];
-        ldmatrix_x4(b, dO_i + ldsm_address(lane_cols, 16 * nb, 16 * ks, kCols));
-        mma_16816<T>(dP[2 * nb], a, b[0], b[1]);
-        mma_16816<T>(dP[2 * nb + 1], a, b[2], b[3]);
-      }
-    }
+    };
+    scores(S, Q_i, K_s);
+    scores(dP, dO_i, V_s);
 
     // P_ij = exp2(S scale log2(e) - LSE_i log2(e)), already normalized, and
-    // dS_ij = P_ij o (dP_ij - D_i), both in fp32; then packed to T as A fragments (06's P trick:
-    // n-tiles 2kk and 2kk+1 of the accumulators are the A fragment of query rows 16kk..16kk+15).
+    // dS_ij = P_ij o (dP_ij - D_i), both in fp32, then to P_s and dS_s in T (4-byte stores: a
+    // lane's two adjacent keys; the 8 rows g of a warp land in 8 bank groups thanks to the swizzle).
     // Masked keys get P = 0; rows with LSE = +inf get exp2(-inf) = 0, never NaN. Rows past Sq
     // have LSE = 0 (zero-filled) and P = 1, but also dO = 0 and D = 0: they add exactly 0.
-    // Sparse: a 64-key half the mask turns off counts as masked (warps 0-3 hold keys 0..63).
-    const bool half_on = !kSparse || (st.halves >> (key_w / 64) & 1) != 0;
+    // Sparse: a 64-key half the mask turns off counts as masked (a warp's keys lie in one half).
+    const bool half_on = !kSparse || (st.halves >> (s_key0 / 64) & 1) != 0;
     const bool mask = !half_on || needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal);
-    // BEGIN SOLUTION: per (nt, e): P = fast_exp2 (0 if masked), dS = P (dP - D_i); pack2 both into the A fragments P_a, dS_a; dS^T's 4 bytes to dS_s (tile_offset, Br, swizzled)
-    // STUB: std::uint32_t P_a[Br / 16][4] = {}, dS_a[Br / 16][4] = {};
-    std::uint32_t P_a[Br / 16][4], dS_a[Br / 16][4];  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
+    // BEGIN SOLUTION: per row: LSE_i log2(e) and D_i; per (mt, nt, e): P = fast_exp2 (0 if masked), dS = P (dP - D_i); pack2 pairs of both into P_s, dS_s (row r, key c: 2 * tile_offset(r, c, Bc, true))
+    float lse2[kSM][2], D_r[kSM][2];  // the warp's rows 16 mt + g + 8 h, read once per step
 #pragma unroll
-    for (int nt = 0; nt < Br / 8; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 8 * nt + 2 * t + e % 2, key = j0 + key_w + g + 8 * (e / 2);
-        const bool seen = !mask || (half_on && key < Sk && (!prm.causal || fa::causal_visible(i0 + r, key, Sq, Sk)));
-        S[nt][e] = seen ? fast_exp2(fmaf(S[nt][e], prm.scale_log2, -lse_i[r] * kLog2e)) : 0.0f;
-        dP[nt][e] = S[nt][e] * (dP[nt][e] - D_i[r]);
-      }
+    for (int mt = 0; mt < kSM; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        P_a[nt / 2][nt % 2 * 2 + h] = pack2<T>(S[nt][2 * h], S[nt][2 * h + 1]);
-        dS_a[nt / 2][nt % 2 * 2 + h] = pack2<T>(dP[nt][2 * h], dP[nt][2 * h + 1]);
-        // dS_ij^T to dS_s: key row key_w + g + 8h, query rows 8nt + 2t, +1 (one 4-byte store; the
-        // 8 g of a warp land in 8 different bank groups thanks to the swizzle).
-        *reinterpret_cast<std::uint32_t*>(dS_p + 2 * tile_offset(key_w + g + 8 * h, 8 * nt + 2 * t, Br, true)) =
-            dS_a[nt / 2][nt % 2 * 2 + h];
+        lse2[mt][h] = lse_i[s_row0 + 16 * mt + g + 8 * h] * kLog2e;
+        D_r[mt][h] = D_i[s_row0 + 16 * mt + g + 8 * h];
       }
     }
+    // Two copies of the loop, chosen once per step: most tiles need no element mask.
+    auto grads = [&](auto masked) {
+#pragma unroll
+      for (int mt = 0; mt < kSM; ++mt) {
+#pragma unroll
+        for (int nt = 0; nt < kSN; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            bool seen = true;
+            if constexpr (decltype(masked)::value) {
+              const int r = i0 + s_row0 + 16 * mt + g + 8 * (e / 2), key = j0 + s_key0 + 8 * nt + 2 * t + e % 2;
+              seen = half_on && key < Sk && (!prm.causal || fa::causal_visible(r, key, Sq, Sk));
+            }
+            S[mt][nt][e] = seen ? fast_exp2(fmaf(S[mt][nt][e], prm.scale_log2, -lse2[mt][e / 2])) : 0.0f;
+            dP[mt][nt][e] = S[mt][nt][e] * (dP[mt][nt][e] - D_r[mt][e / 2]);
+          }
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int at = pair_address(lane_store, 16 * mt + 8 * h, 8 * nt, Bc);
+            *reinterpret_cast<std::uint32_t*>(P_p + at) = pack2<T>(S[mt][nt][2 * h], S[mt][nt][2 * h + 1]);
+            *reinterpret_cast<std::uint32_t*>(dS_p + at) = pack2<T>(dP[mt][nt][2 * h], dP[mt][nt][2 * h + 1]);
+          }
+        }
+      }
+    };
+    if (mask) grads(std::true_type{});
+    else grads(std::false_type{});
     // END SOLUTION
+    __syncthreads();  // all of P_ij and dS_ij are in smem: the products below mix every warp's part
 
-    // dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i: one LDSM.T of dO_i (Q_i) feeds 2 mmas.
-#pragma unroll
-    for (int kk = 0; kk < Br / 16; ++kk) {
-#pragma unroll
-      for (int nb = 0; nb < kD / 16; ++nb) {
-        std::uint32_t b[4];  // dims 16nb..+7: {b[0], b[1]}; dims 16nb+8..+15: {b[2], b[3]}
-        ldmatrix_x4_trans(b, dO_i + ldsm_address(lane_rows, 16 * kk, 16 * nb, kCols));
-        mma_16816<T>(dV_j[2 * nb], P_a[kk], b[0], b[1]);
-        mma_16816<T>(dV_j[2 * nb + 1], P_a[kk], b[2], b[3]);
-        ldmatrix_x4_trans(b, Q_i + ldsm_address(lane_rows, 16 * kk, 16 * nb, kCols));
-        mma_16816<T>(dK_j[2 * nb], dS_a[kk], b[0], b[1]);
-        mma_16816<T>(dK_j[2 * nb + 1], dS_a[kk], b[2], b[3]);
-      }
-    }
-    __syncthreads();  // all of dS_ij^T is in dS_s: dQ_i contracts over every warp's keys
-
-    // dQ_i += dS_ij K_j over the tile's Bc keys. A = dS_ij (rows x keys) read from dS_ij^T with
-    // .trans in "cols first" order; B = K_j (keys x d) with .trans, like 06's V_j.
-    float dQ[C::kDqCols / 8][4] = {};  // (16 rows, kDqCols) per warp
+    // dQ_i += dS_ij K_j over the tile's Bc keys. A = dS_ij (rows x keys) as 06's Q; B = K_j
+    // (keys x d) with .trans, as 06's V_j.
+    float dQ[kQM][kQN][4] = {};
 #pragma unroll
     for (int kk = 0; kk < Bc / 16; ++kk) {
-      std::uint32_t a[4];
-      ldmatrix_x4_trans(a, dS_s + ldsm_address(lane_dS, 16 * kk, 16 * q_tile, Br));
+      std::uint32_t a[kQM][4];
 #pragma unroll
-      for (int nb = 0; nb < C::kDqCols / 16; ++nb) {
-        std::uint32_t b[4];
-        ldmatrix_x4_trans(b, K_s + ldsm_address(lane_rows, 16 * kk, q_col0 + 16 * nb, kCols));
-        mma_16816<T>(dQ[2 * nb], a, b[0], b[1]);
-        mma_16816<T>(dQ[2 * nb + 1], a, b[2], b[3]);
+      for (int mt = 0; mt < kQM; ++mt) ldmatrix_x4(a[mt], dS_s + ldsm_address(lane_q_a, 16 * mt, 16 * kk, Bc));
+#pragma unroll
+      for (int nb = 0; nb < kQN / 2; ++nb) {
+        std::uint32_t b[4];  // dims 16nb..+7: {b[0], b[1]}; dims 16nb+8..+15: {b[2], b[3]}
+        ldmatrix_x4_trans(b, K_s + ldsm_address(lane_q_b, 16 * kk, 16 * nb, kCols));
+#pragma unroll
+        for (int mt = 0; mt < kQM; ++mt) {
+          mma_16816<T>(dQ[mt][2 * nb], a[mt], b[0], b[1]);
+          mma_16816<T>(dQ[mt][2 * nb + 1], a[mt], b[2], b[3]);
+        }
       }
     }
 
@@ -336,20 +361,51 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
     // Other blocks add into the same rows: atomicAdd with an unused result compiles to a
     // fire-and-forget RED, resolved in L2. The two columns 2t, 2t+1 a lane holds are adjacent:
     // sm_90 adds them with one 8-byte RED.E.ADD.F32x2, so a warp's instruction fills whole
-    // 32-byte sectors (8 rows x 4 lanes x 8 bytes); sm_80 has only the 4-byte RED.
+    // 32-byte sectors (8 rows x 4 lanes x 8 bytes); sm_80 has only the 4-byte RED. The adds
+    // drain while the tensor cores run dV_j and dK_j below.
     float* dQ_g = prm.dq_accum + (bh * Sq + i0) * kD;  // (Br, D) global, fp32: dQ_accum of Q_i
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = 16 * q_tile + g + 8 * h;
-      if (i0 + r >= Sq) continue;
+    for (int mt = 0; mt < kQM; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < C::kDqCols / 8; ++nt) add_pair(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t, dQ[nt][2 * h], dQ[nt][2 * h + 1]);
+      for (int h = 0; h < 2; ++h) {
+        const int r = q_row0 + 16 * mt + g + 8 * h;
+        if (i0 + r >= Sq) continue;
+#pragma unroll
+        for (int nt = 0; nt < kQN; ++nt)
+          add_pair(dQ_g + r * kD + q_col0 + 8 * nt + 2 * t, dQ[mt][nt][2 * h], dQ[mt][nt][2 * h + 1]);
+      }
     }
     if (turn) {
       __threadfence();  // release: this thread's adds are visible device-wide before the turn passes
       __syncthreads();  // ... for every thread of the block
       if (threadIdx.x == 0) atomicExch(turn, rank + 1);
     }
+
+    // dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i, contracting over the Br rows. A = P_ij^T
+    // (keys x rows) read from P_ij (rows x keys) with .trans in "cols first" order; B = dO_i (Q_i)
+    // with .trans, as 06's V_j.
+    auto key_grads = [&](float (&acc)[kVM][kVN][4], std::uint32_t A_s, std::uint32_t B_s) {
+#pragma unroll
+      for (int kk = 0; kk < Br / 16; ++kk) {
+        std::uint32_t a[kVM][4];
+#pragma unroll
+        for (int mt = 0; mt < kVM; ++mt)
+          ldmatrix_x4_trans(a[mt], A_s + ldsm_address(lane_v_a, 16 * kk, 16 * mt, Bc));
+#pragma unroll
+        for (int nb = 0; nb < kVN / 2; ++nb) {
+          std::uint32_t b[4];
+          ldmatrix_x4_trans(b, B_s + ldsm_address(lane_v_b, 16 * kk, 16 * nb, kCols));
+#pragma unroll
+          for (int mt = 0; mt < kVM; ++mt) {
+            mma_16816<T>(acc[mt][2 * nb], a[mt], b[0], b[1]);
+            mma_16816<T>(acc[mt][2 * nb + 1], a[mt], b[2], b[3]);
+          }
+        }
+      }
+    };
+    key_grads(dV_j, P_s, dO_i);
+    key_grads(dK_j, dS_s, Q_i);
+    st = next;
   }
 
   cp_async_wait<0>();  // a block with no query tile to visit still has K_j, V_j in flight
@@ -358,15 +414,18 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   T* dK_g = static_cast<T*>(prm.dk) + (kv_bh * Sk + j0) * kD;  // (Bc, D) global: dK_j
   T* dV_g = static_cast<T*>(prm.dv) + (kv_bh * Sk + j0) * kD;  // (Bc, D) global: dV_j
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int key = key_w + g + 8 * h;
-    if (j0 + key >= Sk) continue;
+  for (int mt = 0; mt < kVM; ++mt) {
 #pragma unroll
-    for (int nt = 0; nt < kD / 8; ++nt) {  // a quad writes 16 contiguous bytes
-      *reinterpret_cast<std::uint32_t*>(dK_g + key * kD + 8 * nt + 2 * t) =
-          pack2<T>(prm.scale * dK_j[nt][2 * h], prm.scale * dK_j[nt][2 * h + 1]);
-      *reinterpret_cast<std::uint32_t*>(dV_g + key * kD + 8 * nt + 2 * t) =
-          pack2<T>(dV_j[nt][2 * h], dV_j[nt][2 * h + 1]);
+    for (int h = 0; h < 2; ++h) {
+      const int key = v_key0 + 16 * mt + g + 8 * h;
+      if (j0 + key >= Sk) continue;
+#pragma unroll
+      for (int nt = 0; nt < kVN; ++nt) {  // a quad writes 16 contiguous bytes
+        const int col = v_col0 + 8 * nt + 2 * t;
+        *reinterpret_cast<std::uint32_t*>(dK_g + key * kD + col) =
+            pack2<T>(prm.scale * dK_j[mt][nt][2 * h], prm.scale * dK_j[mt][nt][2 * h + 1]);
+        *reinterpret_cast<std::uint32_t*>(dV_g + key * kD + col) = pack2<T>(dV_j[mt][nt][2 * h], dV_j[mt][nt][2 * h + 1]);
+      }
     }
   }
 }
@@ -390,9 +449,12 @@ template <class T, int kD>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
          const void* dout, void* dq, void* dk, void* dv, bool deterministic, const DeviceSparseWalk* walk,
          cudaStream_t stream) {
-  using C = TcConfig<T, kD>;
-  static_assert(C::Br == kSparseBr && C::Bc == kSparseBc, "the sparse walk is listed in the kernel's tiles");
-  const int Tr = ceil_div(p.seqlen_q, C::Br);
+  // Dense: FlashAttention-2's tiles for kD (TcConfig). Sparse: the walk's 64-row query tiles.
+  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, kD == 64 ? 4 : 2, kD == 64 ? 4 : 2>;
+  using Sparse = TcConfig<T, kD>;
+  static_assert(Sparse::Br == kSparseBr && Sparse::Bc == kSparseBc, "the sparse walk is listed in the kernel's tiles");
+  static_assert(Dense::Bc == Sparse::Bc && Dense::Br >= Sparse::Br);
+  const int Tr = ceil_div(p.seqlen_q, Sparse::Br);  // the most query tiles either kernel walks
   // Workspace: D_i [B, H, Sq] and dQ_accum [B, H, Sq, D] in fp32; deterministic mode adds one
   // turn counter per query tile [B, H, Tr].
   const std::size_t d_bytes = align256(p.lse_elems() * sizeof(float));
@@ -429,9 +491,9 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      p.causal,
                      p.scale(),
                      p.scale() * kLog2e};
-  const dim3 grid(ceil_div(p.seqlen_k, C::Bc), p.batch * p.kv_heads);
-  if (walk) launch<C, true>(prm, grid, stream);
-  else launch<C, false>(prm, grid, stream);
+  const dim3 grid(ceil_div(p.seqlen_k, Dense::Bc), p.batch * p.kv_heads);
+  if (walk) launch<Sparse, true>(prm, grid, stream);
+  else launch<Dense, false>(prm, grid, stream);
 
   const std::int64_t quads = p.q_elems() / 4;
   tc_convert_dq_kernel<T><<<static_cast<unsigned>((quads + 255) / 256), 256, 0, stream>>>(
