@@ -2,30 +2,32 @@
 // fp16 / bf16 in, fp32 accumulate.
 //
 // New since backward.cu (the fp32 version) and 06_tensor_core (whose pieces it reuses):
-//   * All five products are mma.sync.m16n8k16 (06's mma.cuh). Each warp owns 16 keys of K_j, the
-//     rows (M) of S_ij^T = K_j Q_i^T and dP_ij^T = V_j dO_i^T, so their fp32 accumulators are,
-//     packed to T, the A fragments of dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i (06's P trick).
+//   * All five products are mma.sync.m16n8k16 (06's mma.cuh), each with its own split of the
+//     output among the 8 warps (FlashAttention-2's layout, TcConfig). S_ij and dP_ij live in
+//     registers just long enough to become P_ij and dS_ij, which go to shared memory in T: dV_j,
+//     dK_j and dQ_i each need them in another warp's split.
 //   * Which operand needs which transpose (README: Tensor-core backward). Tiles sit row-major in
-//     shared memory as they are in global memory: K_j, V_j (keys, d), Q_i, dO_i (rows, d).
-//       S^T = K_j Q_i^T, dP^T = V_j dO_i^T: A = K_j / V_j, B = Q_i / dO_i    ldmatrix (as 06's Q, K)
-//       dV += P^T dO_i, dK += dS^T Q_i:     B = dO_i / Q_i (k = query rows)  ldmatrix.trans (06's V)
-//       dQ_i += dS K_j:  A = dS from the (keys, rows) tile dS^T in smem     ldmatrix.trans
-//                        B = K_j (k = keys)                                 ldmatrix.trans
-//   * dQ_i sums over keys, which are spread over the 8 warps: dS_ij^T goes through shared memory
-//     (T, swizzled), and the block adds its dQ_i part with fp32 atomics into a workspace
-//     dQ_accum [B, H, Sq, D]; a last kernel converts dQ_accum * scale to T.
+//     shared memory as they are in global memory: K_j, V_j (keys, d), Q_i, dO_i (rows, d), and
+//     P_ij, dS_ij (rows, keys).
+//       S = Q_i K_j^T, dP = dO_i V_j^T:  A = Q_i / dO_i, B = K_j / V_j    ldmatrix (as 06's Q, K)
+//       dQ_i += dS K_j:                  A = dS_ij, B = K_j (k = keys)    ldmatrix, ldmatrix.trans
+//       dV += P^T dO_i, dK += dS^T Q_i:  A = P^T / dS^T from P_ij / dS_ij ldmatrix.trans
+//                                        B = dO_i / Q_i (k = query rows)  ldmatrix.trans (06's V)
+//   * dQ_i sums over the key tiles, which are different blocks: the block adds its dQ_i part with
+//     fp32 atomics into a workspace dQ_accum [B, H, Sq, D]; a last kernel converts dQ_accum *
+//     scale to T.
 //   * Deterministic mode: key tiles take turns per query tile (a counter per (b, h, i) in the
 //     workspace): tile j adds its part after tile j-1, so every dQ element sees the same order of
 //     additions on every run.
 //   * Q_i, dO_i, LSE_i, D_i are double buffered with cp.async: step n+1's tiles fly while step n
 //     is computed. K_j, V_j are loaded once per block. All tiles XOR-swizzled (06's swizzle.h).
-// Configuration (FlashAttention-2's sm80 backward for D = 64 / 128): Br = 64 query rows, Bc = 128
-// keys, 8 warps, one block per SM (shared memory 145 KiB at D = 128, and dK_j, dV_j take D
-// registers per thread).
-// Expected effect: per step a warp issues 5 * (Br/16) * (D/8) mmas against 184 (D = 128) LDSM.x4,
-// so both the tensor cores and shared-memory bandwidth are busy; with 8 warps per SM, hiding the
-// exp2, the dS round trip and two barriers per step decides how close it gets to FlashAttention-2's
-// backward (README: Tensor-core backward).
+// Configuration (FlashAttention-2's sm80 backward): Bc = 128 keys, 8 warps, one block per SM
+// (161-162 KiB of shared memory; dK_j and dV_j take 64 + 64 registers per thread at D = 128);
+// Br = 64 query rows at D = 128, 128 at D = 64.
+// Expected effect: per step a warp issues 5 * Br * Bc * D / (8 * 2048) mmas against 144 LDSM.x4
+// (D = 128; the registers-only layout of the first version needed 184), so the tensor cores wait
+// less on shared memory; hiding the exp2 and the two barriers per step with 8 warps per SM decides
+// how close it gets to FlashAttention-2's backward (README: Tensor-core backward).
 // Run:  ./build/08_backward/08_backward --seqlen 4096 --head-dim 128 --dtype bf16 [--deterministic]
 
 #include <cuda_bf16.h>
