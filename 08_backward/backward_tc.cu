@@ -176,8 +176,8 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   const std::int64_t bh0 = kv_bh * prm.group_size;         // b * H + its first query head
   const T* Q_g = static_cast<const T*>(prm.q);             // [B, H, Sq, D] global
   const T* dO_g = static_cast<const T*>(prm.dout);         // [B, H, Sq, D] global
-  // GQA/MQA: steps n = 0 .. group * n_tiles - 1 walk (query head bh0 + n / n_tiles, query tile
-  // i_begin + n % n_tiles); causal: query tiles before i_begin see nothing of K_j.
+  // GQA/MQA: the dense walk visits query tiles i_begin .. Tr - 1 of query head bh0, then of
+  // bh0 + 1, ... (group * n_tiles steps); causal: query tiles before i_begin see nothing of K_j.
   const int Tr = ceil_div(Sq, Br), i_begin = query_tile_begin(j_tile, Br, Bc, Sq, Sk, prm.causal);
   const int n_tiles = Tr - i_begin;
   // Sparse: this block's list of steps. Dense: group_size * n_tiles steps, computed.
