@@ -39,6 +39,19 @@ __device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, 
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
+// Named barriers (ids 1..15; __syncthreads is barrier 0) for groups of warps that take turns:
+// barrier_sync<id> waits until `threads` threads have reached barrier `id` (counting itself), either
+// waiting there or passing with barrier_arrive, which never waits. Memory accesses before either
+// are visible after the sync to the threads that waited.
+template <int kId>
+__device__ __forceinline__ void barrier_sync(int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
+}
+template <int kId>
+__device__ __forceinline__ void barrier_arrive(int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
+}
+
 // Four 8x8 matrices of 16-bit elements, shared memory -> registers.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"

@@ -12,7 +12,7 @@ namespace tensor_core::steps {
 namespace {
 
 using bf16 = __nv_bfloat16;
-//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs
+//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs, kPingPong, kLazyRescale
 using V1_64 = Config<bf16, 64, 64, 2, 1, false, false>;    // ldmatrix + mma, plain row-major smem
 using V1_128 = Config<bf16, 128, 64, 2, 1, false, false>;
 using V2_64 = Config<bf16, 64, 64, 2, 1, true, false>;     // + XOR swizzle
@@ -21,6 +21,10 @@ using V3_64 = Config<bf16, 64, 64, 2, 2, true, false>;     // + double-buffered 
 using V3_128 = Config<bf16, 128, 64, 2, 2, true, false>;
 using V4_64 = Config<bf16, 64, 64, 2, 2, true, true>;      // + Q_i's fragments kept in registers
 using V5_64 = Config<bf16, 64, 128, 2, 2, true, false>;    // v3 with Bc = 128: the chapter's kernel at D = 64
+using V6_64 = Config<bf16, 64, 128, 2, 2, true, false, false, true>;   // v5 + lazy rescale
+using V6_128 = Config<bf16, 128, 64, 2, 2, true, false, false, true>;  // v3 + lazy rescale: the chapter's D = 128
+using Pp_64 = Config<bf16, 64, 128, 2, 2, true, false, true>;         // alternative: v5 / v3 in two groups
+using Pp_128 = Config<bf16, 128, 64, 2, 2, true, false, true>;        // of 4 warps that take turns
 using Bc32_64 = Config<bf16, 64, 32, 2, 2, true, false>;   // alternative: 128 x 32 (fewer registers)
 using Bc32_128 = Config<bf16, 128, 32, 2, 2, true, false>;
 
@@ -55,6 +59,8 @@ const std::vector<Step>& all() {
       make<V3_64, V3_128>("v3_pipeline", "+ K/V double buffer: tile j+1 loads during tile j"),
       make<V4_64>("v4_q_in_registers", "+ Q_i's A fragments loaded once (D = 64 only: D = 128 has no registers left)"),
       make<V5_64>("v5_bc128", "v3 with Bc = 128, FlashAttention-2's D = 64 tiles (no registers left for Q_i)"),
+      make<V6_64, V6_128>("v6_lazy_rescale", "v5 / v3 + O_i rescaled only when some row's max grew (the chapter's kernel at D = 128)"),
+      make<Pp_64, Pp_128>("alt_pingpong", "v5 / v3 with 8 warps in two groups of 4 that take turns on the tensor cores (Br = 256)"),
       make<Bc32_64, Bc32_128>("alt_bc32", "v3 with Bc = 32 (fewer registers, twice the softmax bookkeeping per key)"),
   };
   return steps;
