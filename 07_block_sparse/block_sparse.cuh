@@ -12,6 +12,9 @@
 //     element mask, as before; a block mask needs none, because its blocks are whole tiles.
 //   * The prefetch follows the list: the K_j, V_j in flight during a tile are the next *active*
 //     tile's.
+//   * 06's lazy rescale at D = 128 (kLazyRescale): O_i *= alpha only when some row's max grew.
+//     06 now keeps its tile math in device functions; this kernel still has its own copy of the
+//     loop body, so `diff -u` shows that move too.
 // Expected effect: the time of a query block is proportional to its active tiles: density 1.0
 // runs like 06, density 0.1 about 10x faster (README: Results).
 // Run:  ./build/07_block_sparse/07_block_sparse --seqlen 8192 --head-dim 128 --pattern random --density 0.25
@@ -59,7 +62,7 @@ struct Params {
 // Tile sizes and switches. The step-by-step versions of the README are this kernel with some
 // switches off (steps.cu); the chapter's choice per head dim is ChapterConfig below.
 template <class T_, int kD_, int kBc, int kMTiles_, int kStages_ = 2, bool kSwizzle_ = true,
-          bool kQInRegs_ = false>
+          bool kQInRegs_ = false, bool kLazyRescale_ = false>
 struct Config {
   using T = T_;
   static constexpr int kD = kD_;
@@ -72,6 +75,7 @@ struct Config {
   static constexpr int kStages = kStages_;    // 1: load K_j, V_j, wait, compute. 2: double buffer
   static constexpr bool kSwizzle = kSwizzle_;
   static constexpr bool kQInRegs = kQInRegs_;  // Q_i's A fragments loaded once, kept in registers
+  static constexpr bool kLazyRescale = kLazyRescale_;  // O_i *= alpha only when some row's max grew (06)
   static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2;
   static_assert(kD % 16 == 0 && Bc % 16 == 0 && kStages >= 1 && kStages <= 2);
 };
@@ -79,11 +83,11 @@ struct Config {
 // The chapter's choice (README: "Choosing the tiles"). D <= 128: Br = 128 (32 rows per warp),
 // FlashAttention-2's blocks, with Bc = 128 at D = 64 (measured faster than Bc = 64 with Q_i in
 // registers, step v4) and Bc = 64 above; D = 256: 16 rows per warp, or O_i alone would take
-// 256 registers. Only D = 32 has registers left for Q_i's fragments.
+// 256 registers. Only D = 32 has registers left for Q_i's fragments. 06's lazy rescale at D = 128.
 template <class T, int kD>
 using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : (kD <= 128 ? 64 : 32),
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/2, /*kSwizzle=*/true,
-                             /*kQInRegs=*/kD <= 32>;
+                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/kD == 128>;
 
 // Stages rows [0, rows) of a row-major (rows, D) global matrix into a (kRows, kCols) smem tile
 // with 16-byte cp.async; rows past `rows` are zero-filled (src-size 0: nothing is read), so a
@@ -254,7 +258,10 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
     // xor-shuffles (1, 2) give its max; the sum l_i stays per thread until the end. P_ij leaves
     // in T, already as the A fragments of P V: keys 16kk..16kk+15 are S_ij's n-tiles 2kk and
     // 2kk+1, element for element (README: Walkthrough). No shuffle, no shared memory.
-    std::uint32_t P_ij[kM][Bc / 16][4];  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
+    // 06's lazy rescale (C::kLazyRescale): all the new maxima first, one vote, O_i *= alpha only
+    // if some row of the warp grew (alpha = 1 exactly otherwise), then the exps.
+    float m_scaled[kM][2], alpha[kM][2];
+    bool grew = false;
 #pragma unroll
     for (int mt = 0; mt < kM; ++mt) {
 #pragma unroll
@@ -265,21 +272,35 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
         // No key seen yet (m = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
-        const float m_scaled = m == -kInf ? 0.0f : m * prm.scale_log2;
-        const float alpha = fast_exp2(m_i[mt][h] * prm.scale_log2 - m_scaled);  // rescales earlier tiles
+        m_scaled[mt][h] = m == -kInf ? 0.0f : m * prm.scale_log2;
+        alpha[mt][h] = fast_exp2(m_i[mt][h] * prm.scale_log2 - m_scaled[mt][h]);  // rescales earlier tiles
+        grew |= m > m_i[mt][h];
         m_i[mt][h] = m;
+      }
+    }
+    if (!C::kLazyRescale || __any_sync(0xffffffffu, grew)) {
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < kD / 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) O_i[mt][nt][e] *= alpha[mt][e / 2];
+    }
+    std::uint32_t P_ij[kM][Bc / 16][4];  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
         float sum = 0.0f;
 #pragma unroll
         for (int nt = 0; nt < Bc / 8; ++nt) {
           // exp(scale (s - m)) = exp2(s * scale * log2e - m * scale * log2e): one FFMA + MUFU.EX2
-          const float p0 = fast_exp2(fmaf(S_ij[mt][nt][2 * h], prm.scale_log2, -m_scaled));
-          const float p1 = fast_exp2(fmaf(S_ij[mt][nt][2 * h + 1], prm.scale_log2, -m_scaled));
+          const float p0 = fast_exp2(fmaf(S_ij[mt][nt][2 * h], prm.scale_log2, -m_scaled[mt][h]));
+          const float p1 = fast_exp2(fmaf(S_ij[mt][nt][2 * h + 1], prm.scale_log2, -m_scaled[mt][h]));
           sum += p0 + p1;
           P_ij[mt][nt / 2][nt % 2 * 2 + h] = pack2<T>(p0, p1);
         }
-        l_i[mt][h] = l_i[mt][h] * alpha + sum;
-#pragma unroll
-        for (int nt = 0; nt < kD / 8; ++nt) O_i[mt][nt][2 * h] *= alpha, O_i[mt][nt][2 * h + 1] *= alpha;
+        l_i[mt][h] = l_i[mt][h] * alpha[mt][h] + sum;
       }
     }
 
