@@ -13,6 +13,7 @@
 
 #include "01_naive/naive.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/device_memory.h"
 
 namespace naive {
@@ -108,13 +109,13 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   float* s = static_cast<float*>(
       fa::cuda::workspace(s_elems * sizeof(float), "01_naive: the score matrix S (B*H*Sq*Sk floats)"));
 
-  scores_kernel<<<ceil_div(s_elems, kThreads), kThreads, 0, stream>>>(
+  scores_kernel<<<fa::cuda::blocks_1d(ceil_div(s_elems, kThreads), "01_naive"), kThreads, 0, stream>>>(
       static_cast<const float*>(q), static_cast<const float*>(k), s, p, p.scale());
   FA_CHECK_LAUNCH();
-  softmax_kernel<<<ceil_div(p.lse_elems(), kThreads), kThreads, 0, stream>>>(s, lse, p.lse_elems(),
-                                                                             p.seqlen_k);
+  softmax_kernel<<<fa::cuda::blocks_1d(ceil_div(p.lse_elems(), kThreads), "01_naive"), kThreads, 0, stream>>>(
+      s, lse, p.lse_elems(), p.seqlen_k);
   FA_CHECK_LAUNCH();
-  output_kernel<<<ceil_div(p.o_elems(), kThreads), kThreads, 0, stream>>>(
+  output_kernel<<<fa::cuda::blocks_1d(ceil_div(p.o_elems(), kThreads), "01_naive"), kThreads, 0, stream>>>(
       s, static_cast<const float*>(v), static_cast<float*>(o), p);
   FA_CHECK_LAUNCH();
 }

@@ -20,6 +20,7 @@
 
 #include "02_tiled/tiled.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
@@ -51,15 +52,17 @@ __device__ void load_transposed(float (&tile)[kBK][kStride], const float* m, int
 }
 
 // S_ij = scale * Q_i K_j^T for one (64 x 64) tile of S; masked entries are -inf.
-// grid: (ceil(Sk/64), ceil(Sq/64), B*H)
+// grid: ceil(Sk/64) along x, by B*H*ceil(Sq/64) rows (query tile, then (b, h)) over y and z
 __global__ void __launch_bounds__(kThreads) scores_kernel(const float* q,  // [B, H, Sq, D] global
                                                           const float* k,  // [B, Hkv, Sk, D] global
                                                           float* s,        // [B, H, Sq, Sk] global
                                                           fa::Problem p, float scale) {
   __shared__ float Q_s[kBK][kStride];  // (16, 64) smem: a d-slice of Q_i, transposed
   __shared__ float K_s[kBK][kStride];  // (16, 64) smem: a d-slice of K_j, transposed
-  const std::int64_t bh = blockIdx.z;
-  const int i0 = blockIdx.y * kTile, j0 = blockIdx.x * kTile;
+  const std::int64_t row = fa::cuda::grid_row(), q_tiles = ceil_div(p.seqlen_q, kTile);
+  if (row >= q_tiles * p.batch * p.heads) return;  // a spare block of the grid (common/device/grid.cuh)
+  const std::int64_t bh = row / q_tiles;
+  const int i0 = static_cast<int>(row % q_tiles) * kTile, j0 = blockIdx.x * kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;  // rows ty + 16r, columns tx + 16c
   const float* Q_bh = q + bh * p.seqlen_q * p.head_dim;                 // (Sq, D) global
   const float* K_bh = k + kv_head_of(bh, p) * p.seqlen_k * p.head_dim;  // (Sk, D) global
@@ -117,15 +120,17 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
 }
 
 // O = P V for one (64 rows x 64 head-dim columns) tile of O.
-// grid: (ceil(D/64), ceil(Sq/64), B*H)
+// grid: ceil(D/64) along x, by B*H*ceil(Sq/64) rows over y and z, as scores_kernel
 __global__ void __launch_bounds__(kThreads) output_kernel(const float* prob,  // [B, H, Sq, Sk] global
                                                           const float* v,     // [B, Hkv, Sk, D] global
                                                           float* o,           // [B, H, Sq, D] global
                                                           fa::Problem p) {
   __shared__ float P_s[kBK][kStride];  // (16, 64) smem: 16 keys of P_i, transposed
   __shared__ float V_s[kBK][kStride];  // (16, 64) smem: 16 rows of V_j, as they are
-  const std::int64_t bh = blockIdx.z;
-  const int i0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
+  const std::int64_t row = fa::cuda::grid_row(), q_tiles = ceil_div(p.seqlen_q, kTile);
+  if (row >= q_tiles * p.batch * p.heads) return;  // a spare block of the grid
+  const std::int64_t bh = row / q_tiles;
+  const int i0 = static_cast<int>(row % q_tiles) * kTile, c0 = blockIdx.x * kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const float* P_bh = prob + bh * p.seqlen_q * p.seqlen_k;              // (Sq, Sk) global
   const float* V_bh = v + kv_head_of(bh, p) * p.seqlen_k * p.head_dim;  // (Sk, D) global
@@ -170,21 +175,20 @@ const fa::Chapter& chapter() {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
-  if (p.batch * std::int64_t{p.heads} > 65535 || ceil_div(p.seqlen_q, kTile) > 65535)
-    throw std::invalid_argument("02_tiled: batch * heads and seqlen_q / 64 must stay <= 65535 (grid limits)");
   const std::int64_t s_elems = std::int64_t{p.batch} * p.heads * p.seqlen_q * p.seqlen_k;
   float* s = static_cast<float*>(
       fa::cuda::workspace(s_elems * sizeof(float), "02_tiled: the score matrix S (B*H*Sq*Sk floats)"));
-  const unsigned bh = p.batch * p.heads;
+  // Rows of 64 queries of every (b, h): more than grid y's 65,535 for many heads or long sequences.
+  const std::int64_t tile_rows = std::int64_t{ceil_div(p.seqlen_q, kTile)} * p.batch * p.heads;
 
-  scores_kernel<<<dim3(ceil_div(p.seqlen_k, kTile), ceil_div(p.seqlen_q, kTile), bh), kThreads, 0, stream>>>(
-      static_cast<const float*>(q), static_cast<const float*>(k), s, p, p.scale());
+  scores_kernel<<<fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, kTile), tile_rows, "02_tiled"), kThreads, 0,
+                  stream>>>(static_cast<const float*>(q), static_cast<const float*>(k), s, p, p.scale());
   FA_CHECK_LAUNCH();
   const std::int64_t rows_per_block = kThreads / 32;
-  softmax_kernel<<<(p.lse_elems() + rows_per_block - 1) / rows_per_block, kThreads, 0, stream>>>(
-      s, lse, p.lse_elems(), p.seqlen_k);
+  softmax_kernel<<<fa::cuda::blocks_1d((p.lse_elems() + rows_per_block - 1) / rows_per_block, "02_tiled"),
+                   kThreads, 0, stream>>>(s, lse, p.lse_elems(), p.seqlen_k);
   FA_CHECK_LAUNCH();
-  output_kernel<<<dim3(ceil_div(p.head_dim, kTile), ceil_div(p.seqlen_q, kTile), bh), kThreads, 0, stream>>>(
+  output_kernel<<<fa::cuda::tiles_by_rows(ceil_div(p.head_dim, kTile), tile_rows, "02_tiled"), kThreads, 0, stream>>>(
       s, static_cast<const float*>(v), static_cast<float*>(o), p);
   FA_CHECK_LAUNCH();
 }

@@ -21,6 +21,7 @@
 
 #include "03_online_softmax/online_softmax.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/warp_reduce.cuh"
 
 namespace online_softmax {
@@ -128,7 +129,7 @@ template <int kC>
 void launch(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
             cudaStream_t stream) {
   const std::int64_t blocks = (p.lse_elems() + kWarps - 1) / kWarps;
-  online_softmax_kernel<kC><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+  online_softmax_kernel<kC><<<fa::cuda::blocks_1d(blocks, "03_online_softmax"), kThreads, 0, stream>>>(
       static_cast<const float*>(q), static_cast<const float*>(k), static_cast<const float*>(v),
       static_cast<float*>(o), lse, p, p.scale());
   FA_CHECK_LAUNCH();

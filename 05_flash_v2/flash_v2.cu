@@ -8,8 +8,8 @@
 //     three shuffles, no shared memory, no __syncthreads for the softmax.
 //   * Causal: key tiles wholly above the diagonal are never visited (the j loop ends early,
 //     tiles.h); only the diagonal tiles and the last partial key tile are masked element-wise.
-//   * S lives in the log2 domain: Q_i is multiplied by scale * log2(e) as it is staged, so
-//     p = exp2(s - m) is one FADD and one MUFU.EX2; LSE = m * ln(2) + log(l) at the end.
+//   * exp2 instead of exp: p = exp2(S scale log2(e) - m scale log2(e)) is one FFMA and one
+//     MUFU.EX2 (the max m is taken on the raw scores); LSE = (m scale log2(e) + log2(l)) ln(2).
 //   * Register tiling for both products: each thread owns 4 rows x Bc/8 keys of S_ij and the same
 //     4 rows x D/8 columns of O_i; operands come from shared memory as float4 (LDS.128), laid out
 //     and assigned to lanes so that each load takes two shared-memory passes, and the products
@@ -31,13 +31,14 @@
 #include "05_flash_v2/flash_v2.h"
 #include "05_flash_v2/tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 
 namespace flash_v2 {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
+constexpr double kLn2d = 0.6931471805599453;
 
 // Tile sizes for head dim kD (a multiple of 32; smaller head dims are zero-padded up to it).
 template <int kD>
@@ -56,8 +57,8 @@ struct Traits {
   static constexpr int kSmemBytes = kSmemFloats * sizeof(float);
 };
 
-// e^x for x in the units S_ij is kept in: log2 units and one MUFU.EX2 (kExp2), or natural-log
-// units and expf (a range reduction around MUFU.EX2 without --use_fast_math).
+// e^x for x in the units the scores are scaled to: log2 units and one MUFU.EX2 (kExp2), or
+// natural-log units and expf (a range reduction around MUFU.EX2 without --use_fast_math).
 template <class C>
 __device__ __forceinline__ float score_exp(float x) {
   if constexpr (C::kExp2) return fast_exp2(x);
@@ -92,9 +93,10 @@ __device__ void load_tile_async(float* tile, const float* src, int rows, int D, 
   }
 }
 
-// grid: (Tr, B*H); block: 4 warps. Warp w owns rows 16w .. 16w+15 of Q_i; in it, lane
-// (ty, tx), ty < 4, tx < 8, owns rows 16w + ty + 4a (a < 4) and, of S_ij, keys tx + 8b
-// (b < Bc/8); of O_i, columns 32c + 4tx .. 32c + 4tx + 3 (c < kD/32).
+// grid: Tr along x by B*H rows over y and z (common/device/grid.cuh); block: 4 warps. Warp w
+// owns rows 16w .. 16w+15 of Q_i; in it, lane (ty, tx), ty < 4, tx < 8, owns rows 16w + ty + 4a
+// (a < 4) and, of S_ij, keys tx + 8b (b < Bc/8); of O_i, columns 32c + 4tx .. 32c + 4tx + 3
+// (c < kD/32).
 // 3 blocks (12 warps) per SM: registers are capped at 168 per thread, and shared memory
 // (kSmemBytes <= 74 KB) fits 3 times in the H100's 228 KB.
 template <int kD, class C>
@@ -107,6 +109,8 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
                     fa::Problem p, float scale_log2, bool vec) {  // scale_log2: scale without kExp2
   using T = Traits<kD>;
   constexpr int Br = T::Br, Bc = T::Bc, kStride = T::kStride;
+  const std::int64_t bh = fa::cuda::grid_row();  // b * H + h
+  if (bh >= std::int64_t{p.batch} * p.heads) return;  // a spare block of the grid
   extern __shared__ float4 smem[];                    // float4: 16-byte aligned for LDS.128
   float* Q_s = reinterpret_cast<float*>(smem);        // (Br, kD + 4) smem, pre-scaled Q_i
   float* K_s = Q_s + Br * kStride;                    // (Bc, kD + 4) smem
@@ -124,7 +128,6 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
   // Causal: the last query tiles see the most keys, so they are launched first (less tail).
   const int i_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int i0 = i_tile * Br;
-  const std::int64_t bh = blockIdx.y;
   const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
   const float* Q_g = q + (bh * Sq + i0) * D;  // (Br, D) global: Q_i
   const float* K_g = k + kv_bh * Sk * D;      // (Sk, D) global
@@ -138,13 +141,13 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
   if (C::kOverlapCopies && Tc_end > 0) load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g, Sk, D, vec);
   cp_async_commit();
 #pragma unroll 4
-  for (int it = 0; it < Br * kD / T::kThreads; ++it) {  // Q_i * scale * log2(e): S in log2 units
+  for (int it = 0; it < Br * kD / T::kThreads; ++it) {  // Q_i as it is: 08's backward recomputes S bit for bit
     const int n = it * T::kThreads + threadIdx.x, r = n / kD, c = n % kD;
-    Q_s[r * kStride + c] = i0 + r < Sq && c < D ? Q_g[r * D + c] * scale_log2 : 0.0f;
+    Q_s[r * kStride + c] = i0 + r < Sq && c < D ? Q_g[r * D + c] : 0.0f;
   }
 
   float O_i[4][4 * T::kChunks] = {};  // (4, kD/8) registers: rows ty + 4a, columns 32c + 4tx + e
-  float m_i[4], l_i[4];               // running max (log2 units) and this thread's part of the sum
+  float m_i[4], l_i[4];               // running max (raw scores) and this thread's part of the sum
   for (int a = 0; a < 4; ++a) m_i[a] = -kInf, l_i[a] = 0.0f;
   float l_div[4] = {};                // without kNormalizeOnce: the row sums O_i is divided by
 
@@ -205,7 +208,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
 
     // Online softmax. A row's Bc keys sit in the 8 lanes with the same ty (they differ in lane
     // bits 1-3), so three xor-shuffles give its max; the sum l_i stays per thread until the end.
-    // BEGIN SOLUTION: per row a: m_new (3 shuffles from xor kTxLane), l_i and O_i *= score_exp<C>(m_i - m_new), S_ij -> P_ij, l_i += P_ij
+    // BEGIN SOLUTION: per row a: m_new (3 shuffles from xor kTxLane), m_scaled = m_new * scale_log2, l_i and O_i *= score_exp<C>(m_i * scale_log2 - m_scaled), S_ij -> P_ij = score_exp<C>(S_ij * scale_log2 - m_scaled), l_i += P_ij
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       float m = S_ij[a][0];
@@ -215,14 +218,15 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
         m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
       const float m_new = fmaxf(m_i[a], m);
       const float m_use = m_new == -kInf ? 0.0f : m_new;  // no key seen yet: avoid (-inf) - (-inf)
-      const float alpha = score_exp<C>(m_i[a] - m_use);    // rescales what earlier tiles added
+      const float m_scaled = __fmul_rn(m_use, scale_log2);  // rounded once, never fused: the LSE uses it
+      const float alpha = score_exp<C>(fmaf(m_i[a], scale_log2, -m_scaled));  // rescales earlier tiles
       m_i[a] = m_new;
       l_i[a] *= alpha;
 #pragma unroll
       for (int e = 0; e < 4 * T::kChunks; ++e) O_i[a][e] *= alpha;
 #pragma unroll
       for (int b = 0; b < T::kKeys; ++b) {
-        S_ij[a][b] = score_exp<C>(S_ij[a][b] - m_use);  // P_ij = exp2(s - m): one FADD + MUFU.EX2
+        S_ij[a][b] = score_exp<C>(fmaf(S_ij[a][b], scale_log2, -m_scaled));  // P_ij: one FFMA + MUFU.EX2
         l_i[a] += S_ij[a][b];
       }
     }
@@ -305,8 +309,12 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
           if (col + e < D) O_g[col + e] = outs[e];
       }
     }
-    const float m = m_i[a];  // log2 units: LSE needs m * ln(2); natural-log units (without kExp2): m
-    if (tx == 0) lse[bh * Sq + i] = l_row[a] > 0.0f ? (C::kExp2 ? m * kLn2 : m) + logf(l_row[a]) : kInf;
+    // LSE = m_scaled + log(l) in the units of P_ij's exponent, in double and rounded once: the
+    // backward's P = exp(scale S - LSE) must give back this forward's P, and at scores of size
+    // ~100 each float rounding of LSE would cost ~1e-5 of P, as much as all of fp32's own error.
+    const double m_scaled = __fmul_rn(m_i[a], scale_log2), l = l_row[a];
+    const double lse_i = C::kExp2 ? (m_scaled + log2(l)) * kLn2d : m_scaled + log(l);
+    if (tx == 0) lse[bh * Sq + i] = l_row[a] > 0.0f ? static_cast<float>(lse_i) : kInf;
   }
 }
 
@@ -320,7 +328,7 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
                                      T::kSmemBytes));
   FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD, C>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
-  const dim3 grid(ceil_div(p.seqlen_q, T::Br), p.batch * p.heads);
+  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(p.seqlen_q, T::Br), std::int64_t{p.batch} * p.heads, "05_flash_v2");
   const float scale_log2 = C::kExp2 ? p.scale() * kLog2e : p.scale();  // S in log2 or natural-log units
   flash_v2_kernel<kD, C><<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, o, lse, p, scale_log2, vec);
   FA_CHECK_LAUNCH();
@@ -342,8 +350,6 @@ void forward_with(const fa::Problem& p, const void* q, const void* k, const void
                   cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
   fa::cuda::require_compute_capability(80, "05_flash_v2", "it copies K and V with cp.async");
-  if (std::int64_t{p.batch} * p.heads > 65535)
-    throw std::invalid_argument("05_flash_v2: batch * heads must stay <= 65535 (grid limit)");
   // 16-byte copies need every row to start on a 16-byte boundary.
   const bool vec = p.head_dim % 4 == 0 && aligned16(q) && aligned16(k) && aligned16(v) && aligned16(o);
   const auto* qf = static_cast<const float*>(q);

@@ -17,7 +17,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
              int Bc) {
   const float inf = std::numeric_limits<float>::infinity();
   const int D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
-  const float scale_log2 = p.scale() * 1.4426950408889634f;  // scale * log2(e): S in the log2 domain
+  const float scale_log2 = p.scale() * 1.4426950408889634f;  // scale * log2(e): P = exp2(S scale_log2 - m scale_log2)
   o.assign(p.o_elems(), 0.0f);
   lse.assign(p.lse_elems(), 0.0f);
 
@@ -28,16 +28,16 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
     const float* V = v.data() + kv_bh * Sk * D;  // (Sk, D)
     for (int i_tile = 0; i_tile < ceil_div(Sq, Br); ++i_tile) {  // the GPU's grid
       const int i0 = i_tile * Br, rows = std::min(Br, Sq - i0);
-      std::vector<float> Q_i(std::size_t(rows) * D);  // (Br, D), pre-scaled by scale * log2(e)
+      std::vector<float> Q_i(std::size_t(rows) * D);  // (Br, D)
       for (int r = 0; r < rows; ++r)
-        for (int d = 0; d < D; ++d) Q_i[r * D + d] = Q[std::int64_t{i0 + r} * D + d] * scale_log2;
+        for (int d = 0; d < D; ++d) Q_i[r * D + d] = Q[std::int64_t{i0 + r} * D + d];
       std::vector<float> m_i(rows, -inf), l_i(rows, 0.0f), O_i(std::size_t(rows) * D, 0.0f);
 
       const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
       for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
         const int j0 = j_tile * Bc;
         const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal);
-        std::vector<float> S_ij(std::size_t(rows) * Bc);  // (Br, Bc), log2 domain
+        std::vector<float> S_ij(std::size_t(rows) * Bc);  // (Br, Bc), raw scores Q_i K_j^T
         for (int r = 0; r < rows; ++r) {
           for (int c = 0; c < Bc; ++c) {
             const int j = j0 + c;
@@ -51,9 +51,10 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
           float* s = &S_ij[r * Bc];
           const float m_new = std::max(m_i[r], *std::max_element(s, s + Bc));
           const float m_use = m_new == -inf ? 0.0f : m_new;  // a row that has seen nothing yet
-          const float alpha = std::exp2(m_i[r] - m_use);       // rescales the old l_i and O_i
+          const float m_scaled = m_use * scale_log2;
+          const float alpha = std::exp2(std::fma(m_i[r], scale_log2, -m_scaled));  // rescales the old l_i and O_i
           float rowsum = 0.0f;
-          for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(s[c] - m_use));  // P_ij
+          for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(std::fma(s[c], scale_log2, -m_scaled)));  // P_ij
           l_i[r] = alpha * l_i[r] + rowsum;
           m_i[r] = m_new;
           for (int d = 0; d < D; ++d) {
@@ -67,7 +68,8 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
         const std::int64_t row = bh * Sq + i0 + r;
         const float inv_l = l_i[r] > 0.0f ? 1.0f / l_i[r] : 0.0f;  // no key seen: O = 0
         for (int d = 0; d < D; ++d) o[row * D + d] = O_i[r * D + d] * inv_l;
-        lse[row] = l_i[r] > 0.0f ? m_i[r] * 0.6931471805599453f + std::log(l_i[r]) : inf;
+        const double lse_log2 = double{m_i[r] * scale_log2} + std::log2(double{l_i[r]});
+        lse[row] = l_i[r] > 0.0f ? static_cast<float>(lse_log2 * 0.6931471805599453) : inf;
       }
     }
   }

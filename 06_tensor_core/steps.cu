@@ -37,9 +37,9 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   fa::check_forward_args(support, p, q, k, v, o, lse);
   const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core (steps)");
   if (p.head_dim == 64) {
-    launch<C64>(prm, p.batch * p.heads, stream);
+    launch<C64>(prm, stream);
   } else if constexpr (!std::is_void_v<C128>) {
-    launch<C128>(prm, p.batch * p.heads, stream);
+    launch<C128>(prm, stream);
   }
 }
 

@@ -11,13 +11,12 @@ namespace {
 
 template <class T>
 void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
-  const int bh = p.batch * p.heads;
   switch (p.head_dim) {
-    case 32: return launch<ChapterConfig<T, 32>>(prm, bh, stream);
-    case 64: return launch<ChapterConfig<T, 64>>(prm, bh, stream);
-    case 96: return launch<ChapterConfig<T, 96>>(prm, bh, stream);
-    case 128: return launch<ChapterConfig<T, 128>>(prm, bh, stream);
-    case 256: return launch<ChapterConfig<T, 256>>(prm, bh, stream);
+    case 32: return launch<ChapterConfig<T, 32>>(prm, stream);
+    case 64: return launch<ChapterConfig<T, 64>>(prm, stream);
+    case 96: return launch<ChapterConfig<T, 96>>(prm, stream);
+    case 128: return launch<ChapterConfig<T, 128>>(prm, stream);
+    case 256: return launch<ChapterConfig<T, 256>>(prm, stream);
   }
 }
 

@@ -37,6 +37,7 @@
 #include "06_tensor_core/mma.cuh"
 #include "06_tensor_core/swizzle.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/problem.h"
 
 namespace tensor_core {
@@ -54,6 +55,7 @@ struct Params {
   const void* v;  // [B, Hkv, Sk, D] global
   void* o;        // [B, H, Sq, D] global
   float* lse;     // [B, H, Sq] global, natural log
+  std::int64_t batch_heads;  // B * H: the grid's rows (common/device/grid.cuh)
   int seqlen_q, seqlen_k;
   int group_size;  // H / Hkv: query heads per KV head
   bool causal;
@@ -315,7 +317,7 @@ struct BlockInputs {
   const typename C::T* Q;  // (Br, D) global: Q_i
   const typename C::T* K;  // (Sk, D) global
   const typename C::T* V;  // (Sk, D) global
-  __device__ __forceinline__ BlockInputs(const Params& prm, int i0) : bh(blockIdx.y) {
+  __device__ __forceinline__ BlockInputs(const Params& prm, int i0) : bh(fa::cuda::grid_row()) {
     using T = typename C::T;
     const std::int64_t kv_bh = bh / prm.group_size;  // b * Hkv + h / (H / Hkv)
     Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * C::kD;
@@ -329,10 +331,12 @@ __device__ __forceinline__ int query_tile(const Params& prm) {
   return prm.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
 }
 
-// grid: (Tr, B*H); block: 4 warps. Warp w owns rows [16 kMTiles w, 16 kMTiles (w+1)) of Q_i.
+// grid: Tr along x by B*H rows over y and z; block: 4 warps. Warp w owns rows
+// [16 kMTiles w, 16 kMTiles (w+1)) of Q_i.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Params prm) {
   static_assert(!C::kPingPong);
+  if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
   constexpr int kCols = C::kCols, Br = C::Br, Bc = C::Bc, kD = C::kD;
   constexpr int kTileBytes = Bc * kCols * 2;  // one K or V stage
   extern __shared__ __align__(128) unsigned char smem[];
@@ -480,6 +484,7 @@ __device__ __forceinline__ void pingpong_turns(const Params& prm, const BlockInp
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1) pingpong_kernel(const Params prm) {
   static_assert(C::kPingPong && C::kWarps == 8);
+  if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
   constexpr int kCols = C::kCols, Br = C::Br, Bc = C::Bc;
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t Q_s = smem_u32(smem);                 // (Br, kCols) smem: Q_i
@@ -500,18 +505,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) pingpong_kernel(const Params p
 inline Params make_params(const fa::Problem& p, const void* q, const void* k, const void* v, void* o,
                           float* lse, const char* chapter) {
   fa::cuda::require_compute_capability(80, chapter, "it uses bf16 mma.sync, ldmatrix and cp.async");
-  if (std::int64_t{p.batch} * p.heads > 65535)
-    throw std::invalid_argument(std::string(chapter) + ": batch * heads must stay <= 65535 (grid limit)");
   // Every row starts on a 16-byte boundary (D * 2 bytes is a multiple of 16), so 16-byte aligned
   // base pointers are all that the 16-byte copies need.
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
-  return {q, k, v, o, lse, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * 1.4426950408889634f};
+  return {q, k, v, o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * 1.4426950408889634f};
 }
 
 template <class C>
-void launch(const Params& prm, int batch_heads, cudaStream_t stream) {
+void launch(const Params& prm, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per configuration.
   static const bool opted_in = [] {
     if constexpr (C::kPingPong)
@@ -523,7 +526,7 @@ void launch(const Params& prm, int batch_heads, cudaStream_t stream) {
     return true;
   }();
   (void)opted_in;
-  const dim3 grid(ceil_div(prm.seqlen_q, C::Br), batch_heads);
+  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, "06_tensor_core");
   if constexpr (C::kPingPong) pingpong_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
   else tensor_core_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
   FA_CHECK_LAUNCH();

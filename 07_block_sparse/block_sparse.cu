@@ -28,21 +28,20 @@ std::vector<std::uint8_t> bytes_of(const std::vector<int>& values) {
 // D = 128: two kernel tiles per block); a 64-key block needs Bc = 64, so D = 64 then keeps the
 // 128 x 64 tiles with Q_i in registers (06's step v4).
 template <class T, int kD>
-void launch_for(int block_k, const Params& prm, int batch_heads, cudaStream_t stream) {
+void launch_for(int block_k, const Params& prm, cudaStream_t stream) {
   using C128 = ChapterConfig<T, kD>;
   using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/kD <= 64, /*kLazyRescale=*/kD == 128>;
   static_assert(C128::Br == kBlockQ && C64::Br == kBlockQ, "a query block of the mask is one block of the grid");
   static_assert(128 % C128::Bc == 0, "a key block is whole kernel tiles");
-  if (block_k == 64) return launch<C64, 1>(prm, batch_heads, stream);
-  launch<C128, 128 / C128::Bc>(prm, batch_heads, stream);
+  if (block_k == 64) return launch<C64, 1>(prm, stream);
+  launch<C128, 128 / C128::Bc>(prm, stream);
 }
 
 template <class T>
 void dispatch(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
-  const int bh = p.batch * p.heads;
   switch (p.head_dim) {
-    case 64: return launch_for<T, 64>(block_k, prm, bh, stream);
-    case 128: return launch_for<T, 128>(block_k, prm, bh, stream);
+    case 64: return launch_for<T, 64>(block_k, prm, stream);
+    case 128: return launch_for<T, 128>(block_k, prm, stream);
   }
 }
 

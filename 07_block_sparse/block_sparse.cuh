@@ -32,6 +32,7 @@
 #include "06_tensor_core/swizzle.h"
 #include "07_block_sparse/sparse_tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/problem.h"
 
 namespace block_sparse {
@@ -51,6 +52,7 @@ struct Params {
   const void* v;  // [B, Hkv, Sk, D] global
   void* o;        // [B, H, Sq, D] global
   float* lse;     // [B, H, Sq] global, natural log
+  std::int64_t batch_heads;  // B * H: the grid's rows (common/device/grid.cuh)
   int seqlen_q, seqlen_k;
   int group_size;  // H / Hkv: query heads per KV head
   bool causal;
@@ -120,7 +122,7 @@ __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::
   }
 }
 
-// grid: (Tr, B*H); block: 4 warps. Warp w owns rows [16 kMTiles w, 16 kMTiles (w+1)) of Q_i; in
+// grid: Tr along x by B*H rows over y and z; block: 4 warps. Warp w owns rows [16 kMTiles w, 16 kMTiles (w+1)) of Q_i; in
 // mma tile mt, lane (g, t) holds rows 16 mt + g and 16 mt + g + 8 (h = 0, 1) of S_ij, keys
 // 8 nt + 2t, 8 nt + 2t + 1 (nt < Bc/8), and of O_i, columns 8 nt + 2t, +1 (nt < D/8).
 // kTpb: kernel tiles of Bc keys per mask key block (1 or 2), a constant so that walk_tile's
@@ -128,6 +130,7 @@ __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::
 template <class C, int kTpb>
 __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Params prm) {
   using T = typename C::T;
+  if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
   constexpr int kD = C::kD, kCols = C::kCols, Br = C::Br, Bc = C::Bc, kM = C::kMTiles;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr int kTileBytes = Bc * kCols * 2;  // one K or V stage
@@ -141,7 +144,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   // Causal: the last query tiles see the most keys, so they are launched first (less tail).
   const int i_tile = prm.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int i0 = i_tile * Br;
-  const std::int64_t bh = blockIdx.y;                  // b * H + h
+  const std::int64_t bh = fa::cuda::grid_row();       // b * H + h
   const std::int64_t kv_bh = bh / prm.group_size;      // b * Hkv + h / (H / Hkv)
   const T* Q_g = static_cast<const T*>(prm.q) + (bh * Sq + i0) * kD;  // (Br, D) global: Q_i
   const T* K_g = static_cast<const T*>(prm.k) + kv_bh * Sk * kD;      // (Sk, D) global
@@ -347,19 +350,17 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
                           float* lse, const int* row_offsets, const int* col_indices,
                           const char* chapter) {
   fa::cuda::require_compute_capability(80, chapter, "it uses bf16 mma.sync, ldmatrix and cp.async");
-  if (std::int64_t{p.batch} * p.heads > 65535)
-    throw std::invalid_argument(std::string(chapter) + ": batch * heads must stay <= 65535 (grid limit)");
   // Every row starts on a 16-byte boundary (D * 2 bytes is a multiple of 16), so 16-byte aligned
   // base pointers are all that the 16-byte copies need.
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
-  return {q, k, v, o, lse, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * 1.4426950408889634f,
+  return {q, k, v, o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * 1.4426950408889634f,
           row_offsets, col_indices};
 }
 
 template <class C, int kTpb>
-void launch(const Params& prm, int batch_heads, cudaStream_t stream) {
+void launch(const Params& prm, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per configuration.
   static const bool opted_in = [] {
     FA_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_kernel<C, kTpb>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -367,7 +368,7 @@ void launch(const Params& prm, int batch_heads, cudaStream_t stream) {
     return true;
   }();
   (void)opted_in;
-  const dim3 grid(ceil_div(prm.seqlen_q, C::Br), batch_heads);
+  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, "07_block_sparse");
   block_sparse_kernel<C, kTpb><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
   FA_CHECK_LAUNCH();
 }

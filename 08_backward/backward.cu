@@ -30,6 +30,7 @@
 #include "08_backward/backward.h"
 #include "08_backward/tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
@@ -39,6 +40,7 @@ namespace {
 using flash_v2::fast_exp2;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr double kLog2ed = 1.4426950408889634;
 
 // Tile sizes for head dim kD (a multiple of 32; smaller head dims are zero-padded up to it).
 template <int kD>
@@ -56,7 +58,7 @@ struct Traits {
   // P_s rows are written as float4 by quarter-warps that take 4 rows x 2 key groups: a stride of
   // Bc + 8 floats (= 2 mod 8 in 16-byte units) puts those 8 stores in 8 different bank groups.
   static constexpr int kPStride = Bc + 8;
-  static constexpr int kSmemFloats = 2 * Bc * kStride + 2 * Br * kStride + Br * kPStride + 2 * Br;
+  static constexpr int kSmemFloats = 2 * Bc * kStride + 2 * Br * kStride + Br * kPStride + 3 * Br;
   static constexpr int kSmemBytes = kSmemFloats * sizeof(float);
 };
 
@@ -154,13 +156,13 @@ __global__ void __launch_bounds__(32 * kPreWarps)
   if (lane == 0) D_row[row] = acc;
 }
 
-// grid: (Tc, B*Hkv); block: 4 warps. Warp w owns keys 16w .. 16w+15 of K_j; in it, lane (ty, tx)
+// grid: Tc along x by B*Hkv rows over y and z (common/device/grid.cuh); block: 4 warps. Warp w owns keys 16w .. 16w+15 of K_j; in it, lane (ty, tx)
 // (05's layout) owns keys 16w + ty + 4a (a < 4) and, of S_ij^T and dP_ij^T, query rows tx + 8b
 // (b < Br/8); of dK_j and dV_j, columns 32c + 4tx .. 32c + 4tx + 3 (c < kD/32). For dQ_i the
 // block splits the query rows instead: lane (ty, tx) of warp w owns rows (Br/4) w + ty + 4a
 // (a < Br/16) and the same columns.
 // 2 blocks (8 warps) per SM: dK_j and dV_j take kD registers per thread, and shared memory
-// (kSmemBytes <= 108.3 KiB) fits twice in the H100's 228 KiB.
+// (kSmemBytes <= 108.4 KiB) fits twice in the H100's 228 KiB.
 template <int kD>
 __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
     backward_kernel(const float* __restrict__ q,      // [B, H, Sq, D] global
@@ -175,21 +177,23 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
                     fa::Problem p, float scale) {
   using T = Traits<kD>;
   constexpr int Br = T::Br, Bc = T::Bc, kStride = T::kStride, kPStride = T::kPStride;
+  const std::int64_t kv_bh = fa::cuda::grid_row();  // b * Hkv + kv head
+  if (kv_bh >= std::int64_t{p.batch} * p.kv_heads) return;  // a spare block of the grid
   extern __shared__ float4 smem[];                 // float4: 16-byte aligned for LDS.128
   float* K_s = reinterpret_cast<float*>(smem);     // (Bc, kD + 4) smem: K_j
   float* V_s = K_s + Bc * kStride;                 // (Bc, kD + 4) smem: V_j
   float* Q_s = V_s + Bc * kStride;                 // (Br, kD + 4) smem: Q_i
   float* dO_s = Q_s + Br * kStride;                // (Br, kD + 4) smem: dO_i
   float* P_s = dO_s + Br * kStride;                // (Br, Bc + 8) smem: P_ij, then dS_ij (p_column)
-  float* lse_s = P_s + Br * kPStride;              // (Br) smem: LSE_i * log2(e), +inf past Sq
-  float* D_s = lse_s + Br;                         // (Br) smem: D_i
+  float* lse_s = P_s + Br * kPStride;              // (Br) smem: LSE_i * log2(e) rounded, +inf past Sq
+  float* lse_lo_s = lse_s + Br;                    // (Br) smem: what that rounding dropped
+  float* D_s = lse_lo_s + Br;                      // (Br) smem: D_i
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int ty = lane / 16 * 2 + lane % 2, tx = lane / 2 % 8;  // 05's lane layout: 2-pass float4 loads
   const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim;
   const float scale_log2 = scale * kLog2e;
   // Causal: the first key tiles are seen by the most query rows, and they are launched first.
   const int j_tile = blockIdx.x, j0 = j_tile * Bc;
-  const std::int64_t kv_bh = blockIdx.y;
   // GQA/MQA: query heads bh0 .. bh0 + H/Hkv - 1 read this KV head; dK_j, dV_j sum over all of them.
   const std::int64_t bh0 = kv_bh / p.kv_heads * p.heads + kv_bh % p.kv_heads * p.group_size();
   const int key_t = 16 * warp + ty;          // this thread's first key of the tile; key a is + 4a
@@ -212,7 +216,12 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
       stage_tile<kD, Br, T::kThreads>(dO_s, dout + (bh * Sq + i0) * D, Sq - i0, D);
       if (threadIdx.x < Br) {
         const int i = i0 + threadIdx.x;
-        lse_s[threadIdx.x] = i < Sq ? lse[bh * Sq + i] * kLog2e : kInf;  // +inf: a padding row's P is 0
+        // LSE_i log2(e) as a float pair hi + lo, exact to ~2^-48: with scores of size ~100, one
+        // float rounding of it would cost ~1e-5 of every P (README: Precision). +inf: the row sees
+        // no key or lies past Sq, and its P is exactly 0.
+        const double lse2 = i < Sq ? double{lse[bh * Sq + i]} * kLog2ed : kInf;
+        lse_s[threadIdx.x] = static_cast<float>(lse2);
+        lse_lo_s[threadIdx.x] = isinf(lse2) ? 0.0f : static_cast<float>(lse2 - static_cast<float>(lse2));
         D_s[threadIdx.x] = i < Sq ? D_row[bh * Sq + i] : 0.0f;
       }
       __syncthreads();  // Q_i, dO_i, LSE_i, D_i (and on the first pass K_j, V_j) are staged
@@ -220,19 +229,20 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
       // S_ij^T = K_j Q_i^T
       float S[4][T::kRows] = {};  // (4, Br/8) registers: keys key_t + 4a, query rows tx + 8b
       keys_dot_rows<kD, T::kRows>(S, K_t, Q_s, tx);
-      // P_ij = exp(scale S_ij - LSE_i) = exp2(S_ij scale log2(e) - LSE_i log2(e)): one FFMA and one
-      // MUFU.EX2, already normalized. Masked keys get 0; rows with LSE = +inf (no visible key, or
-      // past Sq) get exp2(-inf) = 0 exactly: never NaN.
+      // P_ij = exp(scale S_ij - LSE_i) = exp2(S_ij scale log2(e) - LSE_i log2(e)): one FFMA, one
+      // FADD and one MUFU.EX2, already normalized. S_ij is 05's raw score bit for bit (the same
+      // FFMA chain over d), so the forward's LSE normalizes it. Masked keys get 0; rows with
+      // LSE = +inf (no visible key, or past Sq) get exp2(-inf) = 0 exactly: never NaN.
       const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal);
 #pragma unroll
       for (int b = 0; b < T::kRows; ++b) {
         const int r = tx + 8 * b;
-        const float lse2 = lse_s[r];
+        const float lse2 = lse_s[r], lse2_lo = lse_lo_s[r];
 #pragma unroll
         for (int a = 0; a < 4; ++a) {
           const int j = j0 + key_t + 4 * a;
           const bool seen = !mask || (j < Sk && (!p.causal || fa::causal_visible(i0 + r, j, Sq, Sk)));
-          S[a][b] = seen ? fast_exp2(fmaf(S[a][b], scale_log2, -lse2)) : 0.0f;
+          S[a][b] = seen ? fast_exp2(fmaf(S[a][b], scale_log2, -lse2) - lse2_lo) : 0.0f;
         }
         // P_ij^T to P_s: row r, this thread's 4 keys side by side, one STS.128.
         *reinterpret_cast<float4*>(P_t + r * kPStride) = make_float4(S[0][b], S[1][b], S[2][b], S[3][b]);
@@ -328,12 +338,12 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
             const float* dout, const float* D_row, float* dq, float* dk, float* dv, cudaStream_t stream) {
   using T = Traits<kD>;
   // Above 48 KB of shared memory a kernel must opt in; the carveout asks for the largest
-  // shared-memory split of the L1, so 2 blocks of up to 108.3 KiB fit on one SM.
+  // shared-memory split of the L1, so 2 blocks of up to 108.4 KiB fit on one SM.
   FA_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      T::kSmemBytes));
   FA_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
-  const dim3 grid(ceil_div(p.seqlen_k, T::Bc), p.batch * p.kv_heads);
+  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, T::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
   backward_kernel<kD><<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, lse, dout, D_row, dq, dk, dv,
                                                                      p, p.scale());
   FA_CHECK_LAUNCH();
@@ -394,8 +404,6 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   if (options.deterministic)
     throw std::invalid_argument("08_backward: the deterministic mode is implemented for f16/bf16 only "
                                 "(the fp32 kernel adds into dQ with unordered atomics)");
-  if (std::int64_t{p.batch} * p.kv_heads > 65535)
-    throw std::invalid_argument("08_backward: batch * kv_heads must stay <= 65535 (grid limit)");
   auto* D_row = static_cast<float*>(
       fa::cuda::workspace(p.lse_elems() * sizeof(float), "08_backward's D_i = rowsum(dO o O)"));  // [B, H, Sq]
   const auto* qf = static_cast<const float*>(q);
@@ -407,7 +415,7 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   auto* dvf = static_cast<float*>(dv);
 
   const std::int64_t rows = p.lse_elems();
-  dot_do_o_kernel<<<static_cast<unsigned>((rows + kPreWarps - 1) / kPreWarps), 32 * kPreWarps, 0, stream>>>(
+  dot_do_o_kernel<<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0, stream>>>(
       static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim);
   FA_CHECK_LAUNCH();
 

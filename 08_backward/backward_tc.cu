@@ -45,6 +45,7 @@
 #include "08_backward/backward.h"
 #include "08_backward/tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/grid.cuh"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
@@ -98,6 +99,7 @@ struct TcParams {
   const int* walk_ranks;           // sparse: [n] each step's turn in deterministic mode
   void* dk;               // [B, Hkv, Sk, D] global, T
   void* dv;               // [B, Hkv, Sk, D] global, T
+  std::int64_t batch_kv_heads;  // B * Hkv: the grid's rows (common/device/grid.cuh)
   int seqlen_q, seqlen_k, group_size;
   bool causal;
   float scale, scale_log2;
@@ -146,7 +148,7 @@ __global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B
   dq[n] = make_uint2(pack2<T>(scale * a.x, scale * a.y), pack2<T>(scale * a.z, scale * a.w));
 }
 
-// grid: (Tc, B*Hkv); block: 8 warps. Each product has its own warp tiles (TcConfig): in mma
+// grid: Tc along x by B*Hkv rows over y and z (common/device/grid.cuh); block: 8 warps. Each product has its own warp tiles (TcConfig): in mma
 // fragment terms (mma.cuh), lane (g, t) holds of a warp tile rows 16 mt + g (+8) x columns
 // 8 nt + 2t (+1). S_ij and dP_ij stay in registers only as long as P_ij and dS_ij take to
 // compute; both go to shared memory in T, where the next three products read them.
@@ -157,6 +159,8 @@ template <class C, bool kSparse>
 __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcParams prm) {
   using T = typename C::T;
   constexpr int kD = C::kD, kCols = C::kCols, Br = C::Br, Bc = C::Bc;
+  const std::int64_t kv_bh = fa::cuda::grid_row();  // b * Hkv + kv head
+  if (kv_bh >= prm.batch_kv_heads) return;          // a spare block of the grid
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t K_s = smem_u32(smem);              // (Bc, kCols) smem: K_j
   const std::uint32_t V_s = K_s + C::kKVBytes;           // (Bc, kCols) smem: V_j
@@ -172,7 +176,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k;
   const int j_tile = blockIdx.x, j0 = j_tile * Bc;
-  const std::int64_t kv_bh = blockIdx.y;                   // b * Hkv + kv head
   const std::int64_t bh0 = kv_bh * prm.group_size;         // b * H + its first query head
   const T* Q_g = static_cast<const T*>(prm.q);             // [B, H, Sq, D] global
   const T* dO_g = static_cast<const T*>(prm.dout);         // [B, H, Sq, D] global
@@ -470,7 +473,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   if (dq_turn) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, turn_bytes, stream));
 
   const std::int64_t rows = p.lse_elems();
-  tc_dot_do_o_kernel<T><<<static_cast<unsigned>((rows + kPreWarps - 1) / kPreWarps), 32 * kPreWarps, 0, stream>>>(
+  tc_dot_do_o_kernel<T><<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0,
+                          stream>>>(
       static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD);
   FA_CHECK_LAUNCH();
 
@@ -487,18 +491,20 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      walk ? walk->ranks() : nullptr,
                      dk,
                      dv,
+                     std::int64_t{p.batch} * p.kv_heads,
                      p.seqlen_q,
                      p.seqlen_k,
                      p.group_size(),
                      p.causal,
                      p.scale(),
                      p.scale() * kLog2e};
-  const dim3 grid(ceil_div(p.seqlen_k, Dense::Bc), p.batch * p.kv_heads);
+  const dim3 grid =
+      fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, Dense::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
   if (walk) launch<Sparse, true>(prm, grid, stream);
   else launch<Dense, false>(prm, grid, stream);
 
   const std::int64_t quads = p.q_elems() / 4;
-  tc_convert_dq_kernel<T><<<static_cast<unsigned>((quads + 255) / 256), 256, 0, stream>>>(
+  tc_convert_dq_kernel<T><<<fa::cuda::blocks_1d((quads + 255) / 256, "08_backward"), 256, 0, stream>>>(
       reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads, p.scale());
   FA_CHECK_LAUNCH();
 }
@@ -512,8 +518,6 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
   if (p.head_dim != 64 && p.head_dim != 128)
     throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim 64 and 128, not " +
                                 std::to_string(p.head_dim));
-  if (std::int64_t{p.batch} * p.kv_heads > 65535)
-    throw std::invalid_argument("08_backward: batch * kv_heads must stay <= 65535 (grid limit)");
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   for (const void* ptr : std::initializer_list<const void*>{q, k, v, o, dout, dq, dk, dv})
     if (!aligned16(ptr)) throw std::invalid_argument("08_backward: every tensor must be 16-byte aligned (f16/bf16)");
@@ -533,7 +537,7 @@ DeviceSparseWalk::DeviceSparseWalk(const fa::Problem& p, const block_sparse::Blo
   auto upload = [](fa::cuda::DeviceBuffer& buffer, const auto& values) {
     const std::size_t bytes = values.size() * sizeof(values[0]);
     buffer = fa::cuda::DeviceBuffer(bytes);
-    if (bytes > 0) FA_CUDA_CHECK(cudaMemcpy(buffer.get(), values.data(), bytes, cudaMemcpyHostToDevice));
+    buffer.upload(values.data(), bytes);
   };
   upload(offsets_, shape_.row_offsets);
   upload(steps_, shape_.steps);

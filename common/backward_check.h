@@ -21,7 +21,8 @@ std::vector<float> make_dout(const Problem& p, std::uint64_t seed);
 // largest reference value. The reasoning is written where it is defined, in backward_check.cpp.
 Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want);
 
-// A plain same-precision backward, the yardstick of FlashAttention's rule for f16/bf16
+// A plain same-precision backward, the yardstick of FlashAttention's rule (every dtype; for f32
+// rounding to p.dtype changes nothing and it is a plain fp32 backward)
 // gradients: inputs as given (already rounded to p.dtype); S, the softmax, LSE and O in float32
 // as same_precision_forward (O rounded to p.dtype); D_i = rowsum(dO_i o O_i), dP = dO V^T and
 // dS = P o (dP - D) in float32; P and dS rounded to p.dtype where they feed a product
@@ -48,14 +49,14 @@ struct BackwardCheck {
   CompareReport dq;
   CompareReport dk;
   CompareReport dv;
-  std::vector<GradientRule> same_precision;  // f16/bf16: dQ, dK, dV; empty for f32
+  std::vector<GradientRule> same_precision;  // dQ, dK, dV
 
   bool pass() const {
     bool rules = true;
     for (const GradientRule& r : same_precision) rules = rules && r.pass();
     return dq.pass() && dk.pass() && dv.pass() && rules;
   }
-  std::string summary() const;  // three lines (six for f16/bf16)
+  std::string summary() const;  // six lines
 };
 
 // `dq_bytes`, `dk_bytes`, `dv_bytes` are the device's gradients as raw bytes (in p.dtype).

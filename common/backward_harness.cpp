@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
+#include <string>
 
 #include "common/backward_check.h"
 #include "common/cuda_check.h"
@@ -13,7 +15,7 @@ namespace fa::testing {
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter) {
   std::vector<BackwardCase> cases;
   for (NamedProblem& c : sweep(chapter.support, chapter.test_head_dims))
-    cases.push_back({&chapter, c.problem, c.name});
+    cases.push_back({&chapter, c.problem, c.name, c.inputs});
   return cases;
 }
 
@@ -51,7 +53,7 @@ void check_backward(const BackwardCase& c) {
   if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
   const Problem& p = c.problem;
   const std::uint64_t seed = seed_of(c.name);
-  const HostInputs in = make_inputs(p, seed);
+  const HostInputs in = make_inputs(p, seed, c.inputs);
   const std::vector<float> dout_host = make_dout(p, seed);
   const std::size_t elem = dtype_size(p.dtype);
 
@@ -63,20 +65,45 @@ void check_backward(const BackwardCase& c) {
   k.upload(encode(in.k, p.dtype));
   v.upload(encode(in.v, p.dtype));
   dout.upload(encode(dout_host, p.dtype));
-  dq.poison();
-  dk.poison();
-  dv.poison();
 
-  // O and LSE from the chapter's forward (its own tests check them against the reference).
-  c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
-  c.chapter->backward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(),
-                      dv.get(), nullptr);
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  // O and LSE from the chapter's forward (its own tests check them against the reference), all on
+  // a non-blocking stream, as PyTorch runs them.
+  const cuda::Stream stream;
+  c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), stream.get());
+  struct Gradients {
+    std::vector<std::uint8_t> dq, dk, dv;
+  };
+  auto run = [&](BackwardFn backward) {
+    dq.poison(stream.get());
+    dk.poison(stream.get());
+    dv.poison(stream.get());
+    backward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(), dv.get(),
+             stream.get());
+    FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    return Gradients{download_guarded(dq, "dQ"), download_guarded(dk, "dK"), download_guarded(dv, "dV")};
+  };
+  const std::string what = p.describe() + " (" + input_kind_name(c.inputs) + " inputs)";
 
-  const std::vector<std::uint8_t> dq_bytes = download_guarded(dq, "dQ"), dk_bytes = download_guarded(dk, "dK"),
-                                  dv_bytes = download_guarded(dv, "dV");
-  const BackwardCheck check = fa::check_backward(p, in, dout_host, dq_bytes, dk_bytes, dv_bytes);
-  EXPECT_TRUE(check.pass()) << p.describe() << "\n" << check.summary();
+  const Gradients first = run(c.chapter->backward), second = run(c.chapter->backward);
+  const BackwardCheck check = fa::check_backward(p, in, dout_host, first.dq, first.dk, first.dv);
+  EXPECT_TRUE(check.pass()) << what << "\n" << check.summary();
+  EXPECT_TRUE(first.dk == second.dk) << "dK differs between two identical calls: " << what;
+  EXPECT_TRUE(first.dv == second.dv) << "dV differs between two identical calls: " << what;
+
+  if (c.chapter->deterministic == nullptr) return;
+  Gradients det[2];
+  try {
+    det[0] = run(c.chapter->deterministic);
+  } catch (const std::invalid_argument& e) {
+    // The chapter has no deterministic mode for this dtype; its refusal is tested on its own.
+    EXPECT_NE(std::string(e.what()).find("deterministic"), std::string::npos) << e.what();
+    return;
+  }
+  det[1] = run(c.chapter->deterministic);
+  const BackwardCheck det_check = fa::check_backward(p, in, dout_host, det[0].dq, det[0].dk, det[0].dv);
+  EXPECT_TRUE(det_check.pass()) << "deterministic mode: " << what << "\n" << det_check.summary();
+  EXPECT_TRUE(det[0].dq == det[1].dq && det[0].dk == det[1].dk && det[0].dv == det[1].dv)
+      << "the deterministic mode gave different bits in two identical calls: " << what;
 }
 
 }  // namespace fa::testing

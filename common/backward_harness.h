@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/backward.h"
+#include "common/host_data.h"
 
 namespace fa::testing {
 
@@ -27,6 +28,7 @@ struct BackwardCase {
   const BackwardChapter* chapter;
   Problem problem;
   std::string name;
+  InputKind inputs = InputKind::normal;
 };
 
 struct BackwardRefusalCase {
@@ -38,10 +40,17 @@ struct BackwardRefusalCase {
 };
 
 // The forward harness's shapes: seqlen 1, 17, 127, 1013; Sq != Sk both ways (including rows that
-// see no key under causal masking); MHA, GQA and MQA; causal and not.
+// see no key under causal masking); MHA, GQA and MQA; causal and not; the hard inputs and the
+// grids beyond 65,535 blocks (test_cases.h).
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
 
+// On a cudaStreamNonBlocking stream: the forward, then the backward twice, outputs poisoned before
+// each run. The first run must match the reference (backward_check.h); dK and dV must be the same
+// bits both times (each element is written once, by one block). dQ is summed across key tiles by
+// atomics in whatever order the blocks run, so its last bits may differ: it is repeatable only in
+// the chapter's deterministic mode, which (where the chapter has one for the dtype) runs twice
+// too and must give the same bits for all three gradients and pass the same check.
 void check_backward(const BackwardCase& c);
 void check_backward_refusal(const BackwardRefusalCase& c);
 

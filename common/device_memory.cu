@@ -110,16 +110,25 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-void DeviceBuffer::upload(const std::vector<std::uint8_t>& host) {
-  if (host.size() != bytes_) throw std::invalid_argument("DeviceBuffer::upload: size mismatch");
-  FA_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), bytes_, cudaMemcpyHostToDevice));
+void DeviceBuffer::upload(const std::vector<std::uint8_t>& host) { upload(host.data(), host.size()); }
+
+void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  if (bytes != bytes_) throw std::invalid_argument("DeviceBuffer::upload: size mismatch");
+  if (bytes == 0) return;
+  FA_CUDA_CHECK(cudaMemcpy(ptr_, host, bytes_, cudaMemcpyHostToDevice));
+  FA_CUDA_CHECK(cudaDeviceSynchronize());  // the DMA from the staging buffer has landed
 }
 
 std::vector<std::uint8_t> DeviceBuffer::download() const {
   std::vector<std::uint8_t> host(bytes_);
-  FA_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost));
+  FA_CUDA_CHECK(cudaDeviceSynchronize());  // kernels on non-blocking streams are done writing
+  if (bytes_ > 0) FA_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, bytes_, cudaMemcpyDeviceToHost));
   return host;
 }
+
+Stream::Stream() { FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+
+Stream::~Stream() { cudaStreamDestroy(stream_); }  // not checked: a destructor cannot act on it
 
 void DeviceBuffer::poison(cudaStream_t stream) {
   FA_CUDA_CHECK(cudaMemsetAsync(ptr_, kPoisonByte, bytes_, stream));

@@ -42,7 +42,12 @@ class DeviceBuffer {
   T* as() const { return static_cast<T*>(ptr_); }
   std::size_t bytes() const { return bytes_; }
 
+  // Both wait for the device: upload returns once the bytes are in device memory, so a kernel on
+  // any stream may read them (a plain cudaMemcpy from pageable memory may return before its DMA
+  // has finished, and work on a cudaStreamNonBlocking stream is not ordered after it); download
+  // first waits for all device work, on every stream, then copies.
   void upload(const std::vector<std::uint8_t>& host);
+  void upload(const void* host, std::size_t bytes);
   std::vector<std::uint8_t> download() const;
   // Sets every byte to kPoisonByte, so elements a kernel never writes are caught (host_data.h).
   void poison(cudaStream_t stream = nullptr);
@@ -50,6 +55,20 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
+};
+
+// An owned cudaStreamNonBlocking stream: one that does not synchronize with the legacy default
+// stream, as frameworks use them. The tests run every kernel on one.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
 };
 
 // A grow-only scratch buffer for chapters 01 and 02, which keep the N x N score matrix in

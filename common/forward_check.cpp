@@ -18,12 +18,13 @@ ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::ve
                  compare("LSE", lse_bytes, Dtype::f32, ref.lse, {p.batch, p.heads, p.seqlen_q, 1},
                          output_tolerance(Dtype::f32)),
                  std::nullopt};
-  if (p.dtype != Dtype::f32) {
-    const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
-    double baseline = 0;
-    for (std::size_t n = 0; n < ref.o.size(); ++n) baseline = std::max(baseline, std::abs(plain.o[n] - ref.o[n]));
-    c.same_precision = SamePrecisionCheck{c.o.max_abs, baseline};
-  }
+  // Every dtype, f32 included: a plain implementation in the same precision shows how much error
+  // the inputs themselves force (at scores of size ~100 fp32 alone costs ~1e-5); the kernel may
+  // have at most about twice that (compare.h).
+  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
+  double baseline = 0;
+  for (std::size_t n = 0; n < ref.o.size(); ++n) baseline = std::max(baseline, std::abs(plain.o[n] - ref.o[n]));
+  c.same_precision = SamePrecisionCheck{c.o.max_abs, baseline};
   return c;
 }
 

@@ -1,5 +1,6 @@
 // The whole verdict on one forward pass, shared by the runner and the test harness: O and LSE
-// against the float64 reference, and for f16/bf16 also FlashAttention's same-precision rule.
+// against the float64 reference, and FlashAttention's same-precision rule (every dtype: for f32
+// the yardstick is a plain fp32 implementation).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace fa {
 struct ForwardCheck {
   CompareReport o;
   CompareReport lse;
-  std::optional<SamePrecisionCheck> same_precision;  // f16/bf16 only
+  std::optional<SamePrecisionCheck> same_precision;  // set by check_forward, for every dtype
 
   bool pass() const { return o.pass() && lse.pass() && (!same_precision || same_precision->pass()); }
   std::string summary() const;  // a few lines

@@ -132,11 +132,53 @@ std::vector<float> random_normal(std::int64_t count, std::uint64_t seed, Dtype d
   return values;
 }
 
-HostInputs make_inputs(const Problem& p, std::uint64_t seed) {
-  // Three different streams, so Q, K and V are independent even where shapes coincide.
-  return {random_normal(p.q_elems(), seed * 3 + 0, p.dtype),
-          random_normal(p.kv_elems(), seed * 3 + 1, p.dtype),
-          random_normal(p.kv_elems(), seed * 3 + 2, p.dtype)};
+const char* input_kind_name(InputKind kind) {
+  switch (kind) {
+    case InputKind::normal: return "normal";
+    case InputKind::large_logits: return "large_logits";
+    case InputKind::tiny_logits: return "tiny_logits";
+    case InputKind::constant_scores: return "constant_scores";
+    case InputKind::rare_spikes: return "rare_spikes";
+  }
+  return "?";
+}
+
+HostInputs make_inputs(const Problem& p, std::uint64_t seed, InputKind kind) {
+  // Three different streams, so Q, K and V are independent even where shapes coincide. The
+  // values are drawn in float, shaped, and only then rounded to the dtype.
+  HostInputs in{random_normal(p.q_elems(), seed * 3 + 0, Dtype::f32),
+                random_normal(p.kv_elems(), seed * 3 + 1, Dtype::f32),
+                random_normal(p.kv_elems(), seed * 3 + 2, Dtype::f32)};
+  const std::size_t row = static_cast<std::size_t>(p.head_dim);
+  auto scale_all = [](std::vector<float>& x, float by) {
+    for (float& e : x) e *= by;
+  };
+  switch (kind) {
+    case InputKind::normal: break;
+    case InputKind::large_logits:
+      scale_all(in.q, 12.0f);
+      scale_all(in.k, 12.0f);
+      break;
+    case InputKind::tiny_logits:
+      scale_all(in.q, 1e-3f);
+      scale_all(in.k, 1e-3f);
+      break;
+    case InputKind::constant_scores:
+      for (std::size_t n = 0; n < in.k.size(); ++n) {
+        const std::size_t key = n / row, first = key - key % static_cast<std::size_t>(p.seqlen_k);
+        in.k[n] = in.k[first * row + n % row];
+      }
+      break;
+    case InputKind::rare_spikes:
+      for (std::size_t key = 0; key < in.k.size() / row; ++key) {
+        if (splitmix64(seed ^ (key * 0x9E3779B97F4A7C15ull)) % 40 != 0) continue;
+        for (std::size_t c = 0; c < row; ++c) in.k[key * row + c] *= 16.0f;
+      }
+      break;
+  }
+  for (std::vector<float>* x : {&in.q, &in.k, &in.v})
+    for (float& e : *x) e = round_to_dtype(e, p.dtype);
+  return in;
 }
 
 }  // namespace fa

@@ -39,6 +39,22 @@ struct HostInputs {
   std::vector<float> k;  // [B, Hkv, Sk, D]
   std::vector<float> v;  // [B, Hkv, Sk, D]
 };
-HostInputs make_inputs(const Problem& p, std::uint64_t seed);
+
+// What the scores scale * Q K^T look like. Standard-normal Q, K, V give scores of size ~1; the
+// others are the numerically hard cases every kernel must survive (the shared test sweep runs
+// each of them in every dtype):
+//   large_logits     Q, K with standard deviation 12: scores ~ +-150 at any head dim, so a row's
+//                    softmax is nearly one-hot and exp() sees huge arguments; any inconsistency
+//                    between a forward's LSE and a backward's recomputed scores shows.
+//   tiny_logits      Q, K with standard deviation 1e-3: scores ~ 1e-6, a near-uniform softmax.
+//   constant_scores  every key row of a (batch, KV head) equal to its first one: every score of a
+//                    query row is the same, so every key ties for the max and P = 1 / (keys seen).
+//   rare_spikes      normal inputs, but about one key in 40 scaled by 16: scores ~ +-16 on a
+//                    few keys, the running max jumps late in the row and O must be rescaled.
+enum class InputKind { normal, large_logits, tiny_logits, constant_scores, rare_spikes };
+const char* input_kind_name(InputKind kind);  // "normal", "large_logits", ...
+
+// Q, K, V of problem p drawn from stream `seed`, shaped by `kind`, rounded to p.dtype.
+HostInputs make_inputs(const Problem& p, std::uint64_t seed, InputKind kind = InputKind::normal);
 
 }  // namespace fa

@@ -28,8 +28,8 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
                                    const std::vector<float>& k, const std::vector<float>& v,
                                    const VisibleFn& visible = {});
 
-// A plain same-precision implementation, the yardstick of FlashAttention's tolerance rule for
-// f16/bf16: inputs as given (already rounded to p.dtype), S and the softmax in float32, P
+// A plain same-precision implementation, the yardstick of FlashAttention's tolerance rule (for
+// f32 rounding to p.dtype changes nothing: a plain fp32 implementation): inputs as given (already rounded to p.dtype), S and the softmax in float32, P
 // rounded to p.dtype, O = P V accumulated in float32 and rounded to p.dtype. LSE is float32.
 // Returned as double so it compares with the reference like a kernel's output does. `visible`
 // is reference_forward's extra rule (chapter 07's block masks).

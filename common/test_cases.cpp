@@ -31,11 +31,36 @@ constexpr Shape kShapes[] = {
     {1, 4, 4, 128, 64, true},
 };
 
-std::string name_of(const Problem& p) {
+// The hard inputs (host_data.h) run on this shape: long enough for many key tiles and for the
+// scores' rounding to add up, causal (rows of every length), GQA (dK, dV sum two query heads).
+constexpr Shape kHardInputsShape{1, 4, 2, 700, 700, true};
+constexpr InputKind kHardInputs[] = {InputKind::large_logits, InputKind::tiny_logits,
+                                     InputKind::constant_scores, InputKind::rare_spikes};
+
+// Grids beyond 65,535 blocks along y and z (common/device/grid.cuh): (batch, head) pairs, and
+// query tiles of one head for a kernel that put them on y (128-row tiles are the largest we use).
+constexpr Shape kManyHeads{129, 512, 128, 3, 5, true};             // B * H = 66,048
+constexpr Shape kManyRows{1, 1, 1, 128 * 65536 + 1, 2, false};     // 65,537 tiles of 128 rows
+
+std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
   return "B" + std::to_string(p.batch) + "_H" + std::to_string(p.heads) + "x" +
          std::to_string(p.kv_heads) + "_Sq" + std::to_string(p.seqlen_q) + "_Sk" +
          std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
-         (p.causal ? "_causal_" : "_") + dtype_name(p.dtype);
+         (p.causal ? "_causal_" : "_") + dtype_name(p.dtype) +
+         (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs));
+}
+
+Problem problem_of(const Shape& s, int head_dim, Dtype dtype) {
+  Problem p;
+  p.batch = s.batch;
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_k = s.seqlen_k;
+  p.head_dim = head_dim;
+  p.causal = s.causal;
+  p.dtype = dtype;
+  return p;
 }
 
 bool supports(const Support& s, const Problem& p) {
@@ -94,18 +119,23 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
   for (Dtype dtype : support.dtypes) {
     for (int d : head_dims) {
       for (const Shape& s : kShapes) {
-        Problem p;
-        p.batch = s.batch;
-        p.heads = s.heads;
-        p.kv_heads = s.kv_heads;
-        p.seqlen_q = s.seqlen_q;
-        p.seqlen_k = s.seqlen_k;
-        p.head_dim = d;
-        p.causal = s.causal;
-        p.dtype = dtype;
+        const Problem p = problem_of(s, d, dtype);
         cases.push_back({name_of(p), p});
       }
+      for (InputKind kind : kHardInputs) {
+        const Problem p = problem_of(kHardInputsShape, d, dtype);
+        cases.push_back({name_of(p, kind), p, kind});
+      }
     }
+  }
+  if (!head_dims.empty()) {
+    const int d = *std::min_element(head_dims.begin(), head_dims.end());
+    for (Dtype dtype : support.dtypes) {
+      const Problem p = problem_of(kManyHeads, d, dtype);
+      cases.push_back({name_of(p), p});
+    }
+    const Problem p = problem_of(kManyRows, d, support.dtypes.front());
+    cases.push_back({name_of(p), p});
   }
   std::set<std::string> extra_names;  // a case listed twice runs once
   for (const Problem& p : extra_problems()) {

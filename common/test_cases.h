@@ -10,16 +10,22 @@
 
 #include "common/chapter.h"
 #include "common/device_memory.h"
+#include "common/host_data.h"
 
 namespace fa::testing {
 
 struct NamedProblem {
   std::string name;  // a valid gtest name: B2_H4x2_Sq127_Sk127_D64_causal_bf16
   Problem problem;
+  InputKind inputs = InputKind::normal;
 };
 
 // Every supported dtype x `head_dims` x the shapes: seqlen 1, 17, 127, 1013; Sq != Sk both
 // ways (including rows that see no key under causal masking); MHA, GQA and MQA; causal and not.
+// Every dtype x head dim also runs the hard inputs (host_data.h: large and tiny logits, constant
+// scores, rare spikes) on a causal 700 x 700 GQA shape. Grids beyond CUDA's 65,535 blocks along y
+// and z: every dtype at the smallest head dim runs batch x heads = 66,048 (short sequences), and
+// the first dtype one head of 8,388,609 query rows (more than 65,535 tiles of 128 rows).
 // Then the hidden cases of $FA_EXTRA_TESTS_DIR/*.txt that the chapter supports, named Extra_...:
 // one per line, `batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype`, '#' starts
 // a comment; a malformed line throws std::runtime_error naming file:line.

@@ -10,7 +10,7 @@ namespace fa::testing {
 std::vector<ForwardCase> forward_cases(const Chapter& chapter) {
   std::vector<ForwardCase> cases;
   for (NamedProblem& c : sweep(chapter.support, chapter.test_head_dims))
-    cases.push_back({&chapter, c.problem, c.name});
+    cases.push_back({&chapter, c.problem, c.name, c.inputs});
   return cases;
 }
 
@@ -72,7 +72,7 @@ void check_forward(const ForwardCase& c) {
   const std::string reason = cuda::unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
   const Problem& p = c.problem;
-  const HostInputs in = make_inputs(p, seed_of(c.name));
+  const HostInputs in = make_inputs(p, seed_of(c.name), c.inputs);
   const std::size_t elem = dtype_size(p.dtype);
 
   cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem);
@@ -80,14 +80,23 @@ void check_forward(const ForwardCase& c) {
   q.upload(encode(in.q, p.dtype));
   k.upload(encode(in.k, p.dtype));
   v.upload(encode(in.v, p.dtype));
-  o.poison();
-  lse.poison();
 
-  c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  // A non-blocking stream, as PyTorch uses: nothing the legacy default stream does orders it.
+  const cuda::Stream stream;
+  std::vector<std::uint8_t> runs[2][2];  // [run][O, LSE]
+  for (auto& run : runs) {
+    o.poison(stream.get());
+    lse.poison(stream.get());
+    c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), stream.get());
+    FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
+    run[0] = download_guarded(o, "O");
+    run[1] = download_guarded(lse, "LSE");
+  }
 
-  const ForwardCheck check = fa::check_forward(p, in, download_guarded(o, "O"), download_guarded(lse, "LSE"));
-  EXPECT_TRUE(check.pass()) << p.describe() << "\n" << check.summary();
+  const ForwardCheck check = fa::check_forward(p, in, runs[0][0], runs[0][1]);
+  EXPECT_TRUE(check.pass()) << p.describe() << " (" << input_kind_name(c.inputs) << " inputs)\n" << check.summary();
+  EXPECT_TRUE(runs[0][0] == runs[1][0]) << "O differs between two identical calls (" << p.describe() << ")";
+  EXPECT_TRUE(runs[0][1] == runs[1][1]) << "LSE differs between two identical calls (" << p.describe() << ")";
 }
 
 }  // namespace fa::testing

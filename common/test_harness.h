@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/chapter.h"
+#include "common/host_data.h"
 
 namespace fa::testing {
 
@@ -24,6 +25,7 @@ struct ForwardCase {
   const Chapter* chapter;
   Problem problem;
   std::string name;
+  InputKind inputs = InputKind::normal;
 };
 
 struct RefusalCase {
@@ -35,7 +37,8 @@ struct RefusalCase {
 };
 
 // Shapes: seqlen 1, 17, 127, 1013; Sq != Sk both ways (including rows that see no key under
-// causal masking); batch/heads/kv_heads combinations for MHA, GQA and MQA; causal and not.
+// causal masking); batch/heads/kv_heads combinations for MHA, GQA and MQA; causal and not; the
+// hard inputs and the grids beyond 65,535 blocks of test_cases.h.
 std::vector<ForwardCase> forward_cases(const Chapter& chapter);
 std::vector<RefusalCase> refusal_cases(const Chapter& chapter);
 // A chapter's step-by-step versions (fa::Step), each in its first dtype and every test head dim,
@@ -43,6 +46,8 @@ std::vector<RefusalCase> refusal_cases(const Chapter& chapter);
 // tiles that see no key), 1 x 1013 causal.
 std::vector<ForwardCase> step_cases(const std::vector<Step>& steps);
 
+// Runs the forward twice on a cudaStreamNonBlocking stream, outputs poisoned before each run:
+// the first run must match the reference (forward_check.h), the second must give the same bits.
 void check_forward(const ForwardCase& c);
 void check_refusal(const RefusalCase& c);
 
