@@ -3,13 +3,13 @@
 //   ./07_block_sparse --seqlen 8192 --head-dim 128 --pattern random --density 0.25 --block-k 128
 //   ./07_block_sparse --help
 #include <cstdio>
+#include <exception>
 #include <optional>
-#include <iostream>
 #include <sstream>
 #include <string>
 
-
 #include "07_block_sparse/block_sparse.h"
+#include "07_block_sparse/mask_flags.h"
 #include "common/cuda_check.h"
 #include "common/gpu_timer.h"
 #include "common/host_data.h"
@@ -20,64 +20,12 @@ namespace {
 
 namespace bs = block_sparse;
 
-struct MaskOptions {
-  bs::HeadPattern pattern{bs::Pattern::random, 0.5, 1, 1, 0};
-  int block_k = 128;
-};
-
-const char* kAbout =
-    "Chapter 07: block-sparse attention. Mask options (before the shared ones):\n"
-    "  --pattern P       dense, random, local, streaming or causal (default random)\n"
-    "  --density X       random: fraction of key blocks each query block keeps (default 0.5)\n"
-    "  --block-k N       key block size, 64 or 128 (query blocks are 128 rows) (default 128)\n"
-    "  --window N        local, streaming: key blocks beyond the diagonal blocks (default 1)\n"
-    "  --sink N          streaming: leading key blocks every query block sees (default 1)\n"
-    "  --mask-seed N     random: the mask's seed (default 0)\n\n";
-
-// Takes our flags out of argv (the shared parser refuses flags it does not know).
-MaskOptions take_mask_flags(int& argc, char** argv) {
-  MaskOptions m;
-  int kept = 1;
-  for (int a = 1; a < argc; ++a) {
-    const std::string flag = argv[a];
-    const bool ours = flag == "--pattern" || flag == "--density" || flag == "--block-k" || flag == "--window" ||
-                      flag == "--sink" || flag == "--mask-seed";
-    if (!ours) {
-      argv[kept++] = argv[a];
-      continue;
-    }
-    if (a + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
-    const std::string value = argv[++a];
-    if (flag == "--pattern") {
-      m.pattern.pattern = bs::parse_pattern(value);  // names the known patterns if wrong
-      continue;
-    }
-    std::size_t used = 0;
-    try {
-      if (flag == "--density") m.pattern.density = std::stod(value, &used);
-      else if (flag == "--block-k") m.block_k = std::stoi(value, &used);
-      else if (flag == "--window") m.pattern.window = std::stoi(value, &used);
-      else if (flag == "--sink") m.pattern.sink = std::stoi(value, &used);
-      else m.pattern.seed = std::stoull(value, &used);
-    } catch (const std::logic_error&) {
-      used = 0;
-    }
-    if (used != value.size()) throw std::invalid_argument(flag + ": bad value '" + value + "'");
-  }
-  argc = kept;
-  return m;
-}
-
-int run(const fa::Options& o, const MaskOptions& m) {
+int run(const fa::Options& o, const bs::MaskOptions& m) {
   const fa::Problem& p = o.problem;
-  const bs::BlockMask mask = bs::make_mask(p, m.block_k, {m.pattern});
-  // Refuse unsupported problems first: before looking for a GPU or drawing inputs.
+  // Refuse unsupported problems and masks first: before looking for a GPU or drawing inputs.
   fa::check_forward_args(bs::chapter().support, p, &p, &p, &p, &p, &p);
-  const std::string reason = fa::cuda::unavailable_reason();
-  if (!reason.empty()) {
-    std::cerr << "07_block_sparse: cannot run the kernel: " << reason << ". (The CPU parts: ctest -L cpu.)\n";
-    return 1;
-  }
+  const bs::BlockMask mask = bs::make_mask(p, m.block_k, {m.pattern});
+  fa::require_gpu();
   const fa::HostInputs in = fa::make_inputs(p, o.seed);
   const std::size_t elem = fa::dtype_size(p.dtype);
   const bs::DeviceBlockMask device_mask(mask);
@@ -124,13 +72,18 @@ int run(const fa::Options& o, const MaskOptions& m) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MaskOptions mask;
+  const fa::Chapter& chapter = bs::chapter();
+  const fa::Help help{.chapter = chapter.support.chapter,
+                      .runs = "runs one block-sparse attention forward pass with a generated mask, checks it against "
+                              "the CPU reference under the same mask and times it.",
+                      .supports = {chapter.support},
+                      .defaults = chapter.defaults,
+                      .chapter_flags = bs::kMaskFlagsHelp};
+  bs::MaskOptions mask;
   try {
-    mask = take_mask_flags(argc, argv);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "07_block_sparse: " << e.what() << "\n";
-    return 2;
+    mask = bs::take_mask_flags(argc, argv);
+  } catch (const std::exception& e) {
+    return fa::report_error(help.chapter, e);
   }
-  return fa::run_main("07_block_sparse", bs::chapter().defaults, kAbout, argc, argv,
-                      [&](const fa::Options& o) { return run(o, mask); });
+  return fa::run_main(help, argc, argv, [&](const fa::Options& o) { return run(o, mask); });
 }

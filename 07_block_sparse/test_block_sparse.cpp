@@ -84,6 +84,17 @@ std::vector<MaskedCase> masked_cases() {
                                      (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
             cases.push_back({p, block_k, per_head, name});
           }
+  // batch x heads = 66,048: more (b, h) pairs than grid y holds (common/device/grid.cuh), each
+  // head with its own pattern; two key blocks, the second partial.
+  for (int block_k : {64, 128}) {
+    fa::Problem p;
+    p.batch = 129, p.heads = 512, p.kv_heads = 128, p.seqlen_q = 3, p.seqlen_k = block_k + 2, p.head_dim = 64;
+    p.dtype = fa::Dtype::bf16;
+    std::vector<bs::HeadPattern> per_head;
+    for (int h = 0; h < p.heads; ++h) per_head.push_back(patterns.back().patterns[h % patterns.back().patterns.size()]);
+    cases.push_back({p, block_k, per_head, "PerHead_bk" + std::to_string(block_k) + "_B129_H512x128_Sq3_Sk" +
+                                               std::to_string(p.seqlen_k) + "_D64_bf16"});
+  }
   return cases;
 }
 

@@ -64,11 +64,17 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
              cudaStream_t stream);
 
 // The chapter: f32, f16, bf16; its shared tests sweep head dims 64 and 128, which both kernels
-// have. (fa::Support cannot say "f32: any head dim up to 128, f16/bf16: 64 and 128"; the
-// tensor-core path refuses other head dims with std::invalid_argument.)
+// have. (One fa::Support cannot say "f32: any head dim up to 128, f16/bf16: 64 and 128"; the
+// tensor-core path refuses other head dims with std::invalid_argument. The executable checks
+// and lists the two tables below, fp32_chapter().support and tensor_core_support().)
 const fa::BackwardChapter& chapter();
 // The fp32 kernel alone, for the tests of the head dims only it supports (7, 32, 96).
 const fa::BackwardChapter& fp32_chapter();
+// What the tensor-core backward supports: f16 and bf16, head_dim 64 and 128.
+inline const fa::Support& tensor_core_support() {
+  static const fa::Support s{.chapter = "08_backward", .dtypes = {fa::Dtype::f16, fa::Dtype::bf16}, .head_dims = {64, 128}};
+  return s;
+}
 
 // The tensor-core backward (backward_tc.cu), after fa::check_backward_args.
 // `walk`: null for the dense backward.

@@ -33,12 +33,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "05_flash_v2/cp_async.cuh"
 #include "06_tensor_core/tensor_core.cuh"  // copy_tile, mma_16816, ldmatrix_x4(_trans), pack2
@@ -515,7 +517,8 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
                           const float* lse, const void* dout, void* dq, void* dk, void* dv,
                           const BackwardOptions& options, cudaStream_t stream, const DeviceSparseWalk* walk) {
   // Checks that need no GPU come first, so the refusal tests run anywhere.
-  if (p.head_dim != 64 && p.head_dim != 128)
+  const std::vector<int>& dims = tensor_core_support().head_dims;  // 64 and 128: what run<> below instantiates
+  if (std::find(dims.begin(), dims.end(), p.head_dim) == dims.end())
     throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim 64 and 128, not " +
                                 std::to_string(p.head_dim));
   auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };

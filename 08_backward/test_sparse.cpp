@@ -73,6 +73,18 @@ std::vector<SparseCase> sparse_cases() {
                                      (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
             cases.push_back({p, block_k, per_head, false, name});
           }
+  // batch x kv_heads = 16,512 key-tile rows of 4 query heads each, batch x heads = 66,048: more
+  // (b, h) pairs than grid y holds (common/device/grid.cuh); each head its own pattern.
+  for (int block_k : {64, 128}) {
+    fa::Problem p;
+    p.batch = 129, p.heads = 512, p.kv_heads = 128, p.seqlen_q = 3, p.seqlen_k = block_k + 2, p.head_dim = 64;
+    p.dtype = fa::Dtype::bf16;
+    std::vector<bs::HeadPattern> per_head;
+    for (int h = 0; h < p.heads; ++h) per_head.push_back(patterns.back().patterns[h % patterns.back().patterns.size()]);
+    cases.push_back({p, block_k, per_head, false,
+                     "PerHead_bk" + std::to_string(block_k) + "_B129_H512x128_Sq3_Sk" + std::to_string(p.seqlen_k) +
+                         "_D64_bf16"});
+  }
   return cases;
 }
 
@@ -137,6 +149,11 @@ std::vector<SparseCase> deterministic_cases() {
     p.dtype = fa::Dtype::bf16;
     cases.push_back({p, block_k, {{P::random, 0.5, 1, 1, 3}}, true, "Random50_bk" + std::to_string(block_k)});
   }
+  // More (b, h) pairs than grid y holds, in deterministic mode (each head waits on its own turns).
+  fa::Problem many;
+  many.batch = 129, many.heads = 512, many.kv_heads = 128, many.seqlen_q = 3, many.seqlen_k = 130;
+  many.head_dim = 64, many.causal = true, many.dtype = fa::Dtype::bf16;
+  cases.push_back({many, 128, {{P::random, 0.5, 1, 1, 3}}, true, "Random50_bk128_B129_H512x128_Sq3_Sk130"});
   return cases;
 }
 class SparseDeterministic : public ::testing::TestWithParam<SparseCase> {};

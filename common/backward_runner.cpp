@@ -1,10 +1,12 @@
 #include "common/backward_runner.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
+#include <vector>
 
 #include "common/backward_check.h"
 #include "common/cli.h"
@@ -42,17 +44,20 @@ std::string json_line(const BackwardChapter& c, const Options& o, bool determini
   return s.str();
 }
 
-int run(const BackwardChapter& c, const Options& o, bool deterministic) {
+int run(const BackwardChapter& c, const std::vector<Support>& tables, const Options& o, bool deterministic) {
   const Problem& p = o.problem;
   const BackwardFn backward_fn = deterministic ? c.deterministic : c.backward;
   // Refuse unsupported problems first: before looking for a GPU or drawing inputs.
   check_backward_args(c.support, p, &p, &p, &p, &p, &p, &p, &p, &p, &p);
-  const std::string reason = cuda::unavailable_reason();
-  if (!reason.empty()) {
-    std::cerr << c.support.chapter << ": cannot run the kernels: " << reason
-              << ". (The CPU parts run in the tests: ctest -L cpu.)\n";
-    return 1;
+  for (const Support& table : tables) {
+    if (std::find(table.dtypes.begin(), table.dtypes.end(), p.dtype) == table.dtypes.end()) continue;
+    try {
+      check_forward_args(table, p, &p, &p, &p, &p, &p);  // the head dims of p's dtype
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(e.what()) + " with dtype " + dtype_name(p.dtype));
+    }
   }
+  require_gpu();
 
   const HostInputs in = make_inputs(p, o.seed);
   const std::vector<float> dout_host = make_dout(p, o.seed);
@@ -114,7 +119,8 @@ int run(const BackwardChapter& c, const Options& o, bool deterministic) {
 
 }  // namespace
 
-int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv) {
+int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv, const std::vector<Support>& tables) {
+  const std::string& name = chapter.support.chapter;
   // --deterministic is the backward's own flag: taken out here, before the shared parser sees argv.
   bool deterministic = false;
   for (int a = 1; a < argc; ++a) {
@@ -125,18 +131,17 @@ int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv) 
       break;
     }
   }
-  if (deterministic && !chapter.deterministic) {
-    std::cerr << chapter.support.chapter << ": --deterministic: this chapter has no deterministic mode\n";
-    return 2;
-  }
-  const std::string about = chapter.support.chapter +
-                            " runs the forward pass and then the backward pass (dQ, dK, dV for a seeded dO); "
-                            "both are checked and timed.\n" +
-                            (chapter.deterministic ? "  --deterministic   the backward's bitwise reproducible mode "
-                                                     "(dQ added in a fixed order)\n"
-                                                   : "");
-  return run_main(chapter.support.chapter, chapter.defaults, about, argc, argv,
-                  [&](const Options& o) { return run(chapter, o, deterministic); });
+  if (deterministic && !chapter.deterministic)
+    return report_error(name, std::invalid_argument("--deterministic: this chapter has no deterministic mode"));
+  const Help help{.chapter = name,
+                  .runs = "runs the forward pass and then the backward pass (dQ, dK, dV for a seeded dO); both are "
+                          "checked against the CPU reference and timed.",
+                  .supports = tables.empty() ? std::vector<Support>{chapter.support} : tables,
+                  .defaults = chapter.defaults,
+                  .chapter_flags = chapter.deterministic ? "  --deterministic   the backward's bitwise reproducible "
+                                                           "mode (dQ added in a fixed order)\n"
+                                                         : ""};
+  return run_main(help, argc, argv, [&](const Options& o) { return run(chapter, tables, o, deterministic); });
 }
 
 }  // namespace fa

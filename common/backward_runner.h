@@ -4,12 +4,18 @@
 // (and with --json one JSON line with both).
 #pragma once
 
+#include <vector>
+
 #include "common/backward.h"
 
 namespace fa {
 
-// Exit status, as run_chapter's: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or
-// unsupported problem.
-int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv);
+// Exit status and error lines as run_chapter's (runner.h): 0 pass, 1 mismatch or CUDA error,
+// 2 bad arguments or unsupported problem. `tables`: where the head dims differ by dtype, one
+// Support per group of dtypes (08: the fp32 kernel's, the tensor-core kernel's); the runner
+// refuses a problem its dtype's table does not list, and --help lists each table. Empty:
+// chapter.support alone.
+int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv,
+                         const std::vector<Support>& tables = {});
 
 }  // namespace fa

@@ -14,19 +14,12 @@
 #include <vector>
 
 #include "common/problem.h"
+#include "common/support.h"  // struct Support
 
 namespace fa {
 
 using ForwardFn = void (*)(const Problem& p, const void* q, const void* k, const void* v, void* o,
                            float* lse, cudaStream_t stream);
-
-// What a chapter supports; its forward() checks its arguments against this.
-struct Support {
-  std::string chapter;            // "01_naive"
-  std::vector<Dtype> dtypes;      // {Dtype::f32}
-  std::vector<int> head_dims;     // exact list, or empty for "any head_dim up to max_head_dim"
-  int max_head_dim = 0;
-};
 
 // Throws std::invalid_argument for an invalid problem, a dtype or head_dim the chapter does
 // not support, or a null pointer. Messages start with the chapter's name.

@@ -24,28 +24,68 @@ float parse_float(const std::string& flag, const std::string& text) {
   return value;
 }
 
+// "a", "a or b", "a, b or c" ("and" in place of "or" where asked).
+std::string listed(const std::vector<std::string>& items, const char* last = " or ") {
+  std::string s;
+  for (std::size_t i = 0; i < items.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == items.size() ? last : ", ") + items[i];
+  return s;
+}
+
+std::vector<std::string> dtype_names(const Support& s) {
+  std::vector<std::string> names;
+  for (Dtype d : s.dtypes) names.push_back(dtype_name(d));
+  return names;
+}
+
+std::string head_dims_of(const Support& s) {
+  if (s.head_dims.empty()) return "any of 1.." + std::to_string(s.max_head_dim);
+  std::vector<std::string> dims;
+  for (int d : s.head_dims) dims.push_back(std::to_string(d));
+  return listed(dims);
+}
+
 }  // namespace
 
-std::string usage(const std::string& program, const Problem& d) {
+std::string dtypes_text(const std::vector<Support>& supports) {
+  std::vector<std::string> names;
+  for (const Support& s : supports)
+    for (const std::string& name : dtype_names(s)) names.push_back(name);
+  return names.size() == 1 ? names[0] + " only" : listed(names);
+}
+
+std::string head_dims_text(const std::vector<Support>& supports) {
+  if (supports.size() == 1) return head_dims_of(supports[0]);
+  std::string s;
+  for (const Support& table : supports)
+    s += (s.empty() ? "" : "; ") + listed(dtype_names(table), " and ") + ": " + head_dims_of(table);
+  return s;
+}
+
+std::string usage(const Help& h) {
+  const Problem& d = h.defaults;
+  const std::string& chapter = h.chapter;
   std::ostringstream s;
-  s << "usage: " << program << " [options]\n"
-    << "Runs one attention forward pass, checks it against the CPU reference and times it.\n\n"
+  s << "usage: " << h.program << " [options]\n"
+    << chapter << " " << h.runs << "\n\n"
     << "  --batch N         batch size (default " << d.batch << ")\n"
     << "  --heads N         query heads (default " << d.heads << ")\n"
     << "  --kv-heads N      key/value heads, must divide --heads (default: = heads)\n"
     << "  --seqlen N        query and key length (default " << d.seqlen_q << ")\n"
     << "  --seqlen-q N      query length\n"
     << "  --seqlen-k N      key length\n"
-    << "  --head-dim N      head dimension (default " << d.head_dim << ")\n"
+    << "  --head-dim N      " << head_dims_text(h.supports) << " (default " << d.head_dim << ")\n"
     << "  --causal          causal mask (bottom-right aligned when seqlen-q != seqlen-k)\n"
     << "  --scale X         softmax scale (default 1/sqrt(head-dim))\n"
-    << "  --dtype T         f32, f16 or bf16 (default " << dtype_name(d.dtype) << ")\n"
+    << "  --dtype T         " << dtypes_text(h.supports) << " (default " << dtype_name(d.dtype) << ")\n"
     << "  --iters N         timed repetitions (default 20)\n"
     << "  --seed N          input seed (default 2024)\n"
     << "  --no-check        skip the CPU reference (large problems)\n"
     << "  --json            also print the result as one JSON line\n"
-    << "  --help            this text\n"
-    << "Exit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or unsupported problem.\n";
+    << "  --help            this text\n";
+  if (!h.chapter_flags.empty()) s << "\n" << chapter << "'s own options:\n" << h.chapter_flags;
+  s << "\nExit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or unsupported problem.\n"
+    << "Errors are printed as 'error: " << chapter << ": <message>' on stderr.\n";
   return s.str();
 }
 
@@ -53,7 +93,6 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
   Options o;
   o.problem = defaults;
   bool kv_heads_set = false;
-  const std::string program = argc > 0 ? argv[0] : "chapter";
   for (int a = 1; a < argc; ++a) {
     const std::string flag = argv[a];
     auto value = [&]() -> std::string {
@@ -61,7 +100,7 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
       return argv[++a];
     };
     auto int_value = [&]() { return static_cast<int>(parse_int(flag, value())); };
-    if (flag == "--help" || flag == "-h") throw HelpRequested(usage(program, defaults));
+    if (flag == "--help" || flag == "-h") throw HelpRequested(flag);
     else if (flag == "--batch") o.problem.batch = int_value();
     else if (flag == "--heads") o.problem.heads = int_value();
     else if (flag == "--kv-heads") { o.problem.kv_heads = int_value(); kv_heads_set = true; }
@@ -82,6 +121,13 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
   if (o.iters < 1) throw std::invalid_argument("--iters must be >= 1");
   o.problem.validate();
   return o;
+}
+
+std::string error_line(const std::string& chapter, const std::string& message) {
+  std::string m = message;
+  for (const std::string& prefix : {chapter + ": ", chapter + " "})
+    while (!chapter.empty() && m.compare(0, prefix.size(), prefix) == 0) m.erase(0, prefix.size());
+  return "error: " + chapter + ": " + m;
 }
 
 }  // namespace fa

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/cli.h"
 #include "common/forward_check.h"
@@ -43,12 +44,7 @@ int run(const Chapter& c, const Options& o) {
   const Problem& p = o.problem;
   // Refuse unsupported problems first: before looking for a GPU or drawing inputs.
   check_forward_args(c.support, p, &p, &p, &p, &p, &p);
-  const std::string reason = cuda::unavailable_reason();
-  if (!reason.empty()) {
-    std::cerr << c.support.chapter << ": cannot run the kernel: " << reason
-              << ". (The CPU parts run in the tests: ctest -L cpu.)\n";
-    return 1;
-  }
+  require_gpu();
 
   const HostInputs in = make_inputs(p, o.seed);
   cuda::release_workspace();
@@ -99,32 +95,35 @@ std::string json_problem_fields(const std::string& chapter, const Problem& p) {
   return s.str();
 }
 
-int run_main(const std::string& chapter, const Problem& defaults, const std::string& about, int argc,
-             char** argv, const std::function<int(const Options&)>& body) {
-  Options options;
+void require_gpu() {
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty())
+    throw cuda::Error("cannot run the kernels: " + reason + " (the CPU parts run in the tests: ctest -L cpu)");
+}
+
+int report_error(const std::string& chapter, const std::exception& e) {
+  std::cerr << error_line(chapter, e.what()) << "\n";
+  return dynamic_cast<const std::invalid_argument*>(&e) ? 2 : 1;
+}
+
+int run_main(Help help, int argc, char** argv, const std::function<int(const Options&)>& body) {
+  if (help.program.empty()) help.program = argc > 0 ? argv[0] : help.chapter;
   try {
-    options = parse_cli(argc, argv, defaults);
-  } catch (const HelpRequested& help) {
-    std::cout << about << help.what();
+    return body(parse_cli(argc, argv, help.defaults));
+  } catch (const HelpRequested&) {
+    std::cout << usage(help);
     return 0;
-  } catch (const std::invalid_argument& e) {
-    std::cerr << chapter << ": " << e.what() << "\n";
-    return 2;
-  }
-  try {
-    return body(options);
-  } catch (const std::invalid_argument& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 1;
+    return report_error(help.chapter, e);
   }
 }
 
 int run_chapter(const Chapter& chapter, int argc, char** argv) {
-  return run_main(chapter.support.chapter, chapter.defaults, "", argc, argv,
-                  [&](const Options& o) { return run(chapter, o); });
+  const Help help{.chapter = chapter.support.chapter,
+                  .runs = "runs one attention forward pass, checks it against the CPU reference and times it.",
+                  .supports = {chapter.support},
+                  .defaults = chapter.defaults};
+  return run_main(help, argc, argv, [&](const Options& o) { return run(chapter, o); });
 }
 
 }  // namespace fa

@@ -3,6 +3,7 @@
 // (and with --json one JSON line).
 #pragma once
 
+#include <exception>
 #include <functional>
 #include <string>
 
@@ -11,17 +12,28 @@
 
 namespace fa {
 
-// Parses the command line and runs `body`, turning what goes wrong into the exit status:
-// --help prints `about` and the usage (0); a bad argument or an unsupported problem
-// (std::invalid_argument) prints the message (2); a CUDA error or anything else (1).
-int run_main(const std::string& chapter, const Problem& defaults, const std::string& about, int argc,
-             char** argv, const std::function<int(const Options&)>& body);
+// Exit status, as the README documents it: 0 pass, 1 mismatch or CUDA error (no usable GPU
+// included), 2 bad arguments or unsupported problem. Every error is one line on stderr,
+// error_line()'s "error: <chapter>: <message>".
 
-// Exit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments or unsupported problem.
+// Prints error_line(chapter, e.what()) on stderr and returns the exit status for `e`: 2 for
+// std::invalid_argument (a bad argument, an unsupported problem), 1 for anything else (a CUDA
+// error, no usable GPU).
+int report_error(const std::string& chapter, const std::exception& e);
+
+// Parses the command line and runs `body`: --help prints usage(help) and returns 0; an exception
+// from the parser or from `body` goes through report_error.
+int run_main(Help help, int argc, char** argv, const std::function<int(const Options&)>& body);
+
 // The start of a result's JSON line, shared by the forward and backward runners:
 // {"chapter":...,"gpu":...,"cuda_runtime":...,"batch":...,...,"dtype":"..."  (no closing brace).
 std::string json_problem_fields(const std::string& chapter, const Problem& p);
 
+// Throws fa::cuda::Error saying why when no GPU can run the kernels (exit status 1). Runners
+// call it after refusing unsupported problems, before drawing inputs.
+void require_gpu();
+
+// The executable of a forward chapter (01-06).
 int run_chapter(const Chapter& chapter, int argc, char** argv);
 
 }  // namespace fa

@@ -67,6 +67,14 @@ for exe in build-gpu/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
       san_rc=1
     fi
   done
+  # memcheck on a grid beyond 65,535 blocks along y (batch x heads = 66,048; spare blocks exit).
+  many=(--batch 129 --heads 512 --kv-heads 128 --seqlen-q 3 --seqlen-k 130 --head-dim 64 --iters 1 --no-check)
+  if compute-sanitizer --tool memcheck --error-exitcode 99 "$exe" "${many[@]}" >>"$out/sanitizer.log" 2>&1; then
+    echo "sanitizer memcheck $name (B*H = 66,048): clean" | tee -a "$out/sanitizer_summary.txt"
+  else
+    echo "sanitizer memcheck $name (B*H = 66,048): FAILED (see sanitizer.log)" | tee -a "$out/sanitizer_summary.txt"
+    san_rc=1
+  fi
 done
 fi
 

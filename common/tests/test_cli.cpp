@@ -1,5 +1,6 @@
 // Tests of common/cli.h, the command line every chapter's executable shares: defaults, every
-// flag, --help, and a clear error naming the flag for every kind of bad input.
+// flag, --help and its per-chapter dtypes and head dims, a clear error naming the flag for every
+// kind of bad input, and the one form of an error line.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Cli*'
 #include "common/cli.h"
@@ -102,20 +103,96 @@ TEST(Cli, KvHeadsDefaultsToHeads) {
   EXPECT_EQ(parse({"--kv-heads", "4", "--heads", "12"}).problem.kv_heads, 4);  // order free
 }
 
-TEST(Cli, HelpListsEveryFlag) {
+// --help is the parser's one non-error exit; the runner prints usage() for it.
+TEST(Cli, HelpIsRequested) {
   for (const char* flag : {"--help", "-h"}) {
-    try {
-      parse({"--batch", "2", flag});
-      ADD_FAILURE() << flag << " did not throw HelpRequested";
-    } catch (const HelpRequested& help) {
-      const std::string text = help.what();
-      for (const char* listed : {"--batch", "--heads", "--kv-heads", "--seqlen ", "--seqlen-q",
-                                 "--seqlen-k", "--head-dim", "--causal", "--scale", "--dtype",
-                                 "--iters", "--seed", "--no-check", "--json", "--help"})
-        EXPECT_NE(text.find(listed), std::string::npos) << listed << " missing from:\n" << text;
-      EXPECT_NE(text.find("default bf16"), std::string::npos) << "the chapter's dtype:\n" << text;
-    }
+    EXPECT_THROW(parse({"--batch", "2", flag}), HelpRequested) << flag;
+    EXPECT_THROW(parse({flag, "--bogus"}), HelpRequested) << flag << " comes first";
   }
+}
+
+// Support tables as chapters declare them (01's f32 kernel, 06's tensor-core one, 08's two).
+const Support kF32Only{.chapter = "01_naive", .dtypes = {Dtype::f32}, .head_dims = {}, .max_head_dim = 256};
+const Support kHalfOnly{.chapter = "06_tensor_core", .dtypes = {Dtype::bf16, Dtype::f16},
+                        .head_dims = {32, 64, 96, 128, 256}};
+const Support kBackwardF32{.chapter = "08_backward", .dtypes = {Dtype::f32}, .head_dims = {}, .max_head_dim = 128};
+const Support kBackwardHalf{.chapter = "08_backward", .dtypes = {Dtype::f16, Dtype::bf16}, .head_dims = {64, 128}};
+
+std::string help_text(const std::vector<Support>& supports, Dtype dtype, const std::string& chapter_flags = "") {
+  return usage({.chapter = supports[0].chapter,
+                .runs = "runs one attention forward pass.",
+                .supports = supports,
+                .defaults = default_problem(dtype),
+                .chapter_flags = chapter_flags,
+                .program = "./" + supports[0].chapter});
+}
+
+// The line of `text` that starts with `flag` (after the indent), or "" if none does.
+std::string line_of(const std::string& text, const std::string& flag) {
+  std::size_t at = text.find("  " + flag + " ");
+  if (at == std::string::npos) return "";
+  return text.substr(at, text.find('\n', at) - at);
+}
+
+TEST(Cli, HelpListsEveryFlag) {
+  const std::string text = help_text({kHalfOnly}, Dtype::bf16);
+  for (const char* listed : {"--batch", "--heads", "--kv-heads", "--seqlen ", "--seqlen-q", "--seqlen-k",
+                             "--head-dim", "--causal", "--scale", "--dtype", "--iters", "--seed", "--no-check",
+                             "--json", "--help"})
+    EXPECT_NE(text.find(listed), std::string::npos) << listed << " missing from:\n" << text;
+  EXPECT_NE(text.find("usage: ./06_tensor_core [options]"), std::string::npos) << text;
+  EXPECT_NE(text.find("06_tensor_core runs one attention forward pass."), std::string::npos) << text;
+  EXPECT_NE(text.find("Exit status: 0 pass, 1 mismatch or CUDA error, 2 bad arguments"), std::string::npos) << text;
+}
+
+TEST(Cli, HelpOfAnF32ChapterListsF32AndItsHeadDims) {
+  const std::string text = help_text({kF32Only}, Dtype::f32);
+  const std::string dtype = line_of(text, "--dtype T"), head_dim = line_of(text, "--head-dim N");
+  EXPECT_NE(dtype.find("f32 only (default f32)"), std::string::npos) << dtype;
+  EXPECT_EQ(dtype.find("f16"), std::string::npos) << dtype;  // bf16 contains f16
+  EXPECT_NE(head_dim.find("any of 1..256 (default 64)"), std::string::npos) << head_dim;
+}
+
+TEST(Cli, HelpOfAHalfPrecisionChapterListsBf16AndF16AndItsHeadDims) {
+  const std::string text = help_text({kHalfOnly}, Dtype::bf16);
+  const std::string dtype = line_of(text, "--dtype T"), head_dim = line_of(text, "--head-dim N");
+  EXPECT_NE(dtype.find("bf16 or f16 (default bf16)"), std::string::npos) << dtype;
+  EXPECT_EQ(dtype.find("f32"), std::string::npos) << dtype;
+  EXPECT_NE(head_dim.find("32, 64, 96, 128 or 256 (default 64)"), std::string::npos) << head_dim;
+}
+
+// 08: the head dims depend on the dtype, one table per kernel.
+TEST(Cli, HelpOfAChapterWithPerDtypeTablesListsEach) {
+  const std::string text = help_text({kBackwardF32, kBackwardHalf}, Dtype::f32);
+  const std::string dtype = line_of(text, "--dtype T"), head_dim = line_of(text, "--head-dim N");
+  EXPECT_NE(dtype.find("f32, f16 or bf16 (default f32)"), std::string::npos) << dtype;
+  EXPECT_NE(head_dim.find("f32: any of 1..128; f16 and bf16: 64 or 128 (default 64)"), std::string::npos)
+      << head_dim;
+}
+
+TEST(Cli, HelpKeepsTheChaptersOwnFlags) {
+  const std::string text = help_text({kHalfOnly}, Dtype::bf16, "  --pattern P       dense or random\n");
+  EXPECT_NE(text.find("06_tensor_core's own options:\n  --pattern P       dense or random\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(help_text({kHalfOnly}, Dtype::bf16).find("own options"), std::string::npos);
+}
+
+TEST(Cli, ErrorLineNamesTheChapterOnce) {
+  // check_forward_args' messages start with the chapter's name already.
+  EXPECT_EQ(error_line("05_flash_v2", "05_flash_v2: head_dim 200 is not supported (supported: 1..128)"),
+            "error: 05_flash_v2: head_dim 200 is not supported (supported: 1..128)");
+  // The parser's and Problem::validate's do not.
+  EXPECT_EQ(error_line("05_flash_v2", "unknown option '--bogus' (see --help)"),
+            "error: 05_flash_v2: unknown option '--bogus' (see --help)");
+  EXPECT_EQ(error_line("08_backward", "08_backward needs a GPU of compute capability 8.0 or newer"),
+            "error: 08_backward: needs a GPU of compute capability 8.0 or newer");
+  // Only a leading prefix of this chapter's own name goes.
+  EXPECT_EQ(error_line("07_block_sparse", "block mask: density must lie in [0, 1]"),
+            "error: 07_block_sparse: block mask: density must lie in [0, 1]");
+  EXPECT_EQ(error_line("08_backward", "06_tensor_core: head_dim 7 is not supported"),
+            "error: 08_backward: 06_tensor_core: head_dim 7 is not supported");
+  EXPECT_EQ(error_line("08_backward", "08_backward's D_i needs 4 bytes"),
+            "error: 08_backward: 08_backward's D_i needs 4 bytes");
 }
 
 TEST(Cli, UnknownFlagIsNamed) { expect_error_naming({"--bogus"}, "--bogus"); }
