@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
 
     // Online softmax. A row's Bc keys sit in the 8 lanes with the same ty (they differ in lane
     // bits 1-3), so three xor-shuffles give its max; the sum l_i stays per thread until the end.
-    // BEGIN SOLUTION: per row a: m_new (3 shuffles from xor kTxLane), m_scaled = m_new * scale_log2, l_i and O_i *= score_exp<C>(m_i * scale_log2 - m_scaled), S_ij -> P_ij = score_exp<C>(S_ij * scale_log2 - m_scaled), l_i += P_ij
+    // BEGIN SOLUTION: per row a: m_new (3 shuffles from xor kTxLane), m_scaled = m_new * scale_log2, l_i and O_i *= score_exp<C>(__fmul_rn(m_i, scale_log2) - m_scaled), S_ij -> P_ij = score_exp<C>(S_ij * scale_log2 - m_scaled), l_i += P_ij
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       float m = S_ij[a][0];
@@ -219,7 +219,8 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
       const float m_new = fmaxf(m_i[a], m);
       const float m_use = m_new == -kInf ? 0.0f : m_new;  // no key seen yet: avoid (-inf) - (-inf)
       const float m_scaled = __fmul_rn(m_use, scale_log2);  // rounded once, never fused: the LSE uses it
-      const float alpha = score_exp<C>(fmaf(m_i[a], scale_log2, -m_scaled));  // rescales earlier tiles
+      // Earlier tiles' P were taken against __fmul_rn(m_i, c): the same rounding here keeps them exact.
+      const float alpha = score_exp<C>(__fmul_rn(m_i[a], scale_log2) - m_scaled);  // rescales earlier tiles
       m_i[a] = m_new;
       l_i[a] *= alpha;
 #pragma unroll

@@ -52,7 +52,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
           const float m_new = std::max(m_i[r], *std::max_element(s, s + Bc));
           const float m_use = m_new == -inf ? 0.0f : m_new;  // a row that has seen nothing yet
           const float m_scaled = m_use * scale_log2;
-          const float alpha = std::exp2(std::fma(m_i[r], scale_log2, -m_scaled));  // rescales the old l_i and O_i
+          const float alpha = std::exp2(m_i[r] * scale_log2 - m_scaled);  // rescales the old l_i and O_i
           float rowsum = 0.0f;
           for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(std::fma(s[c], scale_log2, -m_scaled)));  // P_ij
           l_i[r] = alpha * l_i[r] + rowsum;

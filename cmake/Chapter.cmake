@@ -32,6 +32,10 @@ add_custom_target(fa_kernels)
 # it) and `cpu` or `gpu`, one label per gtest_discover_tests call: CMake 3.25 flattens a
 # list-valued property there and keeps only its first element. gtest_discover_tests itself marks
 # GTEST_SKIP cases (no GPU) "Skipped" (CMake 3.25 and 4.4 both add that skip regex).
+# NO_PRETTY_VALUES: a ctest name is the prefix and gtest's own name, the same on every CMake
+# (`04_flash_v1.Shapes/Forward.MatchesReference/<case>`): without it CMake 3.25 appends gtest's
+# comment ("  # GetParam() = 96-byte object <...>", with addresses that change from run to run)
+# and CMake 4.x puts the printed value in place of a numbered case's index.
 function(fa_label_directory label)
   get_property(labels DIRECTORY PROPERTY LABELS)
   if(NOT label IN_LIST labels)
@@ -54,11 +58,13 @@ function(fa_register_gtests target chapter)
     TEST_PREFIX "${chapter}."
     TEST_FILTER "Inputs*"
     PROPERTIES LABELS cpu
+    NO_PRETTY_VALUES
     DISCOVERY_MODE PRE_TEST)
   gtest_discover_tests(${target}
     TEST_PREFIX "${chapter}."
     TEST_FILTER "-Inputs*"
     PROPERTIES LABELS gpu
+    NO_PRETTY_VALUES
     DISCOVERY_MODE PRE_TEST)
 endfunction()
 
@@ -67,7 +73,7 @@ function(fa_add_cpu_test name)
   target_link_libraries(${name}_cpu_tests PRIVATE fa_common_cpu GTest::gtest_main)
   fa_label_directory(${name})
   gtest_discover_tests(${name}_cpu_tests
-    TEST_PREFIX "${name}." PROPERTIES LABELS cpu DISCOVERY_MODE PRE_TEST)
+    TEST_PREFIX "${name}." PROPERTIES LABELS cpu NO_PRETTY_VALUES DISCOVERY_MODE PRE_TEST)
 endfunction()
 
 # With FA_STUDENT, writes the student copy of chapter `name` (once per configure) and points the

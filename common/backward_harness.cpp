@@ -6,6 +6,8 @@
 #include <string>
 
 #include "common/backward_check.h"
+
+#include <iostream>
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
 #include "common/test_cases.h"
@@ -87,6 +89,7 @@ void check_backward(const BackwardCase& c) {
   const Gradients first = run(c.chapter->backward), second = run(c.chapter->backward);
   const BackwardCheck check = fa::check_backward(p, in, dout_host, first.dq, first.dk, first.dv);
   EXPECT_TRUE(check.pass()) << what << "\n" << check.summary();
+  if (verbose()) std::cout << what << "\n" << check.summary() << "\n";
   EXPECT_TRUE(first.dk == second.dk) << "dK differs between two identical calls: " << what;
   EXPECT_TRUE(first.dv == second.dv) << "dV differs between two identical calls: " << what;
 

@@ -1,5 +1,6 @@
 #include "common/forward_check.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace fa {
@@ -13,17 +14,23 @@ std::string ForwardCheck::summary() const {
 ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
                            const std::vector<std::uint8_t>& lse_bytes) {
   const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
-  ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.head_dim},
-                         output_tolerance(p.dtype)),
-                 compare("LSE", lse_bytes, Dtype::f32, ref.lse, {p.batch, p.heads, p.seqlen_q, 1},
-                         output_tolerance(Dtype::f32)),
-                 std::nullopt};
   // Every dtype, f32 included: a plain implementation in the same precision shows how much error
-  // the inputs themselves force (at scores of size ~100 fp32 alone costs ~1e-5); the kernel may
-  // have at most about twice that (compare.h).
+  // the inputs themselves force; the kernel may have at most about twice that (compare.h).
   const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
   double baseline = 0;
   for (std::size_t n = 0; n < ref.o.size(); ++n) baseline = std::max(baseline, std::abs(plain.o[n] - ref.o[n]));
+  const SamePrecisionCheck rule{0.0, baseline};
+  // The element-wise tolerance is a ceiling for standard-normal data. Where the plain
+  // implementation itself does not stay under it -- f32 at scores of size ~100, where the scores'
+  // own fp32 rounding (~1e-4) reaches P wherever two keys compete -- no kernel in that precision
+  // could, and the ceiling's absolute part becomes the rule's bound (twice the plain error). On
+  // standard-normal inputs the plain error is far below it and nothing changes.
+  Tolerance o_tol = output_tolerance(p.dtype);
+  o_tol.atol = std::max(o_tol.atol, rule.bound());
+  ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.head_dim}, o_tol),
+                 compare("LSE", lse_bytes, Dtype::f32, ref.lse, {p.batch, p.heads, p.seqlen_q, 1},
+                         output_tolerance(Dtype::f32)),
+                 std::nullopt};
   c.same_precision = SamePrecisionCheck{c.o.max_abs, baseline};
   return c;
 }

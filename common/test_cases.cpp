@@ -145,6 +145,11 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
   return cases;
 }
 
+bool verbose() {
+  const char* v = std::getenv("FA_TEST_VERBOSE");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
 std::uint64_t seed_of(const std::string& name) {
   std::uint64_t h = 1469598103934665603ull;
   for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;

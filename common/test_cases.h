@@ -31,6 +31,9 @@ struct NamedProblem {
 // a comment; a malformed line throws std::runtime_error naming file:line.
 std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims);
 
+// FA_TEST_VERBOSE=1: the harnesses print every case's errors, passing ones too.
+bool verbose();
+
 // FNV-1a of the case name: each case has its own fresh, replayable inputs.
 std::uint64_t seed_of(const std::string& name);
 

@@ -5,6 +5,8 @@
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
 
+#include <iostream>
+
 namespace fa::testing {
 
 std::vector<ForwardCase> forward_cases(const Chapter& chapter) {
@@ -95,6 +97,7 @@ void check_forward(const ForwardCase& c) {
 
   const ForwardCheck check = fa::check_forward(p, in, runs[0][0], runs[0][1]);
   EXPECT_TRUE(check.pass()) << p.describe() << " (" << input_kind_name(c.inputs) << " inputs)\n" << check.summary();
+  if (verbose()) std::cout << p.describe() << " (" << input_kind_name(c.inputs) << " inputs)\n" << check.summary() << "\n";
   EXPECT_TRUE(runs[0][0] == runs[1][0]) << "O differs between two identical calls (" << p.describe() << ")";
   EXPECT_TRUE(runs[0][1] == runs[1][1]) << "LSE differs between two identical calls (" << p.describe() << ")";
 }

@@ -11,8 +11,7 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   echo
   echo "No NVIDIA GPU found on this machine: the kernels cannot run here."
   echo "Running what can run without one: the CPU reference and the algorithm models (ctest -L cpu)."
-  OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir build -L cpu -j "$(nproc)"
-  exit 0
+  exec bash scripts/run_ctest.sh build -L cpu
 fi
 
 results=build/tour.jsonl
