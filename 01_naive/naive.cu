@@ -14,6 +14,7 @@
 #include "01_naive/naive.h"
 #include "common/cuda_check.h"
 #include "common/device/grid.cuh"
+#include "common/device/tiles.h"  // ceil_div
 #include "common/device_memory.h"
 
 namespace naive {
@@ -21,8 +22,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // S[bh, i, j] = scale * dot(Q[bh, i, :], K[bh / group, j, :]); masked entries are -inf.
 __global__ void scores_kernel(const float* q,  // [B, H, Sq, D] global
@@ -34,7 +33,7 @@ __global__ void scores_kernel(const float* q,  // [B, H, Sq, D] global
   const int j = n % p.seqlen_k;  // consecutive threads take consecutive keys: S writes coalesce
   const int i = (n / p.seqlen_k) % p.seqlen_q;
   const std::int64_t bh = n / (std::int64_t{p.seqlen_k} * p.seqlen_q);  // b * H + h
-  const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+  const std::int64_t kv_bh = p.kv_index(bh);
 
   // BEGIN SOLUTION: s[n] = scale * Q_i . K_j (rows i of Q[bh], j of K[kv_bh]), or -inf if causal hides j
   if (p.causal && !fa::causal_visible(i, j, p.seqlen_q, p.seqlen_k)) {
@@ -82,7 +81,7 @@ __global__ void output_kernel(const float* prob,  // [B, H, Sq, Sk] global
   const int d = n % p.head_dim;  // consecutive threads take consecutive d: V reads coalesce
   const int i = (n / p.head_dim) % p.seqlen_q;
   const std::int64_t bh = n / (std::int64_t{p.head_dim} * p.seqlen_q);
-  const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+  const std::int64_t kv_bh = p.kv_index(bh);
 
   // BEGIN SOLUTION: O[n] = sum_j P[bh, i, j] * V[kv_bh, j, d]
   const float* p_i = prob + (bh * p.seqlen_q + i) * p.seqlen_k;  // (Sk) global
@@ -109,13 +108,13 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   float* s = static_cast<float*>(
       fa::cuda::workspace(s_elems * sizeof(float), "01_naive: the score matrix S (B*H*Sq*Sk floats)"));
 
-  scores_kernel<<<fa::cuda::blocks_1d(ceil_div(s_elems, kThreads), "01_naive"), kThreads, 0, stream>>>(
+  scores_kernel<<<fa::cuda::blocks_1d(fa::cuda::ceil_div<std::int64_t>(s_elems, kThreads), "01_naive"), kThreads, 0, stream>>>(
       static_cast<const float*>(q), static_cast<const float*>(k), s, p, p.scale());
   FA_CHECK_LAUNCH();
-  softmax_kernel<<<fa::cuda::blocks_1d(ceil_div(p.lse_elems(), kThreads), "01_naive"), kThreads, 0, stream>>>(
+  softmax_kernel<<<fa::cuda::blocks_1d(fa::cuda::ceil_div<std::int64_t>(p.lse_elems(), kThreads), "01_naive"), kThreads, 0, stream>>>(
       s, lse, p.lse_elems(), p.seqlen_k);
   FA_CHECK_LAUNCH();
-  output_kernel<<<fa::cuda::blocks_1d(ceil_div(p.o_elems(), kThreads), "01_naive"), kThreads, 0, stream>>>(
+  output_kernel<<<fa::cuda::blocks_1d(fa::cuda::ceil_div<std::int64_t>(p.o_elems(), kThreads), "01_naive"), kThreads, 0, stream>>>(
       s, static_cast<const float*>(v), static_cast<float*>(o), p);
   FA_CHECK_LAUNCH();
 }

@@ -21,6 +21,7 @@
 #include "02_tiled/tiled.h"
 #include "common/cuda_check.h"
 #include "common/device/grid.cuh"
+#include "common/device/tiles.h"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
@@ -33,11 +34,7 @@ constexpr int kThreads = 256;       // 16 x 16 threads, each owning 4 x 4 result
 constexpr int kStride = kTile + 2;  // smem row stride: = 2 (mod 32) makes transposed stores conflict-free
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
-
-__device__ std::int64_t kv_head_of(std::int64_t bh, const fa::Problem& p) {
-  return bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
-}
+using fa::cuda::ceil_div;  // common/device/tiles.h
 
 // Stages rows [row0, row0 + 64) x columns [col0, col0 + 16) of a row-major (rows, cols) matrix
 // into tile[col][row] (transposed), zero-filling outside the matrix. Consecutive threads read
@@ -65,7 +62,7 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const float* q,  // [B
   const int i0 = static_cast<int>(row % q_tiles) * kTile, j0 = blockIdx.x * kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;  // rows ty + 16r, columns tx + 16c
   const float* Q_bh = q + bh * p.seqlen_q * p.head_dim;                 // (Sq, D) global
-  const float* K_bh = k + kv_head_of(bh, p) * p.seqlen_k * p.head_dim;  // (Sk, D) global
+  const float* K_bh = k + p.kv_index(bh) * p.seqlen_k * p.head_dim;  // (Sk, D) global
 
   float acc[4][4] = {};  // (4, 4) registers
   for (int d0 = 0; d0 < p.head_dim; d0 += kBK) {
@@ -133,7 +130,7 @@ __global__ void __launch_bounds__(kThreads) output_kernel(const float* prob,  //
   const int i0 = static_cast<int>(row % q_tiles) * kTile, c0 = blockIdx.x * kTile;
   const int ty = threadIdx.x / 16, tx = threadIdx.x % 16;
   const float* P_bh = prob + bh * p.seqlen_q * p.seqlen_k;              // (Sq, Sk) global
-  const float* V_bh = v + kv_head_of(bh, p) * p.seqlen_k * p.head_dim;  // (Sk, D) global
+  const float* V_bh = v + p.kv_index(bh) * p.seqlen_k * p.head_dim;  // (Sk, D) global
 
   float acc[4][4] = {};
   for (int j0 = 0; j0 < p.seqlen_k; j0 += kBK) {

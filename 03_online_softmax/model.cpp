@@ -49,7 +49,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
   for (std::int64_t row = 0; row < p.lse_elems(); ++row) {  // one warp per row on the GPU
     const int i = row % p.seqlen_q;
     const std::int64_t bh = row / p.seqlen_q;  // b * H + h
-    const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+    const std::int64_t kv_bh = p.kv_index(bh);
     const float* Q_i = &q[row * D];                  // (D)
     const float* K_bh = &k[kv_bh * p.seqlen_k * D];  // (Sk, D)
     const float* V_bh = &v[kv_bh * p.seqlen_k * D];  // (Sk, D)

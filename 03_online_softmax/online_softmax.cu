@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kThreads) online_softmax_kernel(
   const int D = p.head_dim;
   const int i = row % p.seqlen_q;
   const std::int64_t bh = row / p.seqlen_q;  // b * H + h
-  const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+  const std::int64_t kv_bh = p.kv_index(bh);
   const float* K_bh = k + kv_bh * p.seqlen_k * D;  // (Sk, D) global
   const float* V_bh = v + kv_bh * p.seqlen_k * D;  // (Sk, D) global
 

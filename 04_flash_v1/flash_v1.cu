@@ -27,6 +27,8 @@
 #include "04_flash_v1/block_sizes.h"
 #include "04_flash_v1/flash_v1.h"
 #include "common/cuda_check.h"
+#include "common/device/launch.h"
+#include "common/device/tiles.h"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
@@ -37,7 +39,7 @@ constexpr int kThreads = 256;                // 16 x 16 threads: (ty, tx)
 constexpr int kMaxPer = kMaxTile / 16;       // rows (columns) of a 64-tile owned by one thread
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+using fa::cuda::ceil_div;  // common/device/tiles.h
 
 
 // Copies rows [row0, row0 + n_rows) of a row-major (rows, d) global matrix into a (n_rows, D)
@@ -73,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
 
   const int d = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
   const std::int64_t bh = blockIdx.x;
-  const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+  const std::int64_t kv_bh = p.kv_index(bh);
   const float* Q = q + bh * Sq * d;     // (Sq, d) global
   const float* K = k + kv_bh * Sk * d;  // (Sk, d) global
   const float* V = v + kv_bh * Sk * d;  // (Sk, d) global
@@ -228,8 +230,7 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, v
     throw std::invalid_argument("04_flash_v1: needs " + std::to_string(smem) +
                                 " bytes of shared memory per block; this GPU allows " + std::to_string(smem_optin));
   // A block may use more than 48 KB of dynamic shared memory only if the kernel opts in.
-  FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v1_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(smem)));
+  fa::cuda::allow_shared_memory(flash_v1_kernel<D>, static_cast<int>(smem));
 
   const std::int64_t rows = p.lse_elems();  // B * H * Sq
   float* l = static_cast<float*>(           // [B, H, Sq] global, then m: [B, H, Sq] global

@@ -22,7 +22,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
   lse.assign(p.lse_elems(), 0.0f);
 
   for (std::int64_t bh = 0; bh < std::int64_t{p.batch} * p.heads; ++bh) {  // one thread block
-    const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+    const std::int64_t kv_bh = p.kv_index(bh);
     const float* Q = &q[bh * Sq * d];     // (Sq, d)
     const float* K = &k[kv_bh * Sk * d];  // (Sk, d)
     const float* V = &v[kv_bh * Sk * d];  // (Sk, d)

@@ -27,18 +27,19 @@
 #include <stdexcept>
 #include <type_traits>
 
-#include "05_flash_v2/cp_async.cuh"
 #include "05_flash_v2/flash_v2.h"
-#include "05_flash_v2/tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
+#include "common/device/launch.h"
+#include "common/device/math.cuh"
+#include "common/device/tiles.h"
 
 namespace flash_v2 {
 namespace {
 
+using namespace fa::cuda;  // cp.async, fast_exp2, kLog2e, kLn2D, tile math (common/device/)
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr double kLn2d = 0.6931471805599453;
 
 // Tile sizes for head dim kD (a multiple of 32; smaller head dims are zero-padded up to it).
 template <int kD>
@@ -128,7 +129,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
   // Causal: the last query tiles see the most keys, so they are launched first (less tail).
   const int i_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const int i0 = i_tile * Br;
-  const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+  const std::int64_t kv_bh = p.kv_index(bh);
   const float* Q_g = q + (bh * Sq + i0) * D;  // (Br, D) global: Q_i
   const float* K_g = k + kv_bh * Sk * D;      // (Sk, D) global
   const float* V_g = v + kv_bh * Sk * D;      // (Sk, D) global
@@ -314,7 +315,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
     // backward's P = exp(scale S - LSE) must give back this forward's P, and at scores of size
     // ~100 each float rounding of LSE would cost ~1e-5 of P, as much as all of fp32's own error.
     const double m_scaled = __fmul_rn(m_i[a], scale_log2), l = l_row[a];
-    const double lse_i = C::kExp2 ? (m_scaled + log2(l)) * kLn2d : m_scaled + log(l);
+    const double lse_i = C::kExp2 ? (m_scaled + log2(l)) * kLn2D : m_scaled + log(l);
     if (tx == 0) lse[bh * Sq + i] = l_row[a] > 0.0f ? static_cast<float>(lse_i) : kInf;
   }
 }
@@ -325,8 +326,7 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
   using T = Traits<kD>;
   // Above 48 KB of shared memory a kernel must opt in; the carveout asks for the largest
   // shared-memory split of the L1, so 3 blocks of ~70 KB fit on one SM.
-  FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD, C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     T::kSmemBytes));
+  allow_shared_memory(flash_v2_kernel<kD, C>, T::kSmemBytes);
   FA_CUDA_CHECK(cudaFuncSetAttribute(flash_v2_kernel<kD, C>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
   const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(p.seqlen_q, T::Br), std::int64_t{p.batch} * p.heads, "05_flash_v2");
@@ -335,7 +335,6 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
   FA_CHECK_LAUNCH();
 }
 
-bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
 }  // namespace
 

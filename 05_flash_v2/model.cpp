@@ -8,21 +8,26 @@
 #include <cstdint>
 #include <limits>
 
-#include "05_flash_v2/tiles.h"
+#include "common/device/constants.h"
+#include "common/device/tiles.h"
 
 namespace flash_v2::model {
+
+using fa::cuda::ceil_div;  // the kernel's tile math (common/device/tiles.h)
+using fa::cuda::key_tile_end;
+using fa::cuda::needs_mask;
 
 void forward(const fa::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
              const std::vector<float>& v, std::vector<float>& o, std::vector<float>& lse, int Br,
              int Bc) {
   const float inf = std::numeric_limits<float>::infinity();
   const int D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
-  const float scale_log2 = p.scale() * 1.4426950408889634f;  // scale * log2(e): P = exp2(S scale_log2 - m scale_log2)
+  const float scale_log2 = p.scale() * fa::cuda::kLog2e;  // scale * log2(e): P = exp2(S scale_log2 - m scale_log2)
   o.assign(p.o_elems(), 0.0f);
   lse.assign(p.lse_elems(), 0.0f);
 
   for (std::int64_t bh = 0; bh < std::int64_t{p.batch} * p.heads; ++bh) {
-    const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+    const std::int64_t kv_bh = p.kv_index(bh);
     const float* Q = q.data() + bh * Sq * D;     // (Sq, D)
     const float* K = k.data() + kv_bh * Sk * D;  // (Sk, D)
     const float* V = v.data() + kv_bh * Sk * D;  // (Sk, D)
@@ -69,7 +74,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
         const float inv_l = l_i[r] > 0.0f ? 1.0f / l_i[r] : 0.0f;  // no key seen: O = 0
         for (int d = 0; d < D; ++d) o[row * D + d] = O_i[r * D + d] * inv_l;
         const double lse_log2 = double{m_i[r] * scale_log2} + std::log2(double{l_i[r]});
-        lse[row] = l_i[r] > 0.0f ? static_cast<float>(lse_log2 * 0.6931471805599453) : inf;
+        lse[row] = l_i[r] > 0.0f ? static_cast<float>(lse_log2 * fa::cuda::kLn2D) : inf;
       }
     }
   }

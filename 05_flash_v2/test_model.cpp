@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "05_flash_v2/model.h"
-#include "05_flash_v2/tiles.h"
+#include "common/device/tiles.h"
 #include "common/forward_check.h"
 #include "common/host_data.h"
 
@@ -76,8 +76,8 @@ TEST(TileSkip, MatchesBruteForce) {
       for (int Br : tiles)
         for (int Bc : tiles)
           for (bool causal : {false, true}) {
-            const int Tc = flash_v2::ceil_div(Sk, Bc);
-            for (int it = 0; it < flash_v2::ceil_div(Sq, Br); ++it) {
+            const int Tc = fa::cuda::ceil_div(Sk, Bc);
+            for (int it = 0; it < fa::cuda::ceil_div(Sq, Br); ++it) {
               const int rows_end = std::min((it + 1) * Br, Sq);
               int want_end = 0;  // 1 + the last key tile holding a key some row sees
               for (int jt = 0; jt < Tc; ++jt) {
@@ -90,13 +90,13 @@ TEST(TileSkip, MatchesBruteForce) {
                   }
                 }
                 if (any_seen) want_end = jt + 1;
-                if (jt < flash_v2::key_tile_end(it, Br, Bc, Sq, Sk, causal)) {
-                  ASSERT_EQ(flash_v2::needs_mask(it, jt, Br, Bc, Sq, Sk, causal), any_hidden)
+                if (jt < fa::cuda::key_tile_end(it, Br, Bc, Sq, Sk, causal)) {
+                  ASSERT_EQ(fa::cuda::needs_mask(it, jt, Br, Bc, Sq, Sk, causal), any_hidden)
                       << "Sq=" << Sq << " Sk=" << Sk << " Br=" << Br << " Bc=" << Bc
                       << " causal=" << causal << " tile (" << it << ", " << jt << ")";
                 }
               }
-              ASSERT_EQ(flash_v2::key_tile_end(it, Br, Bc, Sq, Sk, causal), want_end)
+              ASSERT_EQ(fa::cuda::key_tile_end(it, Br, Bc, Sq, Sk, causal), want_end)
                   << "Sq=" << Sq << " Sk=" << Sk << " Br=" << Br << " Bc=" << Bc
                   << " causal=" << causal << " query tile " << it;
             }

@@ -32,22 +32,22 @@
 #include <stdexcept>
 #include <string>
 
-#include "05_flash_v2/cp_async.cuh"
-#include "05_flash_v2/tiles.h"
-#include "06_tensor_core/mma.cuh"
-#include "06_tensor_core/swizzle.h"
 #include "common/cuda_check.h"
+#include "common/device/cp_async.cuh"
+#include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
+#include "common/device/launch.h"
+#include "common/device/math.cuh"
+#include "common/device/mma.cuh"
+#include "common/device/swizzle.h"
+#include "common/device/tiles.h"
 #include "common/problem.h"
 
 namespace tensor_core {
 
-using flash_v2::ceil_div;
-using flash_v2::cp_async_commit;
-using flash_v2::cp_async_wait;
-using flash_v2::fast_exp2;
-using flash_v2::key_tile_end;
-using flash_v2::needs_mask;
+// The device vocabulary (common/device/): cp.async and tile math from 05, mma.sync, ldmatrix and
+// the swizzle taught here.
+using namespace fa::cuda;
 
 struct Params {
   const void* q;  // [B, H, Sq, D] global, fp16 / bf16
@@ -289,7 +289,7 @@ __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& p
   using T = typename C::T;
   constexpr int kD = C::kD;
   T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * kD;  // (Sq, D) global
-  const float scale = prm.scale_log2 * 0.6931471805599453f;
+  const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) {
 #pragma unroll
@@ -507,22 +507,17 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
   fa::cuda::require_compute_capability(80, chapter, "it uses bf16 mma.sync, ldmatrix and cp.async");
   // Every row starts on a 16-byte boundary (D * 2 bytes is a multiple of 16), so 16-byte aligned
   // base pointers are all that the 16-byte copies need.
-  auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
-  return {q, k, v, o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * 1.4426950408889634f};
+  return {q, k, v, o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * kLog2e};
 }
 
 template <class C>
 void launch(const Params& prm, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per configuration.
   static const bool opted_in = [] {
-    if constexpr (C::kPingPong)
-      FA_CUDA_CHECK(cudaFuncSetAttribute(pingpong_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         C::kSmemBytes));
-    else
-      FA_CUDA_CHECK(cudaFuncSetAttribute(tensor_core_kernel<C>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         C::kSmemBytes));
+    if constexpr (C::kPingPong) allow_shared_memory(pingpong_kernel<C>, C::kSmemBytes);
+    else allow_shared_memory(tensor_core_kernel<C>, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "06_tensor_core/swizzle.h"
+#include "common/device/swizzle.h"
 
 namespace {
 
-using tensor_core::LdsmOrder;
+using fa::cuda::LdsmOrder;
 
 // The model of shared memory: 32 banks of 4-byte words. A warp's request is served in phases of
 // 8 lanes for 16-byte accesses (cp.async 16 B; each ldmatrix.x4 matrix); a phase takes as many
@@ -45,11 +45,11 @@ TEST(Swizzle, IsAPermutationOfEachRow) {
       std::set<int> seen;
       for (int r = 0; r < 64; ++r)
         for (int c = 0; c < cols; ++c) {
-          const int off = tensor_core::tile_offset(r, c, cols, swizzled);
+          const int off = fa::cuda::tile_offset(r, c, cols, swizzled);
           ASSERT_EQ(off / cols, r) << "cols " << cols << ": (" << r << ", " << c << ") left its row";
           ASSERT_TRUE(seen.insert(off).second) << "cols " << cols << ": (" << r << ", " << c << ") collides";
           // Elements of a chunk stay together and in order: 16-byte copies and ldmatrix rows work.
-          ASSERT_EQ(off % tensor_core::kChunkElems, c % tensor_core::kChunkElems);
+          ASSERT_EQ(off % fa::cuda::kChunkElems, c % fa::cuda::kChunkElems);
         }
       EXPECT_EQ(static_cast<int>(seen.size()), 64 * cols);
     }
@@ -59,14 +59,14 @@ TEST(Swizzle, IsAPermutationOfEachRow) {
 TEST(Swizzle, KeyRepeatsEvery8Rows) {  // what lets copy_tile and the ldmatrix addresses use immediates
   for (int row_chunks : {2, 4, 8, 16, 32})
     for (int r = 0; r < 64; ++r)
-      ASSERT_EQ(tensor_core::swizzle_key(r, row_chunks), tensor_core::swizzle_key(r + 8, row_chunks));
+      ASSERT_EQ(fa::cuda::swizzle_key(r, row_chunks), fa::cuda::swizzle_key(r + 8, row_chunks));
 }
 
 // copy_tile (tensor_core.cuh): thread t copies chunk copy_chunk(t) of rows copy_row(t) + it *
 // (threads / row_chunks); chunks at or past D (padding) are not copied.
 TEST(Swizzle, CopiesAreConflictFree) {
   for (const Tile& tile : kTiles) {
-    const int cols = tensor_core::smem_cols(tile.d), row_chunks = cols / tensor_core::kChunkElems;
+    const int cols = fa::cuda::smem_cols(tile.d), row_chunks = cols / fa::cuda::kChunkElems;
     const int rows_per_it = kThreads / row_chunks;
     for (bool swizzled : {true, false}) {
       int worst = 0;
@@ -76,11 +76,11 @@ TEST(Swizzle, CopiesAreConflictFree) {
             std::vector<int> addresses;
             for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
               const int t = 32 * warp + lane;
-              const int r = tensor_core::copy_row(t, row_chunks) + it * rows_per_it;
-              const int c = tensor_core::copy_chunk(t, row_chunks) * tensor_core::kChunkElems;
-              ASSERT_EQ(tensor_core::copy_row(t + it * kThreads, row_chunks), r);
+              const int r = fa::cuda::copy_row(t, row_chunks) + it * rows_per_it;
+              const int c = fa::cuda::copy_chunk(t, row_chunks) * fa::cuda::kChunkElems;
+              ASSERT_EQ(fa::cuda::copy_row(t + it * kThreads, row_chunks), r);
               if (c >= tile.d) continue;
-              addresses.push_back(2 * tensor_core::tile_offset(r, c, cols, swizzled));
+              addresses.push_back(2 * fa::cuda::tile_offset(r, c, cols, swizzled));
             }
             if (!addresses.empty()) worst = std::max(worst, wavefronts(addresses));
           }
@@ -98,7 +98,7 @@ TEST(Swizzle, CopiesAreConflictFree) {
 // element tile_offset says, and each 8-lane phase must be one wavefront.
 TEST(Swizzle, LdmatrixIsConflictFreeAndAddressedRight) {
   for (const Tile& tile : kTiles) {
-    const int cols = tensor_core::smem_cols(tile.d);
+    const int cols = fa::cuda::smem_cols(tile.d);
     for (LdsmOrder order : {LdsmOrder::kRowsFirst, LdsmOrder::kColsFirst}) {
       for (bool swizzled : {true, false}) {
         int worst = 0, best = 1 << 30;
@@ -107,11 +107,11 @@ TEST(Swizzle, LdmatrixIsConflictFreeAndAddressedRight) {
             for (int phase = 0; phase < 4; ++phase) {
               std::vector<int> addresses;
               for (int lane = 8 * phase; lane < 8 * phase + 8; ++lane) {
-                const int lane_offset = tensor_core::ldsm_lane_offset(lane, order, cols, swizzled);
-                const int address = tensor_core::ldsm_address(lane_offset, r0, c0, cols);
-                const int r = r0 + tensor_core::ldsm_row(lane, order);
-                const int c = c0 + tensor_core::kChunkElems * tensor_core::ldsm_chunk(lane, order);
-                ASSERT_EQ(address, 2 * tensor_core::tile_offset(r, c, cols, swizzled))
+                const int lane_offset = fa::cuda::ldsm_lane_offset(lane, order, cols, swizzled);
+                const int address = fa::cuda::ldsm_address(lane_offset, r0, c0, cols);
+                const int r = r0 + fa::cuda::ldsm_row(lane, order);
+                const int c = c0 + fa::cuda::kChunkElems * fa::cuda::ldsm_chunk(lane, order);
+                ASSERT_EQ(address, 2 * fa::cuda::tile_offset(r, c, cols, swizzled))
                     << name_of(tile) << " block (" << r0 << ", " << c0 << ") lane " << lane;
                 addresses.push_back(address);
               }
@@ -142,12 +142,12 @@ TEST(Swizzle, WarpCornerFoldsIntoTheLaneOffset) {
           for (LdsmOrder order : {LdsmOrder::kRowsFirst, LdsmOrder::kColsFirst}) {
             for (int lane = 0; lane < 32; ++lane) {
               const int lane_w =
-                  tensor_core::ldsm_warp_offset(tensor_core::ldsm_lane_offset(lane, order, cols, true), row_w, col_w, cols);
+                  fa::cuda::ldsm_warp_offset(fa::cuda::ldsm_lane_offset(lane, order, cols, true), row_w, col_w, cols);
               for (int r0 : {0, 16, 32}) {
                 for (int c0 = 0; c0 < width; c0 += 16) {
-                  const int r = row_w + r0 + tensor_core::ldsm_row(lane, order);
-                  const int c = col_w + c0 + tensor_core::kChunkElems * tensor_core::ldsm_chunk(lane, order);
-                  ASSERT_EQ(tensor_core::ldsm_address(lane_w, r0, c0, cols), 2 * tensor_core::tile_offset(r, c, cols, true))
+                  const int r = row_w + r0 + fa::cuda::ldsm_row(lane, order);
+                  const int c = col_w + c0 + fa::cuda::kChunkElems * fa::cuda::ldsm_chunk(lane, order);
+                  ASSERT_EQ(fa::cuda::ldsm_address(lane_w, r0, c0, cols), 2 * fa::cuda::tile_offset(r, c, cols, true))
                       << "cols " << cols << " W " << width << " corner (" << row_w << ", " << col_w << ") block (" << r0
                       << ", " << c0 << ") lane " << lane;
                 }
@@ -162,11 +162,11 @@ TEST(Swizzle, WarpCornerFoldsIntoTheLaneOffset) {
         for (int row_w : {0, 32, 64}) {
           for (int lane = 0; lane < 32; ++lane) {
             const int g = lane / 4, t = lane % 4;
-            const int base = 2 * tensor_core::tile_offset(row_w + g, col_w + 2 * t, cols, true);
+            const int base = 2 * fa::cuda::tile_offset(row_w + g, col_w + 2 * t, cols, true);
             for (int r : {0, 8, 16, 24}) {
               for (int c = 0; c < width; c += 8) {
-                ASSERT_EQ(tensor_core::pair_address(base, r, c, cols),
-                          2 * tensor_core::tile_offset(row_w + g + r, col_w + 2 * t + c, cols, true))
+                ASSERT_EQ(fa::cuda::pair_address(base, r, c, cols),
+                          2 * fa::cuda::tile_offset(row_w + g + r, col_w + 2 * t + c, cols, true))
                     << "cols " << cols << " W " << width << " corner (" << row_w << ", " << col_w << ") (" << r << ", "
                     << c << ") lane " << lane;
               }

@@ -124,11 +124,13 @@ void register_all(fa::Dtype dtype, int max_seqlen) {
         for (double density : {1.0, 0.75, 0.5, 0.25, 0.1}) {
           char tag[64];
           std::snprintf(tag, sizeof(tag), "/blockk%d/random/density:%.2f", block_k, density);
-          const Spec spec{{P::random, density, 1, 1, 7}, block_k};
+          const Spec spec{.pattern = {.pattern = P::random, .density = density, .seed = 7}, .block_k = block_k};
           add("sparse/07_block_sparse/" + shape + tag + len, [p, spec](benchmark::State& s) { run_sparse(s, p, spec); });
         }
       }
-      const Spec local{{P::local, 1, 1}, 128}, streaming{{P::streaming, 1, 2, 1}, 128}, dense{{P::dense}, 128};
+      const Spec local{.pattern = {.pattern = P::local, .window = 1}, .block_k = 128};
+      const Spec streaming{.pattern = {.pattern = P::streaming, .window = 2, .sink = 1}, .block_k = 128};
+      const Spec dense{.pattern = {.pattern = P::dense}, .block_k = 128};
       add("sparse/07_block_sparse/" + shape + "/blockk128/local:1" + len,
           [p, local](benchmark::State& s) { run_sparse(s, p, local); });
       add("sparse/07_block_sparse/" + shape + "/blockk128/streaming:1+2" + len,

@@ -145,8 +145,7 @@ template <class C, int kTpb>
 void launch(const Params& prm, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per configuration.
   static const bool opted_in = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(block_sparse_kernel<C, kTpb>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       C::kSmemBytes));
+    allow_shared_memory(block_sparse_kernel<C, kTpb>, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;

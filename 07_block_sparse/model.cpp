@@ -9,8 +9,9 @@
 #include <limits>
 #include <stdexcept>
 
-#include "05_flash_v2/tiles.h"
 #include "07_block_sparse/sparse_tiles.h"
+#include "common/device/constants.h"
+#include "common/device/tiles.h"
 
 namespace block_sparse::model {
 
@@ -23,12 +24,12 @@ void forward(const fa::Problem& p, const BlockMask& mask, const std::vector<floa
   const float inf = std::numeric_limits<float>::infinity();
   const int D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k, Br = mask.shape.block_q;
   const int tpb = mask.shape.block_k / Bc;  // kernel tiles per mask key block
-  const float scale_log2 = p.scale() * 1.4426950408889634f;
+  const float scale_log2 = p.scale() * fa::cuda::kLog2e;
   o.assign(p.o_elems(), 0.0f);
   lse.assign(p.lse_elems(), 0.0f);
 
   for (std::int64_t bh = 0; bh < std::int64_t{p.batch} * p.heads; ++bh) {
-    const std::int64_t kv_bh = bh / p.heads * p.kv_heads + bh % p.heads / p.group_size();
+    const std::int64_t kv_bh = p.kv_index(bh);
     const float* Q = q.data() + bh * Sq * D;     // (Sq, D)
     const float* K = k.data() + kv_bh * Sk * D;  // (Sk, D)
     const float* V = v.data() + kv_bh * Sk * D;  // (Sk, D)
@@ -39,7 +40,7 @@ void forward(const fa::Problem& p, const BlockMask& mask, const std::vector<floa
       // The kernel's walk: this block's CSR row, cut at Tc_end.
       const std::int64_t row = bh * mask.shape.num_q_blocks + i_tile;
       const int* cols = mask.col_indices.data() + mask.row_offsets[row];
-      const int Tc_end = flash_v2::key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
+      const int Tc_end = fa::cuda::key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
       const int n_end = walk_length(cols, mask.row_offsets[row + 1] - mask.row_offsets[row], tpb, Tc_end);
       for (int n = 0; n < n_end; ++n) {
         const int j0 = walk_tile(cols, n, tpb) * Bc;

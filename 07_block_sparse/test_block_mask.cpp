@@ -11,6 +11,7 @@
 #include "common/host_data.h"
 
 namespace bs = block_sparse;
+using P = bs::Pattern;
 
 namespace {
 
@@ -66,7 +67,8 @@ TEST(Csr, DenseRoundTrip) {
       ASSERT_EQ(m.active(b, h, static_cast<int>(row % s.num_q_blocks), kb), dense[row * s.num_k_blocks + kb] != 0);
     }
   // And back: a generated mask survives dense -> CSR unchanged.
-  const bs::BlockMask g = bs::make_mask(problem(2, 3, 1013, 777), 64, {{bs::Pattern::random, 0.3, 1, 1, 11}});
+  const bs::BlockMask g =
+      bs::make_mask(problem(2, 3, 1013, 777), 64, {{.pattern = P::random, .density = 0.3, .seed = 11}});
   const bs::BlockMask again = bs::from_dense(g.shape, bs::to_dense(g));
   EXPECT_EQ(again.row_offsets, g.row_offsets);
   EXPECT_EQ(again.col_indices, g.col_indices);
@@ -74,7 +76,7 @@ TEST(Csr, DenseRoundTrip) {
 
 TEST(Csr, VisibleFnExpandsBlocks) {
   const fa::Problem p = problem(1, 2, 300, 200);
-  const bs::BlockMask m = bs::make_mask(p, 64, {{bs::Pattern::random, 0.5, 1, 1, 3}});
+  const bs::BlockMask m = bs::make_mask(p, 64, {{.pattern = P::random, .density = 0.5, .seed = 3}});
   const fa::VisibleFn visible = bs::visible_fn(m);
   for (int h = 0; h < 2; ++h)
     for (int i = 0; i < p.seqlen_q; ++i)
@@ -91,21 +93,21 @@ TEST(Generators, RandomDensityAndSeeds) {
   const fa::Problem p = problem(2, 4, 4096, 4096);
   for (int block_k : {64, 128}) {
     for (double density : {0.0, 0.1, 0.25, 0.5, 0.9, 1.0}) {
-      const bs::BlockMask m = bs::make_mask(p, block_k, {{bs::Pattern::random, density, 1, 1, 42}});
+      const bs::BlockMask m = bs::make_mask(p, block_k, {{.pattern = P::random, .density = density, .seed = 42}});
       const int per_row = static_cast<int>(std::lround(density * m.shape.num_k_blocks));
       for (std::int64_t row = 0; row < m.shape.rows(); ++row)
         ASSERT_EQ(m.row_offsets[row + 1] - m.row_offsets[row], per_row);  // every row the same work
       EXPECT_NEAR(m.density(), density, 0.5 / m.shape.num_k_blocks) << "block_k " << block_k;
-      const bs::BlockMask same = bs::make_mask(p, block_k, {{bs::Pattern::random, density, 1, 1, 42}});
+      const bs::BlockMask same = bs::make_mask(p, block_k, {{.pattern = P::random, .density = density, .seed = 42}});
       EXPECT_EQ(same.col_indices, m.col_indices) << "a seed must give the same mask";
       if (density > 0.0 && density < 1.0) {
-        const bs::BlockMask other = bs::make_mask(p, block_k, {{bs::Pattern::random, density, 1, 1, 43}});
+        const bs::BlockMask other = bs::make_mask(p, block_k, {{.pattern = P::random, .density = density, .seed = 43}});
         EXPECT_NE(other.col_indices, m.col_indices) << "another seed, another mask";
       }
     }
   }
   // Rows differ from each other (not one row pattern repeated).
-  const bs::BlockMask m = bs::make_mask(p, 128, {{bs::Pattern::random, 0.5, 1, 1, 1}});
+  const bs::BlockMask m = bs::make_mask(p, 128, {{.pattern = P::random, .density = 0.5, .seed = 1}});
   const std::vector<int> row0(m.col_indices.begin(), m.col_indices.begin() + m.row_offsets[1]);
   const std::vector<int> row1(m.col_indices.begin() + m.row_offsets[1], m.col_indices.begin() + m.row_offsets[2]);
   EXPECT_NE(row0, row1);
@@ -113,21 +115,21 @@ TEST(Generators, RandomDensityAndSeeds) {
 
 TEST(Generators, LocalExact) {
   // Sq = Sk = 1024: query block qb covers keys 128 qb .. 128 qb + 127.
-  expect_pattern(bs::make_mask(problem(1, 2, 1024, 1024), 128, {{bs::Pattern::local, 1, 1}}),
+  expect_pattern(bs::make_mask(problem(1, 2, 1024, 1024), 128, {{.pattern = P::local, .window = 1}}),
                  [](int, int, int qb, int kb) { return qb - 1 <= kb && kb <= qb + 1; });
-  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 64, {{bs::Pattern::local, 1, 1}}),
+  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 64, {{.pattern = P::local, .window = 1}}),
                  [](int, int, int qb, int kb) { return 2 * qb - 1 <= kb && kb <= 2 * qb + 2; });
-  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 128, {{bs::Pattern::local, 1, 0}}),
+  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 128, {{.pattern = P::local, .window = 0}}),
                  [](int, int, int qb, int kb) { return kb == qb; });
   // Sq = 256, Sk = 1024, bottom-right aligned: the 2 query blocks sit on key blocks 6 and 7.
-  expect_pattern(bs::make_mask(problem(1, 1, 256, 1024), 128, {{bs::Pattern::local, 1, 2}}),
+  expect_pattern(bs::make_mask(problem(1, 1, 256, 1024), 128, {{.pattern = P::local, .window = 2}}),
                  [](int, int, int qb, int kb) { return 6 + qb - 2 <= kb && kb <= 6 + qb + 2; });
 }
 
 TEST(Generators, StreamingExact) {
-  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 128, {{bs::Pattern::streaming, 1, 2, 1}}),
+  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 128, {{.pattern = P::streaming, .window = 2, .sink = 1}}),
                  [](int, int, int qb, int kb) { return kb < 1 || (qb - 2 <= kb && kb <= qb); });
-  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 64, {{bs::Pattern::streaming, 1, 1, 2}}),
+  expect_pattern(bs::make_mask(problem(1, 1, 1024, 1024), 64, {{.pattern = P::streaming, .window = 1, .sink = 2}}),
                  [](int, int, int qb, int kb) { return kb < 2 || (2 * qb - 1 <= kb && kb <= 2 * qb + 1); });
 }
 
@@ -146,8 +148,10 @@ TEST(Generators, CausalExact) {
 
 TEST(Generators, PerHeadPatterns) {
   const fa::Problem p = problem(2, 3, 1024, 1024);
-  const bs::BlockMask m = bs::make_mask(
-      p, 128, {{bs::Pattern::dense}, {bs::Pattern::random, 0.25, 1, 1, 5}, {bs::Pattern::streaming, 1, 1, 1}});
+  const bs::BlockMask m = bs::make_mask(p, 128,
+                                        {{.pattern = P::dense},
+                                         {.pattern = P::random, .density = 0.25, .seed = 5},
+                                         {.pattern = P::streaming, .window = 1, .sink = 1}});
   expect_pattern(m, [&](int b, int h, int qb, int kb) {
     if (h == 0) return true;
     if (h == 2) return kb < 1 || (qb - 1 <= kb && kb <= qb);
@@ -188,8 +192,8 @@ TEST(Refuses, BadMasks) {
   expect_refused([&] { bad.validate(); }, "query block");
   expect_refused([&] { bs::make_mask(p, 128, {{bs::Pattern::dense}, {bs::Pattern::dense}, {bs::Pattern::dense}}); },
                  "per head");
-  expect_refused([&] { bs::make_mask(p, 128, {{bs::Pattern::random, 1.5}}); }, "density");
-  expect_refused([&] { bs::make_mask(p, 128, {{bs::Pattern::local, 1, -1}}); }, "window");
+  expect_refused([&] { bs::make_mask(p, 128, {{.pattern = P::random, .density = 1.5}}); }, "density");
+  expect_refused([&] { bs::make_mask(p, 128, {{.pattern = P::local, .window = -1}}); }, "window");
   expect_refused([&] { bs::parse_pattern("diagonal"); }, "unknown pattern");
 }
 
@@ -222,9 +226,9 @@ TEST(Flops, ActiveBlocksOnly) {
   p.causal = true;  // Sq != Sk: fa::forward_flops counts the visible pairs exactly
   EXPECT_DOUBLE_EQ(bs::forward_flops(p, bs::make_mask(p, 128, {{bs::Pattern::dense}})), fa::forward_flops(p));
   fa::Problem q = problem(1, 2, 1024, 2048);  // whole blocks: FLOPs = density x dense FLOPs
-  const bs::BlockMask m = bs::make_mask(q, 128, {{bs::Pattern::random, 0.25, 1, 1, 8}});
+  const bs::BlockMask m = bs::make_mask(q, 128, {{.pattern = P::random, .density = 0.25, .seed = 8}});
   EXPECT_DOUBLE_EQ(bs::forward_flops(q, m), m.density() * fa::forward_flops(q));
-  EXPECT_EQ(bs::forward_flops(q, bs::make_mask(q, 64, {{bs::Pattern::random, 0.0}})), 0.0);
+  EXPECT_EQ(bs::forward_flops(q, bs::make_mask(q, 64, {{.pattern = P::random, .density = 0.0}})), 0.0);
 }
 
 }  // namespace

@@ -48,14 +48,18 @@ std::vector<MaskedCase> masked_cases() {
     std::vector<bs::HeadPattern> patterns;  // one for all heads; PerHead: cycled over the heads
   };
   const std::vector<Named> patterns = {
-      {"Dense", {{P::dense}}},
-      {"Empty", {{P::random, 0.0}}},
-      {"Random50", {{P::random, 0.5, 1, 1, 1}}},
-      {"Random10", {{P::random, 0.1, 1, 1, 2}}},
-      {"Local", {{P::local, 1, 1}}},
-      {"Streaming", {{P::streaming, 1, 1, 1}}},
-      {"CausalBlocks", {{P::causal}}},
-      {"PerHead", {{P::dense}, {P::streaming, 1, 0, 1}, {P::random, 0.3, 1, 1, 4}, {P::random, 0.0}}},
+      {"Dense", {{.pattern = P::dense}}},
+      {"Empty", {{.pattern = P::random, .density = 0.0}}},
+      {"Random50", {{.pattern = P::random, .density = 0.5, .seed = 1}}},
+      {"Random10", {{.pattern = P::random, .density = 0.1, .seed = 2}}},
+      {"Local", {{.pattern = P::local, .window = 1}}},
+      {"Streaming", {{.pattern = P::streaming, .window = 1, .sink = 1}}},
+      {"CausalBlocks", {{.pattern = P::causal}}},
+      {"PerHead",
+       {{.pattern = P::dense},
+        {.pattern = P::streaming, .window = 0, .sink = 1},
+        {.pattern = P::random, .density = 0.3, .seed = 4},
+        {.pattern = P::random, .density = 0.0}}},
   };
   std::vector<MaskedCase> cases;
   for (fa::Dtype dtype : {fa::Dtype::bf16, fa::Dtype::f16})
@@ -82,7 +86,7 @@ std::vector<MaskedCase> masked_cases() {
                                      std::to_string(s.kv_heads) + "_Sq" + std::to_string(s.seqlen_q) + "_Sk" +
                                      std::to_string(s.seqlen_k) + "_D" + std::to_string(d) +
                                      (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
-            cases.push_back({p, block_k, per_head, name});
+            cases.push_back({.problem = p, .block_k = block_k, .patterns = per_head, .name = name});
           }
   // batch x heads = 66,048: more (b, h) pairs than grid y holds (common/device/grid.cuh), each
   // head with its own pattern; two key blocks, the second partial.
@@ -92,8 +96,11 @@ std::vector<MaskedCase> masked_cases() {
     p.dtype = fa::Dtype::bf16;
     std::vector<bs::HeadPattern> per_head;
     for (int h = 0; h < p.heads; ++h) per_head.push_back(patterns.back().patterns[h % patterns.back().patterns.size()]);
-    cases.push_back({p, block_k, per_head, "PerHead_bk" + std::to_string(block_k) + "_B129_H512x128_Sq3_Sk" +
-                                               std::to_string(p.seqlen_k) + "_D64_bf16"});
+    cases.push_back({.problem = p,
+                     .block_k = block_k,
+                     .patterns = per_head,
+                     .name = "PerHead_bk" + std::to_string(block_k) + "_B129_H512x128_Sq3_Sk" +
+                             std::to_string(p.seqlen_k) + "_D64_bf16"});
   }
   return cases;
 }

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "05_flash_v2/tiles.h"
 #include "07_block_sparse/block_mask.h"
 #include "07_block_sparse/model.h"
 #include "07_block_sparse/sparse_tiles.h"
+#include "common/device/tiles.h"
 #include "common/host_data.h"
 #include "common/masked_check.h"
 
@@ -30,10 +30,10 @@ TEST(Walk, MatchesBruteForce) {
             fa::Problem p;
             p.seqlen_q = Sq;
             p.seqlen_k = Sk;
-            const bs::BlockMask m = bs::make_mask(p, block_k, {{bs::Pattern::random, 0.6, 1, 1, 9}});
+            const bs::BlockMask m = bs::make_mask(p, block_k, {{.pattern = bs::Pattern::random, .density = 0.6, .seed = 9}});
             const int tpb = block_k / Bc;
             for (int qb = 0; qb < m.shape.num_q_blocks; ++qb) {
-              const int Tc_end = flash_v2::key_tile_end(qb, 128, Bc, Sq, Sk, causal);
+              const int Tc_end = fa::cuda::key_tile_end(qb, 128, Bc, Sq, Sk, causal);
               std::vector<int> want, got;
               for (int jt = 0; jt < Tc_end; ++jt)
                 if (m.active(0, 0, qb, jt / tpb)) want.push_back(jt);
@@ -77,8 +77,9 @@ TEST_P(Model, MatchesReferenceWithMask) {
 }
 
 using P = bs::Pattern;
-const bs::HeadPattern kDense{P::dense}, kRandom{P::random, 0.4, 1, 1, 3}, kEmpty{P::random, 0.0},
-    kLocal{P::local, 1, 1}, kStreaming{P::streaming, 1, 1, 1}, kCausal{P::causal};
+const bs::HeadPattern kDense{.pattern = P::dense}, kRandom{.pattern = P::random, .density = 0.4, .seed = 3},
+    kEmpty{.pattern = P::random, .density = 0.0}, kLocal{.pattern = P::local, .window = 1},
+    kStreaming{.pattern = P::streaming, .window = 1, .sink = 1}, kCausal{.pattern = P::causal};
 
 INSTANTIATE_TEST_SUITE_P(
     Masks, Model,

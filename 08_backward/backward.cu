@@ -24,23 +24,23 @@
 #include <limits>
 #include <stdexcept>
 
-#include "05_flash_v2/cp_async.cuh"  // fast_exp2
 #include "05_flash_v2/flash_v2.h"    // the f32 forward that writes the O and LSE the backward reads
 #include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
-#include "08_backward/tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
+#include "common/device/launch.h"
+#include "common/device/math.cuh"  // fast_exp2, kLog2e
+#include "common/device/tiles.h"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
 namespace backward {
 namespace {
 
-using flash_v2::fast_exp2;
+using namespace fa::cuda;  // fast_exp2, kLog2e, kLog2eD, tile math (common/device/)
 constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr double kLog2ed = 1.4426950408889634;
 
 // Tile sizes for head dim kD (a multiple of 32; smaller head dims are zero-padded up to it).
 template <int kD>
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
         // LSE_i log2(e) as a float pair hi + lo, exact to ~2^-48: with scores of size ~100, one
         // float rounding of it would cost ~1e-5 of every P (README: Precision). +inf: the row sees
         // no key or lies past Sq, and its P is exactly 0.
-        const double lse2 = i < Sq ? double{lse[bh * Sq + i]} * kLog2ed : kInf;
+        const double lse2 = i < Sq ? double{lse[bh * Sq + i]} * kLog2eD : kInf;
         lse_s[threadIdx.x] = static_cast<float>(lse2);
         lse_lo_s[threadIdx.x] = isinf(lse2) ? 0.0f : static_cast<float>(lse2 - static_cast<float>(lse2));
         D_s[threadIdx.x] = i < Sq ? D_row[bh * Sq + i] : 0.0f;
@@ -339,8 +339,7 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
   using T = Traits<kD>;
   // Above 48 KB of shared memory a kernel must opt in; the carveout asks for the largest
   // shared-memory split of the L1, so 2 blocks of up to 108.4 KiB fit on one SM.
-  FA_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     T::kSmemBytes));
+  allow_shared_memory(backward_kernel<kD>, T::kSmemBytes);
   FA_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
   const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, T::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");

@@ -42,21 +42,22 @@
 #include <type_traits>
 #include <vector>
 
-#include "05_flash_v2/cp_async.cuh"
 #include "06_tensor_core/tensor_core.cuh"  // copy_tile, mma_16816, ldmatrix_x4(_trans), pack2
 #include "08_backward/backward.h"
-#include "08_backward/tiles.h"
 #include "common/cuda_check.h"
+#include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
+#include "common/device/launch.h"
+#include "common/device/math.cuh"
+#include "common/device/tiles.h"
 #include "common/device_memory.h"
 #include "common/warp_reduce.cuh"
 
 namespace backward {
 namespace {
 
-using namespace tensor_core;  // 06: copy_tile, ldmatrix_x4, ldmatrix_x4_trans, mma_16816, pack2, swizzle.h
-using flash_v2::cp_async_4;
-constexpr float kLog2e = 1.4426950408889634f;
+using namespace tensor_core;  // 06: copy_tile, Config
+using namespace fa::cuda;     // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, the swizzle, kLog2e (common/device/)
 
 // The members copy_tile (06) reads, the backward's tiles, and how the 8 warps split each product
 // (FlashAttention-2's sm80 backward: Flash_bwd_kernel_traits<D, Br, Bc, 8, SdP, dKV, dQ>).
@@ -443,8 +444,7 @@ template <class C, bool kSparse>
 void launch(const TcParams& prm, dim3 grid, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per configuration.
   static const bool opted_in = [] {
-    FA_CUDA_CHECK(cudaFuncSetAttribute(backward_tc_kernel<C, kSparse>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       C::kSmemBytes));
+    allow_shared_memory(backward_tc_kernel<C, kSparse>, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;
@@ -521,7 +521,6 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
   if (std::find(dims.begin(), dims.end(), p.head_dim) == dims.end())
     throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim 64 and 128, not " +
                                 std::to_string(p.head_dim));
-  auto aligned16 = [](const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; };
   for (const void* ptr : std::initializer_list<const void*>{q, k, v, o, dout, dq, dk, dv})
     if (!aligned16(ptr)) throw std::invalid_argument("08_backward: every tensor must be 16-byte aligned (f16/bf16)");
   fa::cuda::require_compute_capability(80, "08_backward", "its f16/bf16 path uses mma.sync, ldmatrix and cp.async");

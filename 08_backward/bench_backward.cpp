@@ -120,7 +120,8 @@ void register_sparse(int max_seqlen) {
       if (seqlen > max_seqlen) continue;
       const fa::Problem p = fa2_shape(seqlen, d, false, fa::Dtype::bf16);
       for (double density : {1.0, 0.5, 0.25, 0.1}) {
-        const bs::BlockMask mask = bs::make_mask(p, 128, {{bs::Pattern::random, density, 1, 1, 42}});
+        const bs::BlockMask mask =
+            bs::make_mask(p, 128, {{.pattern = bs::Pattern::random, .density = density, .seed = 42}});
         // The device-side masks are built before the timed loop (with the forward) and freed
         // after it (with the counters), so no device memory outlives its case.
         auto forward_mask = std::make_shared<std::unique_ptr<bs::DeviceBlockMask>>();

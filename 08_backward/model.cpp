@@ -10,16 +10,21 @@
 #include <cmath>
 #include <cstdint>
 
-#include "08_backward/tiles.h"
+#include "common/device/constants.h"
+#include "common/device/tiles.h"
 
 namespace backward::model {
+
+using fa::cuda::ceil_div;  // the kernel's tile math and constants (common/device/)
+using fa::cuda::kLog2e;
+using fa::cuda::needs_mask;
+using fa::cuda::query_tile_begin;
 
 void backward(const fa::Problem& p, const std::vector<float>& q, const std::vector<float>& k,
               const std::vector<float>& v, const std::vector<float>& o, const std::vector<float>& lse,
               const std::vector<float>& dout, std::vector<float>& dq, std::vector<float>& dk,
               std::vector<float>& dv, int Br, int Bc) {
   const int D = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
-  const float kLog2e = 1.4426950408889634f;
   const float scale = p.scale(), scale_log2 = scale * kLog2e;  // P = exp2(s * scale_log2 - LSE * log2e)
 
   // Preprocessing (the GPU's dot_do_o kernel): D_i = rowsum(dO_i o O_i), and dQ = 0.

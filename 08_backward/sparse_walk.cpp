@@ -4,9 +4,12 @@
 #include <limits>
 #include <stdexcept>
 
-#include "08_backward/tiles.h"
+#include "common/device/tiles.h"
 
 namespace backward {
+
+using fa::cuda::ceil_div;  // the kernels' tile math (common/device/tiles.h)
+using fa::cuda::query_tile_begin;
 
 void SparseWalk::check_fits(const fa::Problem& p, const std::string& who) const {
   if (p.batch != batch || p.heads != heads || p.kv_heads != kv_heads || p.seqlen_q != seqlen_q ||

@@ -30,8 +30,11 @@ std::vector<BackwardRefusalCase> tensor_core_refusals() {
       fa::Problem p = backward::chapter().defaults;
       p.dtype = dtype;
       p.head_dim = d;
-      cases.push_back({&backward::chapter(), p, "", "head_dim",
-                       std::string(fa::dtype_name(dtype)) + "_D" + std::to_string(d)});
+      cases.push_back({.chapter = &backward::chapter(),
+                       .problem = p,
+                       .null_tensor = "",
+                       .expect = "head_dim",
+                       .name = std::string(fa::dtype_name(dtype)) + "_D" + std::to_string(d)});
     }
   }
   return cases;
@@ -47,7 +50,7 @@ TEST(InputsDeterministic, F32IsRefused) {
   p.dtype = fa::Dtype::f32;
   static float dummy[4];
   EXPECT_THROW(backward::backward(p, dummy, dummy, dummy, dummy, dummy, dummy, dummy, dummy, dummy, nullptr,
-                                  backward::BackwardOptions{true}),
+                                  backward::BackwardOptions{.deterministic = true}),
                std::invalid_argument);
 }
 
@@ -103,7 +106,7 @@ TEST_P(Deterministic, BitwiseIdenticalAndCorrect) {
     dk.poison();
     dv.poison();
     backward::backward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(),
-                       dv.get(), nullptr, backward::BackwardOptions{true});
+                       dv.get(), nullptr, backward::BackwardOptions{.deterministic = true});
     FA_CUDA_CHECK(cudaDeviceSynchronize());
     run[0] = dq.download();
     run[1] = dk.download();

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "08_backward/model.h"
-#include "08_backward/tiles.h"
 #include "common/backward_check.h"
+#include "common/device/tiles.h"
 #include "common/host_data.h"
 #include "common/reference.h"
 
@@ -132,9 +132,9 @@ TEST(TileSkip, MatchesBruteForce) {
       for (int Br : tiles)
         for (int Bc : tiles)
           for (bool causal : {false, true}) {
-            const int Tr = backward::ceil_div(Sq, Br);
-            for (int jt = 0; jt < backward::ceil_div(Sk, Bc); ++jt) {
-              const int begin = backward::query_tile_begin(jt, Br, Bc, Sq, Sk, causal);
+            const int Tr = fa::cuda::ceil_div(Sq, Br);
+            for (int jt = 0; jt < fa::cuda::ceil_div(Sk, Bc); ++jt) {
+              const int begin = fa::cuda::query_tile_begin(jt, Br, Bc, Sq, Sk, causal);
               for (int it = 0; it < Tr; ++it) {
                 bool any_seen = false;
                 for (int i = it * Br; i < std::min((it + 1) * Br, Sq); ++i)

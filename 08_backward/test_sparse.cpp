@@ -41,11 +41,15 @@ std::vector<SparseCase> sparse_cases() {
     std::vector<bs::HeadPattern> patterns;  // one for all heads; more: cycled over the heads
   };
   const std::vector<Named> patterns = {
-      {"Dense", {{P::dense}}},
-      {"Empty", {{P::random, 0.0}}},
-      {"Random50", {{P::random, 0.5, 1, 1, 11}}},
-      {"Streaming", {{P::streaming, 1, 1, 1}}},
-      {"PerHead", {{P::dense}, {P::random, 0.3, 1, 1, 5}, {P::random, 0.0}, {P::local, 1, 1}}},
+      {"Dense", {{.pattern = P::dense}}},
+      {"Empty", {{.pattern = P::random, .density = 0.0}}},
+      {"Random50", {{.pattern = P::random, .density = 0.5, .seed = 11}}},
+      {"Streaming", {{.pattern = P::streaming, .window = 1, .sink = 1}}},
+      {"PerHead",
+       {{.pattern = P::dense},
+        {.pattern = P::random, .density = 0.3, .seed = 5},
+        {.pattern = P::random, .density = 0.0},
+        {.pattern = P::local, .window = 1}}},
   };
   // Awkward lengths, GQA, Sq > Sk under causal masking (rows that see nothing), partial tiles.
   const Shape shapes[] = {{1, 2, 1, 77, 300, true},
@@ -71,7 +75,8 @@ std::vector<SparseCase> sparse_cases() {
                                      std::to_string(s.kv_heads) + "_Sq" + std::to_string(s.seqlen_q) + "_Sk" +
                                      std::to_string(s.seqlen_k) + "_D" + std::to_string(d) +
                                      (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
-            cases.push_back({p, block_k, per_head, false, name});
+            cases.push_back(
+                {.problem = p, .block_k = block_k, .patterns = per_head, .deterministic = false, .name = name});
           }
   // batch x kv_heads = 16,512 key-tile rows of 4 query heads each, batch x heads = 66,048: more
   // (b, h) pairs than grid y holds (common/device/grid.cuh); each head its own pattern.
@@ -81,9 +86,12 @@ std::vector<SparseCase> sparse_cases() {
     p.dtype = fa::Dtype::bf16;
     std::vector<bs::HeadPattern> per_head;
     for (int h = 0; h < p.heads; ++h) per_head.push_back(patterns.back().patterns[h % patterns.back().patterns.size()]);
-    cases.push_back({p, block_k, per_head, false,
-                     "PerHead_bk" + std::to_string(block_k) + "_B129_H512x128_Sq3_Sk" + std::to_string(p.seqlen_k) +
-                         "_D64_bf16"});
+    cases.push_back({.problem = p,
+                     .block_k = block_k,
+                     .patterns = per_head,
+                     .deterministic = false,
+                     .name = "PerHead_bk" + std::to_string(block_k) + "_B129_H512x128_Sq3_Sk" +
+                             std::to_string(p.seqlen_k) + "_D64_bf16"});
   }
   return cases;
 }
@@ -115,7 +123,7 @@ void run_sparse_case(const SparseCase& c) {
     dk.poison();
     dv.poison();
     backward::backward(p, walk, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), dout.get(), dq.get(),
-                       dk.get(), dv.get(), nullptr, backward::BackwardOptions{c.deterministic});
+                       dk.get(), dv.get(), nullptr, backward::BackwardOptions{.deterministic = c.deterministic});
     FA_CUDA_CHECK(cudaDeviceSynchronize());
     runs[r][0] = dq.download();
     runs[r][1] = dk.download();
@@ -147,13 +155,21 @@ std::vector<SparseCase> deterministic_cases() {
     fa::Problem p;
     p.heads = 4, p.kv_heads = 2, p.seqlen_q = 1013, p.seqlen_k = 1013, p.head_dim = 64, p.causal = true;
     p.dtype = fa::Dtype::bf16;
-    cases.push_back({p, block_k, {{P::random, 0.5, 1, 1, 3}}, true, "Random50_bk" + std::to_string(block_k)});
+    cases.push_back({.problem = p,
+                     .block_k = block_k,
+                     .patterns = {{.pattern = P::random, .density = 0.5, .seed = 3}},
+                     .deterministic = true,
+                     .name = "Random50_bk" + std::to_string(block_k)});
   }
   // More (b, h) pairs than grid y holds, in deterministic mode (each head waits on its own turns).
   fa::Problem many;
   many.batch = 129, many.heads = 512, many.kv_heads = 128, many.seqlen_q = 3, many.seqlen_k = 130;
   many.head_dim = 64, many.causal = true, many.dtype = fa::Dtype::bf16;
-  cases.push_back({many, 128, {{P::random, 0.5, 1, 1, 3}}, true, "Random50_bk128_B129_H512x128_Sq3_Sk130"});
+  cases.push_back({.problem = many,
+                   .block_k = 128,
+                   .patterns = {{.pattern = P::random, .density = 0.5, .seed = 3}},
+                   .deterministic = true,
+                   .name = "Random50_bk128_B129_H512x128_Sq3_Sk130"});
   return cases;
 }
 class SparseDeterministic : public ::testing::TestWithParam<SparseCase> {};

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "08_backward/sparse_walk.h"
-#include "08_backward/tiles.h"
+#include "common/device/tiles.h"
 
 namespace {
 
@@ -90,12 +90,12 @@ TEST(SparseWalk, MatchesTheMaskPairByPair) {
                           {1, 2, 2, 1013, 1013, true}, {1, 4, 1, 700, 256, true},   {1, 2, 1, 128, 1024, false},
                           {1, 2, 2, 1024, 128, true}};
   const std::vector<std::pair<const char*, std::vector<bs::HeadPattern>>> patterns = {
-      {"dense", {{P::dense}}},
-      {"empty", {{P::random, 0.0}}},
-      {"random30", {{P::random, 0.3, 1, 1, 7}}},
-      {"random70", {{P::random, 0.7, 1, 1, 8}}},
-      {"local", {{P::local, 1, 1}}},
-      {"streaming", {{P::streaming, 1, 1, 1}}},
+      {"dense", {{.pattern = P::dense}}},
+      {"empty", {{.pattern = P::random, .density = 0.0}}},
+      {"random30", {{.pattern = P::random, .density = 0.3, .seed = 7}}},
+      {"random70", {{.pattern = P::random, .density = 0.7, .seed = 8}}},
+      {"local", {{.pattern = P::local, .window = 1}}},
+      {"streaming", {{.pattern = P::streaming, .window = 1, .sink = 1}}},
   };
   for (const Shape& s : shapes)
     for (int block_k : {64, 128})
@@ -112,7 +112,10 @@ TEST(SparseWalk, PerHeadPatterns) {
   for (int block_k : {64, 128})
     expect_same_pairs(p,
                       bs::make_mask(p, block_k,
-                                    {{P::dense}, {P::streaming, 1, 0, 1}, {P::random, 0.4, 1, 1, 3}, {P::random, 0.0}}),
+                                    {{.pattern = P::dense},
+                                     {.pattern = P::streaming, .window = 0, .sink = 1},
+                                     {.pattern = P::random, .density = 0.4, .seed = 3},
+                                     {.pattern = P::random, .density = 0.0}}),
                       "per-head bk" + std::to_string(block_k));
 }
 
@@ -122,7 +125,7 @@ TEST(SparseWalk, DenseMaskIsTheDenseWalk) {
   const backward::SparseWalk w = backward::transpose_mask(p, bs::make_mask(p, 128, {{bs::Pattern::dense}}));
   const int Tr = (p.seqlen_q + kSparseBr - 1) / kSparseBr;
   for (int j = 0; j < w.key_tiles; ++j) {
-    const int begin = backward::query_tile_begin(j, kSparseBr, kSparseBc, p.seqlen_q, p.seqlen_k, true);
+    const int begin = fa::cuda::query_tile_begin(j, kSparseBr, kSparseBc, p.seqlen_q, p.seqlen_k, true);
     EXPECT_EQ(w.row_offsets[j + 1] - w.row_offsets[j], 2 * (Tr - begin)) << "key tile " << j;
     for (int n = w.row_offsets[j]; n < w.row_offsets[j + 1]; ++n) EXPECT_EQ(w.ranks[n], j) << "key tile " << j;
   }

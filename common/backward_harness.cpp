@@ -17,18 +17,19 @@ namespace fa::testing {
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter) {
   std::vector<BackwardCase> cases;
   for (NamedProblem& c : sweep(chapter.support, chapter.test_head_dims))
-    cases.push_back({&chapter, c.problem, c.name, c.inputs});
+    cases.push_back({.chapter = &chapter, .problem = c.problem, .name = c.name, .inputs = c.inputs});
   return cases;
 }
 
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter) {
   std::vector<BackwardRefusalCase> cases;
   for (BadProblem& b : bad_problems(chapter.support, chapter.defaults))
-    cases.push_back({&chapter, b.problem, "", b.expect, b.name});
+    cases.push_back({.chapter = &chapter, .problem = b.problem, .null_tensor = "", .expect = b.expect, .name = b.name});
   Problem valid = chapter.defaults;
   valid.dtype = chapter.support.dtypes.front();
   for (const char* tensor : {"q", "k", "v", "o", "lse", "dout", "dq", "dk", "dv"})
-    cases.push_back({&chapter, valid, tensor, "null", std::string("Null_") + tensor});
+    cases.push_back({.chapter = &chapter, .problem = valid, .null_tensor = tensor, .expect = "null",
+                      .name = std::string("Null_") + tensor});
   return cases;
 }
 

@@ -43,6 +43,8 @@ struct Problem {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
   FA_HOST_DEVICE int group_size() const { return heads / kv_heads; }  // query heads per KV head
+  // GQA/MQA: the (batch, KV head) slice b * Hkv + h / (H / Hkv) that slice bh = b * H + h reads.
+  FA_HOST_DEVICE std::int64_t kv_index(std::int64_t bh) const { return bh / heads * kv_heads + bh % heads / group_size(); }
 
   FA_HOST_DEVICE std::int64_t q_elems() const { return std::int64_t{batch} * heads * seqlen_q * head_dim; }
   FA_HOST_DEVICE std::int64_t kv_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * head_dim; }

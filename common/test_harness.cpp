@@ -12,7 +12,7 @@ namespace fa::testing {
 std::vector<ForwardCase> forward_cases(const Chapter& chapter) {
   std::vector<ForwardCase> cases;
   for (NamedProblem& c : sweep(chapter.support, chapter.test_head_dims))
-    cases.push_back({&chapter, c.problem, c.name, c.inputs});
+    cases.push_back({.chapter = &chapter, .problem = c.problem, .name = c.name, .inputs = c.inputs});
   return cases;
 }
 
@@ -39,7 +39,8 @@ std::vector<ForwardCase> step_cases(const std::vector<Step>& steps) {
         p.head_dim = d;
         p.causal = s.causal;
         p.dtype = step.chapter.support.dtypes.front();
-        cases.push_back({&step.chapter, p, step.name + "_D" + std::to_string(d) + "_" + s.name});
+        cases.push_back(
+            {.chapter = &step.chapter, .problem = p, .name = step.name + "_D" + std::to_string(d) + "_" + s.name});
       }
     }
   }
@@ -49,10 +50,12 @@ std::vector<ForwardCase> step_cases(const std::vector<Step>& steps) {
 std::vector<RefusalCase> refusal_cases(const Chapter& chapter) {
   std::vector<RefusalCase> cases;
   for (BadProblem& b : bad_problems(chapter.support, chapter.defaults))
-    cases.push_back({&chapter, b.problem, false, b.expect, b.name});
+    cases.push_back(
+        {.chapter = &chapter, .problem = b.problem, .null_output = false, .expect = b.expect, .name = b.name});
   Problem valid = chapter.defaults;
   valid.dtype = chapter.support.dtypes.front();
-  cases.push_back({&chapter, valid, true, "null", "NullOutput"});
+  cases.push_back(
+      {.chapter = &chapter, .problem = valid, .null_output = true, .expect = "null", .name = "NullOutput"});
   return cases;
 }
 

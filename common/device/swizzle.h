@@ -1,3 +1,5 @@
+// The XOR swizzle of shared-memory tiles, taught in chapter 06 (used by 06, 07 and 08).
+//
 // Where each element of a shared-memory tile lives, and which addresses the kernel's copies and
 // ldmatrix reads touch -- in plain C++, so that test_swizzle.cpp can prove on the CPU that the
 // layout is a permutation and that every access pattern the kernel uses is bank-conflict free.
@@ -29,7 +31,7 @@
 
 #include "common/problem.h"  // FA_HOST_DEVICE: __host__ __device__ under nvcc, nothing otherwise
 
-namespace tensor_core {
+namespace fa::cuda {
 
 constexpr int kChunkElems = 8;  // a 16-byte chunk holds 8 fp16 / bf16 elements
 
@@ -111,4 +113,4 @@ FA_HOST_DEVICE constexpr int ldsm_warp_offset(int lane_offset, int row_w, int co
 // bits of the chunk index that col_w leaves zero, so they XOR straight through the swizzle.
 FA_HOST_DEVICE constexpr int pair_address(int base, int r, int c, int cols) { return (base ^ (2 * c)) + 2 * r * cols; }
 
-}  // namespace tensor_core
+}  // namespace fa::cuda

@@ -1,10 +1,10 @@
-// cp.async (sm_80+) and the fast exp2, as chapter 05 uses them. Candidates for common/ once a
-// later chapter needs them unchanged.
+// cp.async (sm_80+): copies global -> shared memory that run in the background. Taught in
+// chapter 05 (K_j and V_j land while the block computes); used by 05, 06, 07 and 08.
 #pragma once
 
 #include <cstdint>
 
-namespace flash_v2 {
+namespace fa::cuda {
 
 // Copies 16 bytes global -> shared in the background, without passing through registers; when
 // `valid` is false it reads nothing and writes 16 zero bytes (the src-size operand is 0), which
@@ -33,12 +33,4 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// 2^x in one MUFU.EX2 instruction (relative error ~2^-22; denormal results flush to 0, far below
-// what a softmax term can matter). exp2f() without --use_fast_math adds range fix-ups around it.
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-}  // namespace flash_v2
+}  // namespace fa::cuda

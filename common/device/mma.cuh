@@ -1,7 +1,6 @@
-// The instructions chapter 06 adds, one thin wrapper each (sm_80+): ldmatrix, mma.sync, the
-// float -> fp16/bf16 pair conversion that feeds P back into the tensor cores, and 05's 16-byte
-// cp.async taking a 32-bit shared address. Candidates for common/ once a later chapter needs
-// them unchanged.
+// The tensor-core instructions, one thin wrapper each (sm_80+): ldmatrix, mma.sync, the
+// float -> fp16/bf16 pair conversion that feeds P back into the tensor cores, and the 16-byte
+// cp.async taking a 32-bit shared address. Taught in chapter 06; used by 06, 07 and 08.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type").
 // A warp holds each operand spread over its 32 lanes; g = lane / 4 (groupID) and t = lane % 4
@@ -26,7 +25,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace tensor_core {
+namespace fa::cuda {
 
 // Shared-memory addresses are passed as 32-bit numbers (the .shared window), as ldmatrix wants.
 __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
@@ -98,4 +97,4 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
   }
 }
 
-}  // namespace tensor_core
+}  // namespace fa::cuda

@@ -1,0 +1,23 @@
+// Host-side launch helpers every tiled chapter needs. Taught in chapter 04 (the first kernel with
+// more than 48 KB of shared memory) and chapter 05 (16-byte copies need 16-byte aligned rows).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "common/cuda_check.h"
+
+namespace fa::cuda {
+
+// True when ptr may be read with 16-byte loads and cp.async copies.
+inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
+
+// A block may use more than 48 KB of dynamic shared memory only if its kernel opts in (once per
+// kernel and device; repeating it is harmless).
+template <class Kernel>
+void allow_shared_memory(Kernel* kernel, int bytes) {
+  FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+}  // namespace fa::cuda
