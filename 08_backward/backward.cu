@@ -27,6 +27,7 @@
 #include "05_flash_v2/flash_v2.h"    // the f32 forward that writes the O and LSE the backward reads
 #include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
+#include "08_backward/dot_do_o.cuh"
 #include "common/cuda_check.h"
 #include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
@@ -131,29 +132,6 @@ __device__ __forceinline__ void add_keys_outer(float (&acc)[4][kD / 8], const fl
       for (int a = 0; a < 4; ++a) fma4(&acc[a][4 * c], xa[a], b4);
     }
   }
-}
-
-// Preprocessing, one warp per row of [B*H*Sq]: D_i = rowsum(dO_i o O_i), and dQ = 0 (the main
-// kernel adds into it). dS_ij = P_ij o (dP_ij - D_i) needs rowsum(P_i o dP_i) over every key of
-// row i, which no single key tile has; it equals rowsum(dO_i o O_i) (README: Algorithm), one
-// D-long dot product per row.
-constexpr int kPreWarps = 8;
-__global__ void __launch_bounds__(32 * kPreWarps)
-    dot_do_o_kernel(const float* __restrict__ o,     // [B, H, Sq, D] global
-                    const float* __restrict__ dout,  // [B, H, Sq, D] global
-                    float* __restrict__ D_row,       // [B, H, Sq] global
-                    float* __restrict__ dq,          // [B, H, Sq, D] global
-                    std::int64_t rows, int D) {
-  const std::int64_t row = blockIdx.x * std::int64_t{kPreWarps} + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;  // the whole warp leaves: the shuffles below always see 32 lanes
-  float acc = 0.0f;
-  for (int c = lane; c < D; c += 32) {
-    acc = fmaf(dout[row * D + c], o[row * D + c], acc);
-    dq[row * D + c] = 0.0f;
-  }
-  acc = fa::cuda::warp_sum(acc);
-  if (lane == 0) D_row[row] = acc;
 }
 
 // grid: Tc along x by B*Hkv rows over y and z (common/device/grid.cuh); block: 4 warps. Warp w owns keys 16w .. 16w+15 of K_j; in it, lane (ty, tx)
@@ -414,9 +392,7 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   auto* dvf = static_cast<float*>(dv);
 
   const std::int64_t rows = p.lse_elems();
-  dot_do_o_kernel<<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0, stream>>>(
-      static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim);
-  FA_CHECK_LAUNCH();
+  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, stream);
 
   // Any head_dim runs on the next instantiated size, its extra columns zero-filled.
   if (p.head_dim <= 32) launch<32>(p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);

@@ -44,6 +44,7 @@
 
 #include "06_tensor_core/tensor_core.cuh"  // copy_tile, mma_16816, ldmatrix_x4(_trans), pack2
 #include "08_backward/backward.h"
+#include "08_backward/dot_do_o.cuh"
 #include "common/cuda_check.h"
 #include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
@@ -117,27 +118,6 @@ __device__ __forceinline__ void add_pair(float* dst, float a, float b) {
   atomicAdd(dst, a);
   atomicAdd(dst + 1, b);
 #endif
-}
-
-// Preprocessing, one warp per row of [B*H*Sq]: D_i = rowsum(dO_i o O_i) in fp32, and dQ_accum = 0.
-constexpr int kPreWarps = 8;
-template <class T>
-__global__ void __launch_bounds__(32 * kPreWarps)
-    tc_dot_do_o_kernel(const T* __restrict__ o,       // [B, H, Sq, D] global
-                       const T* __restrict__ dout,    // [B, H, Sq, D] global
-                       float* __restrict__ D_row,     // [B, H, Sq] global
-                       float* __restrict__ dq_accum,  // [B, H, Sq, D] global
-                       std::int64_t rows, int D) {
-  const std::int64_t row = blockIdx.x * std::int64_t{kPreWarps} + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;  // the whole warp leaves: the shuffles below always see 32 lanes
-  float acc = 0.0f;
-  for (int c = lane; c < D; c += 32) {
-    acc = fmaf(static_cast<float>(dout[row * D + c]), static_cast<float>(o[row * D + c]), acc);
-    dq_accum[row * D + c] = 0.0f;
-  }
-  acc = fa::cuda::warp_sum(acc);
-  if (lane == 0) D_row[row] = acc;
 }
 
 // dQ = scale * dQ_accum, rounded to T once, 4 elements per thread (D is a multiple of 4).
@@ -475,10 +455,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   if (dq_turn) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, turn_bytes, stream));
 
   const std::int64_t rows = p.lse_elems();
-  tc_dot_do_o_kernel<T><<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0,
-                          stream>>>(
-      static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD);
-  FA_CHECK_LAUNCH();
+  dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD, stream);
 
   const TcParams prm{q,
                      k,

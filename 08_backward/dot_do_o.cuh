@@ -1,0 +1,46 @@
+// The backward's preprocessing, shared by the fp32 kernel (backward.cu) and the tensor-core one
+// (backward_tc.cu): D_i = rowsum(dO_i o O_i) in fp32, and the fp32 dQ the main kernel adds into
+// set to 0.
+//
+// dS_ij = P_ij o (dP_ij - D_i) needs rowsum(P_i o dP_i) over every key of row i, which no single
+// key tile has; it equals rowsum(dO_i o O_i) (README: Algorithm), one D-long dot product per row.
+#pragma once
+
+#include <cstdint>
+
+#include "common/cuda_check.h"
+#include "common/device/grid.cuh"
+#include "common/warp_reduce.cuh"
+
+namespace backward {
+
+constexpr int kPreWarps = 8;  // rows per block: one warp each
+
+// T: float, __half or __nv_bfloat16 (O and dO as the forward wrote them).
+template <class T>
+__global__ void __launch_bounds__(32 * kPreWarps)
+    dot_do_o_kernel(const T* __restrict__ o,     // [B, H, Sq, D] global
+                    const T* __restrict__ dout,  // [B, H, Sq, D] global
+                    float* __restrict__ D_row,   // [B, H, Sq] global
+                    float* __restrict__ dq,      // [B, H, Sq, D] global, fp32: zeroed here
+                    std::int64_t rows, int D) {
+  const std::int64_t row = blockIdx.x * std::int64_t{kPreWarps} + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;  // the whole warp leaves: the shuffles below always see 32 lanes
+  float acc = 0.0f;
+  for (int c = lane; c < D; c += 32) {
+    acc = fmaf(static_cast<float>(dout[row * D + c]), static_cast<float>(o[row * D + c]), acc);
+    dq[row * D + c] = 0.0f;
+  }
+  acc = fa::cuda::warp_sum(acc);
+  if (lane == 0) D_row[row] = acc;
+}
+
+template <class T>
+void dot_do_o(const T* o, const T* dout, float* D_row, float* dq, std::int64_t rows, int D, cudaStream_t stream) {
+  dot_do_o_kernel<T><<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0,
+                       stream>>>(o, dout, D_row, dq, rows, D);
+  FA_CHECK_LAUNCH();
+}
+
+}  // namespace backward
