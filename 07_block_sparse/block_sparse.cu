@@ -30,7 +30,7 @@ std::vector<std::uint8_t> bytes_of(const std::vector<int>& values) {
 template <class T, int kD>
 void launch_for(int block_k, const Params& prm, cudaStream_t stream) {
   using C128 = ChapterConfig<T, kD>;
-  using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/kD <= 64, /*kPingPong=*/false, /*kLazyRescale=*/kD == 128>;
+  using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/kD <= 64, /*kLazyRescale=*/kD == 128>;
   static_assert(C128::Br == kBlockQ && C64::Br == kBlockQ, "a query block of the mask is one block of the grid");
   static_assert(128 % C128::Bc == 0, "a key block is whole kernel tiles");
   if (block_k == 64) return launch<C64, 1>(prm, stream);

@@ -143,15 +143,7 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
 
 template <class C, int kTpb>
 void launch(const Params& prm, cudaStream_t stream) {
-  // Above 48 KB of shared memory a kernel must opt in, once per configuration.
-  static const bool opted_in = [] {
-    allow_shared_memory(block_sparse_kernel<C, kTpb>, C::kSmemBytes);
-    return true;
-  }();
-  (void)opted_in;
-  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, "07_block_sparse");
-  block_sparse_kernel<C, kTpb><<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
-  FA_CHECK_LAUNCH();
+  launch_on_grid<C, block_sparse_kernel<C, kTpb>>(prm, stream, "07_block_sparse");
 }
 
 }  // namespace block_sparse

@@ -1,6 +1,6 @@
 // The step-by-step versions of chapter 05 (steps.h): one Config each (flash_v2.h), every head dim
 // up to 128 like the chapter; the tests sweep D = 64 and 128.
-#include "05_flash_v2/steps.h"
+#include "05_flash_v2/steps/steps.h"
 
 #include <stdexcept>
 

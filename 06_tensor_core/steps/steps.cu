@@ -1,18 +1,19 @@
 // The step-by-step versions of chapter 06 (steps.h): one Config per step and head dim.
-#include "06_tensor_core/steps.h"
+#include "06_tensor_core/steps/steps.h"
 
 #include <cuda_bf16.h>
 
 #include <stdexcept>
 #include <type_traits>
 
+#include "06_tensor_core/steps/pingpong.cuh"
 #include "06_tensor_core/tensor_core.cuh"
 
 namespace tensor_core::steps {
 namespace {
 
 using bf16 = __nv_bfloat16;
-//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs, kPingPong, kLazyRescale
+//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs, kLazyRescale
 using V1_64 = Config<bf16, 64, 64, 2, 1, false, false>;    // ldmatrix + mma, plain row-major smem
 using V1_128 = Config<bf16, 128, 64, 2, 1, false, false>;
 using V2_64 = Config<bf16, 64, 64, 2, 1, true, false>;     // + XOR swizzle
@@ -21,12 +22,19 @@ using V3_64 = Config<bf16, 64, 64, 2, 2, true, false>;     // + double-buffered 
 using V3_128 = Config<bf16, 128, 64, 2, 2, true, false>;
 using V4_64 = Config<bf16, 64, 64, 2, 2, true, true>;      // + Q_i's fragments kept in registers
 using V5_64 = Config<bf16, 64, 128, 2, 2, true, false>;    // v3 with Bc = 128: the chapter's kernel at D = 64
-using V6_64 = Config<bf16, 64, 128, 2, 2, true, false, false, true>;   // v5 + lazy rescale
-using V6_128 = Config<bf16, 128, 64, 2, 2, true, false, false, true>;  // v3 + lazy rescale: the chapter's D = 128
-using Pp_64 = Config<bf16, 64, 128, 2, 2, true, false, true>;         // alternative: v5 / v3 in two groups
-using Pp_128 = Config<bf16, 128, 64, 2, 2, true, false, true>;        // of 4 warps that take turns
+using V6_64 = Config<bf16, 64, 128, 2, 2, true, false, true>;   // v5 + lazy rescale
+using V6_128 = Config<bf16, 128, 64, 2, 2, true, false, true>;  // v3 + lazy rescale: the chapter's D = 128
+using Pp_64 = PingPong<V5_64>;     // alternative: v5 / v3 in two groups
+using Pp_128 = PingPong<V3_128>;   // of 4 warps that take turns (pingpong.cuh)
 using Bc32_64 = Config<bf16, 64, 32, 2, 2, true, false>;   // alternative: 128 x 32 (fewer registers)
 using Bc32_128 = Config<bf16, 128, 32, 2, 2, true, false>;
+
+// The chapter's launch, or the ping-pong kernel's for its configurations.
+template <class C>
+void launch_step(const Params& prm, cudaStream_t stream) {
+  if constexpr (IsPingPong<C>::value) launch_pingpong<C>(prm, stream);
+  else launch<C>(prm, stream);
+}
 
 // C128 = void: the step has no D = 128 version.
 template <class C64, class C128>
@@ -37,9 +45,9 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   fa::check_forward_args(support, p, q, k, v, o, lse);
   const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core (steps)");
   if (p.head_dim == 64) {
-    launch<C64>(prm, stream);
+    launch_step<C64>(prm, stream);
   } else if constexpr (!std::is_void_v<C128>) {
-    launch<C128>(prm, stream);
+    launch_step<C128>(prm, stream);
   }
 }
 

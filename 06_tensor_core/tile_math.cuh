@@ -1,0 +1,271 @@
+// Chapter 06's tile math: the kernel's arguments and tile sizes, and the named steps of one key
+// tile that tensor_core_kernel (tensor_core.cuh) is written in: copy_tile, tile_scores,
+// mask_scores, softmax_step, accumulate_pv, write_rows. 07 and 08 call them too.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "common/device/cp_async.cuh"
+#include "common/device/math.cuh"
+#include "common/device/mma.cuh"
+#include "common/device/swizzle.h"
+#include "common/device/tiles.h"
+#include "common/problem.h"
+
+namespace tensor_core {
+
+// The device vocabulary (common/device/): cp.async and tile math from 05, mma.sync, ldmatrix and
+// the swizzle taught here.
+using namespace fa::cuda;
+
+struct Params {
+  const void* q;  // [B, H, Sq, D] global, fp16 / bf16
+  const void* k;  // [B, Hkv, Sk, D] global
+  const void* v;  // [B, Hkv, Sk, D] global
+  void* o;        // [B, H, Sq, D] global
+  float* lse;     // [B, H, Sq] global, natural log
+  std::int64_t batch_heads;  // B * H: the grid's rows (common/device/grid.cuh)
+  int seqlen_q, seqlen_k;
+  int group_size;  // H / Hkv: query heads per KV head
+  bool causal;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+// Tile sizes and switches. The step-by-step versions of the README are this kernel with some
+// switches off (steps/steps.cu); the chapter's choice per head dim is ChapterConfig (tensor_core.cuh).
+template <class T_, int kD_, int kBc, int kMTiles_, int kStages_ = 2, bool kSwizzle_ = true,
+          bool kQInRegs_ = false, bool kLazyRescale_ = false>
+struct Config {
+  using T = T_;
+  static constexpr int kD = kD_;
+  static constexpr int kCols = smem_cols(kD);  // smem row: a power of two of chunks (swizzle.h)
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMTiles = kMTiles_;  // 16-row mma tiles per warp
+  static constexpr int Br = 16 * kMTiles * kWarps;
+  static constexpr int Bc = kBc;
+  static constexpr int kStages = kStages_;    // 1: load K_j, V_j, wait, compute. 2: double buffer
+  static constexpr bool kSwizzle = kSwizzle_;
+  static constexpr bool kQInRegs = kQInRegs_;  // Q_i's A fragments loaded once, kept in registers
+  static constexpr bool kLazyRescale = kLazyRescale_;  // O_i *= alpha only when some row's max grew
+  static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2;
+  static_assert(kD % 16 == 0 && Bc % 16 == 0 && kStages >= 1 && kStages <= 2);
+};
+
+// Stages rows [0, rows) of a row-major (rows, D) global matrix into a (kRows, kCols) smem tile
+// with 16-byte cp.async; rows past `rows` are zero-filled (src-size 0: nothing is read), so a
+// partial tile needs no other care. Padding columns (D = 96 in 128) are never read: not copied.
+// kThreads: how many threads (0 .. kThreads - 1) share the copy.
+template <class C, int kRows, int kThreads = C::kThreads>
+__device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows) {
+  constexpr int kRowChunks = C::kCols / kChunkElems;
+  constexpr int kRowsPerIt = kThreads / kRowChunks;  // rows one pass of the threads covers
+  static_assert(kRows % kRowsPerIt == 0);
+  const int r_t = copy_row(threadIdx.x, kRowChunks), c = copy_chunk(threadIdx.x, kRowChunks) * kChunkElems;
+  if (c >= C::kD) return;
+  const typename C::T* src_t = src + r_t * C::kD + c;  // this thread's first chunk
+  // The swizzle key repeats every 8 rows (swizzle.h): when a pass covers a multiple of 8 rows,
+  // the thread's smem offset moves by whole rows, and every copy takes immediate offsets.
+  auto dst = [&](int it) {
+    const int offset = kRowsPerIt % 8 == 0
+                           ? tile_offset(r_t, c, C::kCols, C::kSwizzle) + it * kRowsPerIt * C::kCols
+                           : tile_offset(r_t + it * kRowsPerIt, c, C::kCols, C::kSwizzle);
+    return tile + 2 * offset;
+  };
+  if (rows >= kRows) {  // a whole tile: no predicates
+#pragma unroll
+    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16(dst(it), src_t + it * kRowsPerIt * C::kD, true);
+  } else {
+#pragma unroll
+    for (int it = 0; it < kRows / kRowsPerIt; ++it) {
+      const bool inside = r_t + it * kRowsPerIt < rows;
+      cp_async_16(dst(it), inside ? src_t + it * kRowsPerIt * C::kD : src, inside);
+    }
+  }
+}
+
+// A warp's share of O_i: 16 kMTiles rows. In mma tile mt, lane (g, t) holds rows 16 mt + g and
+// 16 mt + g + 8 (h = 0, 1): of S_ij, keys 8 nt + 2t, 8 nt + 2t + 1 (nt < Bc/8); of O_i, columns
+// 8 nt + 2t, +1 (nt < D/8).
+template <class C>
+struct WarpRows {
+  float O[C::kMTiles][C::kD / 8][4];  // (16 kM, D) fp32 accumulators
+  float m[C::kMTiles][2];             // running max of rows g, g + 8 (raw score units)
+  float l[C::kMTiles][2];             // running sum over this thread's keys (the quad's: at the end)
+  __device__ __forceinline__ WarpRows() {
+#pragma unroll
+    for (int mt = 0; mt < C::kMTiles; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < C::kD / 8; ++nt) O[mt][nt][0] = O[mt][nt][1] = O[mt][nt][2] = O[mt][nt][3] = 0.0f;
+      m[mt][0] = m[mt][1] = -std::numeric_limits<float>::infinity();
+      l[mt][0] = l[mt][1] = 0.0f;
+    }
+  }
+};
+
+template <class C>
+using ScoreTile = float[C::kMTiles][C::Bc / 8][4];  // S_ij, the warp's rows: C fragments
+template <class C>
+using PTile = std::uint32_t[C::kMTiles][C::Bc / 16][4];  // P_ij in T: A fragments, one per 16 keys
+template <class C>
+using QFrags = std::uint32_t[C::kMTiles][C::kQInRegs ? C::kD / 16 : 1][4];
+
+// S_ij = Q_i K_j^T for the warp's rows: per 16-wide step of d, one LDSM of K feeds 2 kM mmas
+// (two 8-key n-tiles). Q_w: the warp's rows of Q_i; K_j: the key tile's stage.
+template <class C>
+__device__ __forceinline__ void tile_scores(ScoreTile<C>& S, const QFrags<C>& q_frag, std::uint32_t Q_w,
+                                            std::uint32_t K_j, int lane_a, int lane_b) {
+  constexpr int kM = C::kMTiles, kCols = C::kCols;
+#pragma unroll
+  for (int mt = 0; mt < kM; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::Bc / 8; ++nt) S[mt][nt][0] = S[mt][nt][1] = S[mt][nt][2] = S[mt][nt][3] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < C::kD / 16; ++ks) {
+    std::uint32_t a[kM][4];
+#pragma unroll
+    for (int mt = 0; mt < kM; ++mt) {
+      if constexpr (C::kQInRegs) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) a[mt][r] = q_frag[mt][ks][r];
+      } else {
+        ldmatrix_x4(a[mt], Q_w + ldsm_address(lane_a, 16 * mt, 16 * ks, kCols));
+      }
+    }
+#pragma unroll
+    for (int nb = 0; nb < C::Bc / 16; ++nb) {
+      std::uint32_t b[4];  // keys 16nb..+7: {b[0], b[1]}; keys 16nb+8..+15: {b[2], b[3]}
+      ldmatrix_x4(b, K_j + ldsm_address(lane_b, 16 * nb, 16 * ks, kCols));
+#pragma unroll
+      for (int mt = 0; mt < kM; ++mt) {
+        mma_16816<typename C::T>(S[mt][2 * nb], a[mt], b[0], b[1]);
+        mma_16816<typename C::T>(S[mt][2 * nb + 1], a[mt], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// The element mask, for the tiles needs_mask picks: -inf where the key is past Sk or causally
+// hidden. row: the query row of this lane's first element (mt = 0, h = 0); j0: the tile's first key.
+template <class C>
+__device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, int t, const Params& prm) {
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::Bc / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int i = row + 16 * mt + 8 * (e / 2), j = j0 + 8 * nt + 2 * t + e % 2;
+        if (j >= prm.seqlen_k || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, prm.seqlen_k)))
+          S[mt][nt][e] = -std::numeric_limits<float>::infinity();
+      }
+}
+
+// Online softmax. A row's Bc keys sit in the 4 lanes of a quad (same g, t = 0..3), so two
+// xor-shuffles (1, 2) give its max; the sum l stays per thread until the end. P_ij leaves in T,
+// already as the A fragments of P V: keys 16kk..16kk+15 are S_ij's n-tiles 2kk and 2kk+1,
+// element for element (README: Walkthrough). No shuffle, no shared memory.
+template <class C>
+__device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>& P_ij, WarpRows<C>& w,
+                                             float scale_log2) {
+  // BEGIN SOLUTION: per row (mt, h): m = quad max (xor 1, 2) of w.m and S_ij, m' = m * scale_log2 (0 if -inf), alpha = fast_exp2(w.m scale_log2 - m'); w.O *= alpha (kLazyRescale: only if some row's max grew, __any_sync); P = fast_exp2(S scale_log2 - m') -> P_ij A fragments (pack2); w.m = m, w.l = w.l alpha + sum P
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float m_scaled[C::kMTiles][2], alpha[C::kMTiles][2];
+  bool grew = false;  // did the max of any of this thread's rows grow?
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float m = w.m[mt][h];
+#pragma unroll
+      for (int nt = 0; nt < C::Bc / 8; ++nt) m = fmaxf(m, fmaxf(S_ij[mt][nt][2 * h], S_ij[mt][nt][2 * h + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      // No key seen yet (m = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
+      m_scaled[mt][h] = m == -kInf ? 0.0f : m * scale_log2;
+      alpha[mt][h] = fast_exp2(w.m[mt][h] * scale_log2 - m_scaled[mt][h]);  // rescales earlier tiles
+      grew |= m > w.m[mt][h];
+      w.m[mt][h] = m;
+    }
+  }
+  // An unchanged max gives alpha = exp2(0) = 1 exactly: skipping O *= 1 changes no bit. With
+  // kLazyRescale the warp skips the kMTiles * D / 2 FMULs per thread (128 at D = 128) when none
+  // of its 16 kMTiles rows grew (one vote).
+  if (!C::kLazyRescale || __any_sync(0xffffffffu, grew)) {
+#pragma unroll
+    for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < C::kD / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w.O[mt][nt][e] *= alpha[mt][e / 2];
+  }
+  // a0: (g, 2t)  a1: (g+8, 2t)  a2: (g, 2t+8)  a3: (g+8, 2t+8)
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < C::Bc / 8; ++nt) {
+        // exp(scale (s - m)) = exp2(s * scale * log2e - m * scale * log2e): one FFMA + MUFU.EX2
+        const float p0 = fast_exp2(fmaf(S_ij[mt][nt][2 * h], scale_log2, -m_scaled[mt][h]));
+        const float p1 = fast_exp2(fmaf(S_ij[mt][nt][2 * h + 1], scale_log2, -m_scaled[mt][h]));
+        sum += p0 + p1;
+        P_ij[mt][nt / 2][nt % 2 * 2 + h] = pack2<typename C::T>(p0, p1);
+      }
+      w.l[mt][h] = w.l[mt][h] * alpha[mt][h] + sum;
+    }
+  }
+  // END SOLUTION
+}
+
+// O_i += P_ij V_j: one LDSM.T of V feeds 2 kM mmas.
+template <class C>
+__device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_ij, std::uint32_t V_j, int lane_a) {
+  // BEGIN SOLUTION: w.O += P_ij V_j: per 16-key step kk and 16 dims nb, one ldmatrix_x4_trans of V_j, two mma_16816 per mt with A = P_ij[mt][kk]
+#pragma unroll
+  for (int kk = 0; kk < C::Bc / 16; ++kk) {
+#pragma unroll
+    for (int nb = 0; nb < C::kD / 16; ++nb) {
+      std::uint32_t b[4];  // dims 16nb..+7: {b[0], b[1]}; dims 16nb+8..+15: {b[2], b[3]}
+      ldmatrix_x4_trans(b, V_j + ldsm_address(lane_a, 16 * kk, 16 * nb, C::kCols));
+#pragma unroll
+      for (int mt = 0; mt < C::kMTiles; ++mt) {
+        mma_16816<typename C::T>(w.O[mt][2 * nb], P_ij[mt][kk], b[0], b[1]);
+        mma_16816<typename C::T>(w.O[mt][2 * nb + 1], P_ij[mt][kk], b[2], b[3]);
+      }
+    }
+  }
+  // END SOLUTION
+}
+
+// Epilogue: the row sums over the quad, O_i / l_i once, LSE = m * scale + log(l) (natural log).
+// row: the query row of this lane's first element (mt = 0, h = 0); rows past Sq are not written.
+template <class C>
+__device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& prm, std::int64_t bh, int row, int t) {
+  using T = typename C::T;
+  constexpr int kD = C::kD;
+  T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * kD;  // (Sq, D) global
+  const float scale = prm.scale_log2 * kLn2;
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float l = w.l[mt][h];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const int r = row + 16 * mt + 8 * h;
+      if (r >= prm.seqlen_q) continue;
+      const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
+#pragma unroll
+      for (int nt = 0; nt < kD / 8; ++nt)  // a quad writes 16 contiguous bytes
+        *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * kD + 8 * nt + 2 * t) =
+            pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
+      if (t == 0)
+        prm.lse[bh * prm.seqlen_q + r] = l > 0.0f ? w.m[mt][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
+    }
+  }
+}
+
+}  // namespace tensor_core
