@@ -21,7 +21,8 @@ constexpr int kMaxTile = 64;  // each thread owns at most 4 x 4 elements of S_ij
 constexpr int padded_head_dim(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : 128; }
 
 // Shared memory of one block, in floats, for the kernel's layout (flash_v1.cu):
-// Q_i (Br, d+1), K_j (Bc, d+1), V_j (Bc, d), P_ij (Br, Bc+16). O_i, l_i, m_i live in registers.
+// Q_i (Br, d+1), K_j (Bc, d+1), V_j (Bc, d), P_ij (Br, Bc+16). O_i, l_i, m_i live in global memory
+// between steps (Algorithm 1) and in registers only within one (i, j) step.
 constexpr std::size_t smem_floats(int Br, int Bc, int d) {
   return std::size_t(Br) * (d + 1) + std::size_t(Bc) * (d + 1) + std::size_t(Bc) * d +
          std::size_t(Br) * (Bc + 16);

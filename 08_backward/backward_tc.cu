@@ -25,7 +25,7 @@
 // (161-162 KiB of shared memory; dK_j and dV_j take 64 + 64 registers per thread at D = 128);
 // Br = 64 query rows at D = 128, 128 at D = 64.
 // Expected effect: per step a warp issues 5 * Br * Bc * D / (8 * 2048) mmas against 144 LDSM.x4
-// (D = 128; the registers-only layout of the first version needed 184), so the tensor cores wait
+// (D = 128; keeping P and dS in registers instead of shared memory needs 184), so the tensor cores wait
 // less on shared memory; hiding the exp2 and the two barriers per step with 8 warps per SM decides
 // how close it gets to FlashAttention-2's backward (README: Tensor-core backward).
 // Run:  ./build/08_backward/08_backward --seqlen 4096 --head-dim 128 --dtype bf16 [--deterministic]
