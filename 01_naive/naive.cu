@@ -96,8 +96,10 @@ __global__ void output_kernel(const float* prob,  // [B, H, Sq, Sk] global
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      {"01_naive", {fa::Dtype::f32}, {}, 256}, forward, {7, 32, 64, 96, 128},
-      fa::default_problem(fa::Dtype::f32)};
+      .support = {.chapter = "01_naive", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
+      .forward = forward,
+      .test_head_dims = {7, 32, 64, 96, 128},
+      .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
 

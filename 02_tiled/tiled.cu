@@ -164,8 +164,10 @@ __global__ void __launch_bounds__(kThreads) output_kernel(const float* prob,  //
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      {"02_tiled", {fa::Dtype::f32}, {}, 256}, forward, {7, 32, 64, 96, 128},
-      fa::default_problem(fa::Dtype::f32)};
+      .support = {.chapter = "02_tiled", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
+      .forward = forward,
+      .test_head_dims = {7, 32, 64, 96, 128},
+      .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
 

@@ -139,8 +139,10 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, v
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      {"03_online_softmax", {fa::Dtype::f32}, {}, 128}, forward, {7, 32, 64, 96, 128},
-      fa::default_problem(fa::Dtype::f32)};
+      .support = {.chapter = "03_online_softmax", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .forward = forward,
+      .test_head_dims = {7, 32, 64, 96, 128},
+      .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
 

@@ -246,8 +246,10 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, v
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      {"04_flash_v1", {fa::Dtype::f32}, {}, 128}, forward, {7, 32, 64, 96, 128},
-      fa::default_problem(fa::Dtype::f32)};
+      .support = {.chapter = "04_flash_v1", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .forward = forward,
+      .test_head_dims = {7, 32, 64, 96, 128},
+      .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
 

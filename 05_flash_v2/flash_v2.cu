@@ -340,8 +340,10 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      {"05_flash_v2", {fa::Dtype::f32}, {}, 128}, forward, {7, 32, 64, 96, 128},
-      fa::default_problem(fa::Dtype::f32)};
+      .support = {.chapter = "05_flash_v2", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .forward = forward,
+      .test_head_dims = {7, 32, 64, 96, 128},
+      .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
 

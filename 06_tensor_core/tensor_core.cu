@@ -23,10 +23,14 @@ void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
 }  // namespace
 
 const fa::Chapter& chapter() {
-  static const fa::Chapter c{{"06_tensor_core", {fa::Dtype::bf16, fa::Dtype::f16}, {32, 64, 96, 128, 256}, 256},
-                             forward,
-                             {32, 64, 96, 128, 256},
-                             fa::default_problem(fa::Dtype::bf16)};
+  static const fa::Chapter c{
+      .support = {.chapter = "06_tensor_core",
+                  .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
+                  .head_dims = {32, 64, 96, 128, 256},
+                  .max_head_dim = 256},
+      .forward = forward,
+      .test_head_dims = {32, 64, 96, 128, 256},
+      .defaults = fa::default_problem(fa::Dtype::bf16)};
   return c;
 }
 

@@ -70,10 +70,11 @@ DeviceBlockMask::DeviceBlockMask(const BlockMask& mask) : shape_(mask.shape), nn
 }
 
 const fa::Chapter& chapter() {
-  static const fa::Chapter c{{kChapter, {fa::Dtype::bf16, fa::Dtype::f16}, {64, 128}, 128},
-                             dense_forward,
-                             {64, 128},
-                             fa::default_problem(fa::Dtype::bf16)};
+  static const fa::Chapter c{
+      .support = {.chapter = kChapter, .dtypes = {fa::Dtype::bf16, fa::Dtype::f16}, .head_dims = {64, 128}, .max_head_dim = 128},
+      .forward = dense_forward,
+      .test_head_dims = {64, 128},
+      .defaults = fa::default_problem(fa::Dtype::bf16)};
   return c;
 }
 

@@ -335,12 +335,16 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 }
 
 const fa::BackwardChapter& chapter() {
-  static const fa::BackwardChapter c{{"08_backward", {fa::Dtype::f32, fa::Dtype::f16, fa::Dtype::bf16}, {}, 128},
-                                     forward,
-                                     backward,
-                                     {64, 128},
-                                     fa::default_problem(fa::Dtype::f32),
-                                     backward_deterministic};
+  static const fa::BackwardChapter c{
+      .support = {.chapter = "08_backward",
+                  .dtypes = {fa::Dtype::f32, fa::Dtype::f16, fa::Dtype::bf16},
+                  .head_dims = {},
+                  .max_head_dim = 128},
+      .forward = forward,
+      .backward = backward,
+      .test_head_dims = {64, 128},
+      .defaults = fa::default_problem(fa::Dtype::f32),
+      .deterministic = backward_deterministic};
   return c;
 }
 
@@ -353,12 +357,13 @@ const fa::BackwardChapter& fp32_chapter() {
     fa::check_backward_args(fp32_chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
     backward(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
   };
-  static const fa::BackwardChapter c{{"08_backward", {fa::Dtype::f32}, {}, 128},
-                                     flash_v2::forward,
-                                     fp32_only,
-                                     {7, 32, 96},
-                                     fa::default_problem(fa::Dtype::f32),
-                                     nullptr};
+  static const fa::BackwardChapter c{
+      .support = {.chapter = "08_backward", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .forward = flash_v2::forward,
+      .backward = fp32_only,
+      .test_head_dims = {7, 32, 96},
+      .defaults = fa::default_problem(fa::Dtype::f32),
+      .deterministic = nullptr};
   return c;
 }
 

@@ -11,9 +11,12 @@ namespace {
 
 template <class C>
 Step make(const std::string& name, const std::string& what) {
-  return {name, what,
-          {{"05_flash_v2." + name, {fa::Dtype::f32}, {}, 128}, forward_with<C>, {64, 128},
-           fa::default_problem(fa::Dtype::f32)}};
+  return {.name = name,
+          .what = what,
+          .chapter = {.support = {.chapter = "05_flash_v2." + name, .dtypes = {fa::Dtype::f32}, .max_head_dim = 128},
+                      .forward = forward_with<C>,
+                      .test_head_dims = {64, 128},
+                      .defaults = fa::default_problem(fa::Dtype::f32)}};
 }
 
 }  // namespace

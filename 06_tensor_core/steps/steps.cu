@@ -55,7 +55,12 @@ template <class C64, class C128 = void>
 Step make(const std::string& name, const std::string& what) {
   const std::vector<int> dims = std::is_void_v<C128> ? std::vector<int>{64} : std::vector<int>{64, 128};
   fa::Problem defaults = fa::default_problem(fa::Dtype::bf16);
-  return {name, what, {{"06_tensor_core." + name, {fa::Dtype::bf16}, dims, 128}, forward<C64, C128>, dims, defaults}};
+  return {.name = name,
+          .what = what,
+          .chapter = {.support = {.chapter = "06_tensor_core." + name, .dtypes = {fa::Dtype::bf16}, .head_dims = dims, .max_head_dim = 128},
+                      .forward = forward<C64, C128>,
+                      .test_head_dims = dims,
+                      .defaults = defaults}};
 }
 
 }  // namespace
