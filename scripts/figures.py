@@ -1,0 +1,566 @@
+#!/usr/bin/env python3
+"""Draws the chapter figures from the project's own rules: python3 scripts/figures.py
+
+Writes docs/figures/*.png (committed; each chapter README shows its own). No GPU, no build: where a
+figure follows a rule that lives in C++ (tile ownership, tile skipping, the swizzle, the block mask
+generator), the rule is ported below in a small function whose comment names the C++ function and
+file it mirrors, so that a reader can check one against the other. Every random input is seeded,
+so the PNGs are the same on every run (up to the matplotlib version).
+Needs matplotlib and numpy (python3 -m pip install matplotlib); the build and the tests do not.
+"""
+
+import math
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "figures")
+DPI = 160  # 8-inch-wide figures come out 1280 px: sharp when a README shows them at ~800 px
+
+# One palette for every figure (colour-blind safe, Okabe-Ito).
+BLUE, ORANGE, GREEN, RED, PURPLE, SKY, YELLOW, GREY = (
+    "#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#BBBBBB")
+
+plt.rcParams.update({
+    "font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "legend.fontsize": 9,
+    "axes.spines.top": False, "axes.spines.right": False, "figure.dpi": DPI, "savefig.dpi": DPI,
+})
+
+
+def save(fig, name):
+    path = os.path.join(OUT, name)
+    fig.savefig(path, bbox_inches="tight", pad_inches=0.08, metadata={"Software": None})
+    plt.close(fig)
+    print("wrote", os.path.relpath(path))
+
+
+def grid_axes(ax, rows, cols, xlabel, ylabel, major=1):
+    """An axes for a (rows, cols) grid of unit cells, row 0 at the top."""
+    ax.set_xlim(0, cols)
+    ax.set_ylim(rows, 0)
+    ax.set_aspect("equal")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_xticks(np.arange(0, cols, major) + 0.5, [str(c) for c in range(0, cols, major)])
+    ax.set_yticks(np.arange(0, rows, major) + 0.5, [str(r) for r in range(0, rows, major)])
+    ax.tick_params(length=0)
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+
+
+def cell(ax, r, c, color, text=None, fontsize=8, textcolor="black", edge="white", lw=0.8):
+    ax.add_patch(Rectangle((c, r), 1, 1, facecolor=color, edgecolor=edge, linewidth=lw))
+    if text is not None:
+        ax.text(c + 0.5, r + 0.5, text, ha="center", va="center", fontsize=fontsize, color=textcolor)
+
+
+# ------------------------------------------------------------------------------------------------
+# Ports of C++ rules.
+
+def ceil_div(a, b):
+    """common/device/tiles.h: ceil_div."""
+    return (a + b - 1) // b
+
+
+def causal_visible(i, j, seqlen_q, seqlen_k):
+    """common/problem.h: causal_visible. Bottom-right aligned: query i sees key j iff j <= i + Sk - Sq."""
+    return j <= i + (seqlen_k - seqlen_q)
+
+
+def key_tile_end(i_tile, Br, Bc, seqlen_q, seqlen_k, causal):
+    """common/device/tiles.h: key_tile_end. Query tile i_tile visits key tiles 0 .. end - 1."""
+    Tc = ceil_div(seqlen_k, Bc)
+    if not causal:
+        return Tc
+    last_row = (i_tile + 1) * Br - 1 if (i_tile + 1) * Br < seqlen_q else seqlen_q - 1
+    last_key = last_row + (seqlen_k - seqlen_q)  # the last key that row sees
+    if last_key < 0:
+        return 0
+    # C++ integer division truncates toward zero; last_key >= 0 here, so // is the same.
+    return last_key // Bc + 1 if last_key // Bc + 1 < Tc else Tc
+
+
+def needs_mask(i_tile, j_tile, Br, Bc, seqlen_q, seqlen_k, causal):
+    """common/device/tiles.h: needs_mask. Past Sk, or some row of the tile misses some key of it."""
+    last_col = (j_tile + 1) * Bc - 1
+    if last_col >= seqlen_k:
+        return True
+    return causal and not causal_visible(i_tile * Br, last_col, seqlen_q, seqlen_k)
+
+
+def tiled_owner(row, col):
+    """02_tiled/tiled.cu: scores_kernel and output_kernel. ty = threadIdx.x / 16, tx = threadIdx.x % 16;
+    thread (ty, tx) owns rows ty + 16 r and columns tx + 16 c (r, c < 4) of the 64 x 64 tile."""
+    ty, tx = row % 16, col % 16
+    return ty * 16 + tx  # threadIdx.x
+
+
+kChunkElems = 8  # common/device/swizzle.h: a 16-byte chunk holds 8 fp16 / bf16 elements
+
+
+def swizzle_key(row, row_chunks):
+    """common/device/swizzle.h: swizzle_key."""
+    return row % 8 if row_chunks >= 8 else row // (8 // row_chunks) % row_chunks
+
+
+def tile_offset(row, col, cols, swizzled):
+    """common/device/swizzle.h: tile_offset. Element offset of (row, col) in a (rows, cols) tile."""
+    chunk = col // kChunkElems
+    placed = chunk ^ swizzle_key(row, cols // kChunkElems) if swizzled else chunk
+    return row * cols + placed * kChunkElems + col % kChunkElems
+
+
+def bank_group(element_offset):
+    """32 banks of 4 bytes: a 16-byte chunk's bank group is its position in its 128-byte line
+    (the rule stated in common/device/swizzle.h's header). Elements are 2 bytes."""
+    return (2 * element_offset) % 128 // 16
+
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(x):
+    """07_block_sparse/block_mask.cpp: splitmix64 (uint64 arithmetic, wrapping)."""
+    x = (x + 0x9E3779B97F4A7C15) & MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK64
+    return x ^ (x >> 31)
+
+
+def random_pattern_row(density, seed, b, h, heads, num_q_blocks, qb, Tk):
+    """07_block_sparse/block_mask.cpp: pattern_row, Pattern::random. round(density * Tk) distinct key
+    blocks by a partial Fisher-Yates shuffle seeded by (seed, b, h, qb), returned ascending."""
+    cols = list(range(Tk))
+    count = int(math.floor(density * Tk + 0.5))  # std::lround (density * Tk >= 0)
+    state = splitmix64(seed ^ splitmix64((b * heads + h) * num_q_blocks + qb))
+    for n in range(count):
+        state = splitmix64(state)
+        k = n + state % (Tk - n)
+        cols[n], cols[k] = cols[k], cols[n]
+    return sorted(cols[:count])
+
+
+def csr_from_rows(rows):
+    """07_block_sparse/block_mask.h: BlockMask. Row r's key blocks are
+    col_indices[row_offsets[r] .. row_offsets[r + 1]), ascending."""
+    row_offsets, col_indices = [0], []
+    for cols in rows:
+        col_indices += cols
+        row_offsets.append(len(col_indices))
+    return row_offsets, col_indices
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. 01_naive: the memory hierarchy, and the bytes each of the three kernels moves through HBM.
+
+def fig_01_naive():
+    B, H, N, D, f32 = 4, 16, 1024, 64, 4
+    MiB = 2.0 ** 20
+    qkvo = B * H * N * D * f32  # one of Q, K, V, O: [B, H, N, D] floats (Hkv = H)
+    s = B * H * N * N * f32     # S (and P, which overwrites it): [B, H, N, N] floats
+    lse = B * H * N * f32       # LSE: [B, H, N] floats
+    # Bytes through HBM per kernel (01_naive/naive.cu), with Q, K, V read once each: the best any
+    # cache could do for them. The passes over S and P cannot be cached: 256 MiB >> L2.
+    #   scores_kernel : read Q, K;  write S                      = 2 qkvo + s
+    #   softmax_kernel: read S three times (max, sum, normalize); write P over S; write LSE
+    #                                                            = 3 s + s + lse
+    #   output_kernel : read P, V;  write O                      = s + 2 qkvo
+    # and the least a forward must move (common/problem.cpp: forward_min_bytes): Q, K, V, O, LSE once.
+    kernels = ["1: S = scale QK$^T$", "2: P = softmax(S)", "3: O = PV", "minimum\n(Q,K,V,O,LSE once)"]
+    sp = np.array([s, 4 * s, s, 0]) / MiB                         # through S / P
+    io = np.array([2 * qkvo, lse, 2 * qkvo, 4 * qkvo + lse]) / MiB  # through Q, K, V, O, LSE
+
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9.5, 4.0), gridspec_kw={"width_ratios": [1, 1.55]})
+
+    # Left: the hierarchy (H100 SXM figures), fastest and smallest at the top.
+    ax0.set_xlim(0, 10)
+    ax0.set_ylim(0, 10)
+    ax0.axis("off")
+    ax0.set_title("Where the data lives (H100 SXM)")
+    levels = [("registers", "256 KB per SM", 3.0, SKY),
+              ("shared memory / L1", "up to 228 KB per SM", 4.6, SKY),
+              ("L2 cache", "50 MB per GPU", 6.4, GREY),
+              ("HBM (global memory)", "80 GB per GPU, ~3.35 TB/s", 9.0, ORANGE)]
+    for n, (name, size, width, color) in enumerate(levels):
+        y = 7.7 - n * 2.3
+        ax0.add_patch(FancyBboxPatch((5 - width / 2, y), width, 1.6, boxstyle="round,pad=0.05",
+                                     facecolor=color, edgecolor="black", linewidth=0.8, alpha=0.85))
+        ax0.text(5, y + 1.05, name, ha="center", va="center", fontsize=10, weight="bold")
+        ax0.text(5, y + 0.45, size, ha="center", va="center", fontsize=9)
+    ax0.text(5, -0.6, "S and P (256 MiB here) fit only in HBM", ha="center", fontsize=9, color=RED)
+
+    # Right: the bars.
+    x = np.arange(len(kernels))
+    ax1.bar(x, io, color=BLUE, label="Q, K, V, O, LSE")
+    ax1.bar(x, sp, bottom=io, color=ORANGE, label="S / P (N x N per head)")
+    for xi, total in zip(x, io + sp):
+        ax1.text(xi, total + 20, f"{total:,.0f}", ha="center", va="bottom", fontsize=9)
+    ax1.set_xticks(x, kernels, fontsize=9)
+    ax1.set_ylabel("HBM traffic (MiB)")
+    ax1.set_ylim(0, (io + sp).max() * 1.12)
+    ax1.set_title(f"Bytes moved per kernel, B={B} H={H} N={N} D={D} f32")
+    ax1.legend(frameon=False, loc="upper right")
+    fig.tight_layout()
+    save(fig, "01_naive_traffic.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. 02_tiled: which thread owns which element of a 64 x 64 tile of S.
+
+def fig_02_tiled():
+    fig, ax = plt.subplots(figsize=(6.4, 6.4))
+    grid_axes(ax, 64, 64, "column of the tile (key j - j0)", "row of the tile (query i - i0)", major=8)
+    picks = {0: BLUE, 1: ORANGE, 16: GREEN, 16 * 9 + 5: PURPLE}  # threadIdx.x -> colour
+    for r in range(64):
+        for c in range(64):
+            t = tiled_owner(r, c)
+            if t in picks:
+                ax.add_patch(Rectangle((c, r), 1, 1, facecolor=picks[t], edgecolor="none"))
+            elif t < 32:  # warp 0: threads 0-31 are ty = 0 and 1
+                ax.add_patch(Rectangle((c, r), 1, 1, facecolor=SKY, alpha=0.3, edgecolor="none"))
+    for k in range(0, 65, 16):  # the 4 x 4 blocks of 16 x 16 elements, one element per thread each
+        ax.axhline(k, color="black", linewidth=0.8)
+        ax.axvline(k, color="black", linewidth=0.8)
+    for k in range(0, 65, 1):
+        ax.axhline(k, color="#EEEEEE", linewidth=0.3, zorder=0)
+        ax.axvline(k, color="#EEEEEE", linewidth=0.3, zorder=0)
+    handles = [Patch(color=col, label=f"thread {t}: ty={t // 16}, tx={t % 16}") for t, col in picks.items()]
+    handles.append(Patch(color=SKY, alpha=0.3, label="the rest of warp 0 (threads 0-31)"))
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=2, frameon=False)
+    ax.set_title("64 x 64 tile of S, 16 x 16 threads: thread (ty, tx)\n"
+                 "owns rows ty + 16r, columns tx + 16c (r, c < 4)")
+    save(fig, "02_tiled_ownership.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 3. 03_online_softmax: the running max and sum of one row, key by key and block by block.
+
+def fig_03_online_softmax():
+    rng = np.random.default_rng(11)  # a seed whose max grows in three later blocks
+    n, Bc = 128, 16
+    s = rng.standard_normal(n)  # one row of scores s_j = scale * q . k_j, standard normal
+    # Key by key: 03_online_softmax/model.cpp, step() (the kernel's loop in online_softmax.cu).
+    m, l = -math.inf, 0.0
+    m_key, l_key = [], []
+    for x in s:
+        if x > m:
+            l *= math.exp(m - x)  # alpha = exp(m_old - m_new) < 1; exp(-inf) = 0 at the first key
+            m = x
+        l += math.exp(x - m)
+        m_key.append(m)
+        l_key.append(l)
+    # Block by block, Bc keys at a time: 05_flash_v2/flash_v2.cu, the online softmax of
+    # flash_v2_kernel: m_new = max(m_i, rowmax(S_ij)); alpha = exp(m_i - m_new); l_i = alpha l_i + sum P_ij.
+    m, l = -math.inf, 0.0
+    m_blk, l_blk, alphas = [], [], []
+    for j in range(n // Bc):
+        blk = s[j * Bc:(j + 1) * Bc]
+        m_new = max(m, blk.max())
+        alpha = math.exp(m - m_new)
+        l = alpha * l + np.exp(blk - m_new).sum()
+        m = m_new
+        m_blk.append(m)
+        l_blk.append(l)
+        alphas.append(alpha)
+    ends = np.arange(1, n // Bc + 1) * Bc - 0.5  # the x position after each block's last key
+
+    fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(8, 5.4), sharex=True, gridspec_kw={"hspace": 0.12})
+    keys = np.arange(n)
+    ax0.scatter(keys, s, s=8, color=GREY, label="score $s_j$", zorder=2)
+    ax0.step(keys, m_key, where="post", color=BLUE, linewidth=1.2, alpha=0.6, label="$m$ key by key (03)")
+    ax0.plot(ends, m_blk, "o", color=BLUE, label="$m_i$ after each key block (05)", zorder=3)
+    ax1.step(keys, l_key, where="post", color=GREEN, linewidth=1.0, alpha=0.6, label="$l$ key by key (03)")
+    ax1.plot(ends, l_blk, "o", color=GREEN, label="$l_i$ after each key block (05)", zorder=3)
+    for j, (e, a) in enumerate(zip(ends, alphas)):
+        if 0 < a < 1:  # block 0 has alpha = exp(-inf) = 0: nothing to rescale yet
+            for ax in (ax0, ax1):
+                ax.axvline(e, color=RED, linewidth=0.8, linestyle="--", zorder=1)
+            ax1.text(e - 0.8, 0.6, f"$\\alpha$={a:.2f}", ha="right", va="bottom", fontsize=9, color=RED)
+            ax0.annotate(f"+{m_blk[j] - m_blk[j - 1]:.2f}", (e, m_blk[j]), xytext=(-5, 4),
+                         textcoords="offset points", ha="right", va="bottom", fontsize=9, color=RED)
+    for k in range(0, n + 1, Bc):
+        for ax in (ax0, ax1):
+            ax.axvline(k - 0.5, color="#DDDDDD", linewidth=0.6, zorder=0)
+    ax0.set_ylim(top=max(m_blk) + 0.7)  # room for the labels above the last growth
+    ax0.set_ylabel("score / running max")
+    ax1.set_ylabel("running sum")
+    ax1.set_xlabel(f"key j  (grey lines: key blocks of Bc = {Bc}; red dashes: blocks where "
+                   "$\\alpha = e^{m_{old} - m_{new}} < 1$ rescales $l_i$, $O_i$)")
+    ax0.legend(frameon=False, loc="lower right", ncol=3, fontsize=8)
+    ax1.legend(frameon=False, loc="upper left", fontsize=8)
+    ax0.set_title("Online softmax of one row (seeded N(0,1) scores): the max grows, the sum is rescaled")
+    ax1.set_xlim(-1, n)
+    save(fig, "03_online_softmax_rescale.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 4. 04 vs 05: the order in which (query tile i, key tile j) pairs are visited.
+
+def fig_04_05_loop_order():
+    Tr, Tc = 4, 4
+    fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(9, 4.6))
+    # 04_flash_v1/flash_v1.cu: one block per (b, h); for j in 0..Tc-1 (outer), for i in 0..Tr-1 (inner).
+    grid_axes(ax0, Tr, Tc, "key tile j", "query tile i")
+    for j in range(Tc):
+        for i in range(Tr):
+            cell(ax0, i, j, plt.cm.Blues(0.25 + 0.55 * j / (Tc - 1)), str(j * Tr + i + 1), fontsize=12,
+                 textcolor="white" if j >= 2 else "black", edge="white", lw=2)
+    for j in range(Tc):
+        ax0.annotate("", (j + 0.15, Tr - 0.08), (j + 0.15, 0.08),
+                     arrowprops=dict(arrowstyle="->", color="black", lw=0.8, alpha=0.5))
+    ax0.set_title("04 (FlashAttention-1): j outer, i inner\none block, 16 steps in a row")
+    ax0.text(Tc / 2, Tr + 0.8, "each step loads and stores O_i, l_i, m_i in HBM", ha="center", fontsize=9,
+             color=RED)
+    # 05_flash_v2/flash_v2.cu: the grid has a block per query tile i; each walks j = 0..Tc-1 alone.
+    grid_axes(ax1, Tr, Tc, "key tile j", "query tile i = block of the grid")
+    colors = [BLUE, ORANGE, GREEN, PURPLE]
+    for i in range(Tr):
+        for j in range(Tc):
+            cell(ax1, i, j, colors[i], str(j + 1), fontsize=12, textcolor="white", edge="white", lw=2)
+        ax1.annotate("", (Tc - 0.08, i + 0.18), (0.08, i + 0.18),
+                     arrowprops=dict(arrowstyle="->", color="black", lw=0.8, alpha=0.5))
+    ax1.set_title("05 (FlashAttention-2): i in the grid, j inner\n4 blocks at once, 4 steps each")
+    ax1.text(Tc / 2, Tr + 0.8, "O_i, l_i, m_i stay in registers; O_i stored once", ha="center",
+             fontsize=9, color=GREEN)
+    fig.tight_layout()
+    save(fig, "04_05_loop_order.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 5. 05: which (i_tile, j_tile) pairs a causal forward skips, masks, or computes in full.
+
+def fig_05_causal_tiles():
+    Br = Bc = 64  # 05_flash_v2/flash_v2.cu: Traits<64>: Br = 16 * kWarps = 64, Bc = 64 (kD <= 64)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5.2), gridspec_kw={"width_ratios": [16, 11]})
+    colors = {"skipped": "#EEEEEE", "masked": ORANGE, "full": BLUE}
+    for ax, (Sq, Sk) in zip(axes, [(1000, 1000), (300, 700)]):
+        Tr, Tc = ceil_div(Sq, Br), ceil_div(Sk, Bc)
+        grid_axes(ax, Tr, Tc, f"key tile j_tile (Bc = {Bc})", f"query tile i_tile (Br = {Br})",
+                  major=1 if Tc <= 12 else 2)
+        counts = dict.fromkeys(colors, 0)
+        for i in range(Tr):
+            end = key_tile_end(i, Br, Bc, Sq, Sk, True)
+            for j in range(Tc):
+                kind = "skipped" if j >= end else "masked" if needs_mask(i, j, Br, Bc, Sq, Sk, True) else "full"
+                counts[kind] += 1
+                cell(ax, i, j, colors[kind], edge="white", lw=1.2)
+        # The causal boundary in tile units: key j = i + Sk - Sq (common/problem.h: causal_visible).
+        rows = np.array([0, Sq])
+        ax.plot((rows + Sk - Sq) / Bc, rows / Br, color="black", linewidth=1.2)
+        ax.plot([Sk / Bc] * 2, [0, Tr], color="black", linewidth=0.8, linestyle=":")  # the end of the keys
+        ax.set_title(f"Sq = {Sq}, Sk = {Sk}: " + ", ".join(f"{v} {k}" for k, v in counts.items()), fontsize=10)
+    handles = [Patch(facecolor=c, edgecolor=GREY, label=k) for k, c in colors.items()]
+    handles.append(plt.Line2D([], [], color="black", label="last visible key j = i + Sk - Sq"))
+    handles.append(plt.Line2D([], [], color="black", linestyle=":", label="key Sk (end of the keys)"))
+    fig.legend(handles=handles, loc="lower center", ncol=5, frameon=False, bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle("Causal tile map: key_tile_end skips, needs_mask masks (common/device/tiles.h)")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    save(fig, "05_causal_tiles.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 6. 06: the m16n8k16 fragments, and the XOR swizzle that makes ldmatrix conflict free.
+
+def fig_06_fragments_swizzle():
+    fig = plt.figure(figsize=(10, 10.2))
+    gs = fig.add_gridspec(2, 2, width_ratios=[16, 10], height_ratios=[16, 9.5], hspace=0.36, wspace=0.15)
+    reg_colors = [BLUE, ORANGE, GREEN, PURPLE]
+
+    # Panel A: the fragment layouts of common/device/mma.cuh's header (PTX ISA), g = lane / 4, t = lane % 4.
+    axA = fig.add_subplot(gs[0, 0])
+    grid_axes(axA, 16, 16, "column k", "row m")
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        #   a0: (g, 2t..2t+1)  a1: (g+8, 2t..2t+1)  a2: (g, 2t+8..2t+9)  a3: (g+8, 2t+8..2t+9)
+        for reg, (r, c) in enumerate([(g, 2 * t), (g + 8, 2 * t), (g, 2 * t + 8), (g + 8, 2 * t + 8)]):
+            for e in range(2):
+                cell(axA, r, c + e, reg_colors[reg], str(lane), fontsize=8, textcolor="white")
+    axA.set_title("A fragment (16 x 16): lane holding each element")
+    axC = fig.add_subplot(gs[0, 1])
+    grid_axes(axC, 16, 8, "column n", "row m")
+    for lane in range(32):
+        g, t = lane // 4, lane % 4
+        #   c0, c1: (g, 2t), (g, 2t+1)    c2, c3: (g+8, 2t), (g+8, 2t+1)
+        for reg, (r, c) in enumerate([(g, 2 * t), (g, 2 * t + 1), (g + 8, 2 * t), (g + 8, 2 * t + 1)]):
+            cell(axC, r, c, reg_colors[reg], str(lane), fontsize=8, textcolor="white")
+    axC.set_title("C fragment (16 x 8, fp32)")
+    axA.legend(handles=[Patch(color=reg_colors[k], label=f"a{k}") for k in range(4)], ncol=4, frameon=False,
+               loc="upper center", bbox_to_anchor=(0.5, -0.07))
+    axC.legend(handles=[Patch(color=reg_colors[k], label=f"c{k}") for k in range(4)], ncol=4, frameon=False,
+               loc="upper center", bbox_to_anchor=(0.5, -0.07), columnspacing=0.8)
+
+    # Panel B: a (rows, 64) fp16 tile, 128-byte rows, read by ldmatrix at one column: 8 rows' chunks.
+    cols = 64
+    read_col = 0  # ldmatrix reads columns 0..7 (chunk 0) of rows 0..7
+    for n, swizzled in enumerate([False, True]):
+        ax = fig.add_subplot(gs[1, n])
+        grid_axes(ax, 8, 8, "bank group (16-byte position in the 128-byte line)", "tile row")
+        for r in range(8):
+            for c in range(cols // kChunkElems):  # logical chunk c of row r
+                grp = bank_group(tile_offset(r, c * kChunkElems, cols, swizzled))
+                hit = c == read_col // kChunkElems
+                cell(ax, r, grp, RED if hit else "#F2F2F2", str(c), fontsize=9,
+                     textcolor="white" if hit else "#777777", edge="white", lw=1.5)
+        hits = {bank_group(tile_offset(r, read_col, cols, swizzled)) for r in range(8)}
+        name = "swizzled: chunk ^ (row % 8)" if swizzled else "row-major"
+        ax.set_title(f"{name}\nldmatrix, rows 0-7 of chunk 0: {len(hits)} bank group"
+                     + ("s" if len(hits) > 1 else "") + (" (no conflict)" if len(hits) == 8 else " (8-way conflict)"),
+                     fontsize=10)
+    fig.text(0.5, 0.035, "A (rows, 64) fp16 tile in shared memory, 8 chunks of 16 bytes per row; number = logical "
+             "chunk, red = the chunks one ldmatrix phase reads", ha="center", fontsize=9)
+    fig.suptitle("mma.m16n8k16 fragments (common/device/mma.cuh) and the XOR swizzle "
+                 "(common/device/swizzle.h)", y=0.95)
+    save(fig, "06_fragments_swizzle.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 7. 07: a random block mask, its CSR arrays, and one query block's walk.
+
+def fig_07_block_mask():
+    # The mask make_mask (07_block_sparse/block_mask.cpp) builds for B = H = 1, Sq = 1024, Sk = 768,
+    # block_k = 64 (Tq = 1024 / kBlockQ = 8, Tk = 12) and HeadPattern{random, density 0.4, seed 7}.
+    Tq, Tk, density, seed, walk = 8, 12, 0.4, 7, 5
+    rows = [random_pattern_row(density, seed, 0, 0, 1, Tq, qb, Tk) for qb in range(Tq)]
+    row_offsets, col_indices = csr_from_rows(rows)
+    fig = plt.figure(figsize=(9, 7.4))
+    gs = fig.add_gridspec(2, 1, height_ratios=[8, 4.2], hspace=0.32)
+
+    ax = fig.add_subplot(gs[0])
+    grid_axes(ax, Tq, Tk, "key block kb", "query block qb")
+    for qb in range(Tq):
+        for kb in range(Tk):
+            on = kb in rows[qb]
+            color = (ORANGE if qb == walk else BLUE) if on else "#EEEEEE"
+            text = str(rows[qb].index(kb) + 1) if on and qb == walk else None
+            cell(ax, qb, kb, color, text, fontsize=11, textcolor="white", edge="white", lw=1.5)
+    ax.add_patch(Rectangle((0, walk), Tk, 1, fill=False, edgecolor="black", linewidth=1.5))
+    ax.set_title(f"Random block mask, density {density} (seed {seed}): "
+                 f"{len(col_indices)} of {Tq * Tk} blocks; query block {walk} visits its key blocks in order 1..{len(rows[walk])}",
+                 fontsize=10)
+
+    # The arrays, as boxes.
+    axa = fig.add_subplot(gs[1])
+    axa.axis("off")
+    per_line = 20
+    n_lines = ceil_div(len(col_indices), per_line)
+    axa.set_xlim(-3.2, per_line + 0.2)
+    axa.set_ylim(2.6 + 1.5 * n_lines, -0.6)
+
+    def boxes(y, values, highlight, label):
+        axa.text(-0.2, y + 0.5, label, ha="right", va="center", fontsize=10, family="monospace")
+        for k, v in enumerate(values):
+            x = k % per_line
+            yy = y + 1.5 * (k // per_line)
+            axa.add_patch(Rectangle((x, yy), 1, 1, facecolor=ORANGE if k in highlight else "white",
+                                    edgecolor="black", linewidth=0.7))
+            axa.text(x + 0.5, yy + 0.5, str(v), ha="center", va="center", fontsize=9)
+            axa.text(x + 0.5, yy - 0.15, str(k), ha="center", va="bottom", fontsize=6.5, color="#888888")
+
+    lo, hi = row_offsets[walk], row_offsets[walk + 1]
+    boxes(0, row_offsets, {walk, walk + 1}, "row_offsets")
+    boxes(2, col_indices, set(range(lo, hi)), "col_indices")
+    axa.text(per_line / 2, 2.3 + 1.5 * n_lines,
+             f"query block {walk}: col_indices[row_offsets[{walk}] .. row_offsets[{walk + 1}]) = "
+             f"col_indices[{lo} .. {hi}) = {rows[walk]}", ha="center", fontsize=10)
+    save(fig, "07_block_mask_csr.png")
+
+
+# ------------------------------------------------------------------------------------------------
+# 8. 08: the backward's data flow for one key tile.
+
+def fig_08_backward():
+    # The loop of 08_backward/backward.cu (backward_kernel) and 08_backward/README.md's Algorithm.
+    fig, ax = plt.subplots(figsize=(10, 7.0))
+    ax.set_xlim(0, 22)
+    ax.set_ylim(0, 15)
+    ax.axis("off")
+
+    def box(x, y, w, h, text, color, fontsize=9.5, weight="normal", alpha=1.0, tag=None):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.08", facecolor=color,
+                                    edgecolor="black", linewidth=0.8, alpha=alpha))
+        if tag is None:
+            ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, weight=weight)
+        else:  # an operation on the left, what it is on the right
+            ax.text(x + 0.3, y + h / 2, text, ha="left", va="center", fontsize=fontsize)
+            ax.text(x + w - 0.3, y + h / 2, tag, ha="right", va="center", fontsize=fontsize - 0.5, style="italic")
+
+    def arrow(p, q, color="black", rad=0.0):
+        ax.add_patch(FancyArrowPatch(p, q, arrowstyle="-|>", mutation_scale=12, color=color, linewidth=1.1,
+                                     connectionstyle=f"arc3,rad={rad}", shrinkA=2, shrinkB=2))
+
+    # Global memory: inputs on the left, outputs on the right.
+    ax.text(2.3, 14.5, "global memory", ha="center", fontsize=10, weight="bold")
+    ax.text(19.7, 14.5, "global memory", ha="center", fontsize=10, weight="bold")
+    box(0.2, 12.2, 4.2, 1.1, "K_j, V_j", ORANGE)
+    box(0.2, 8.9, 4.2, 1.6, "Q_i, dO_i\n(every query tile i)", ORANGE)
+    box(0.2, 6.4, 4.2, 1.6, "LSE_i\n(saved by the forward)", ORANGE)
+    box(0.2, 3.9, 4.2, 1.6, "D_i = rowsum(dO_i ∘ O_i)\n(preprocessing kernel)", ORANGE, fontsize=8.5)
+    box(17.6, 8.3, 4.2, 2.2, "dQ (fp32)\natomicAdd, or key tiles\nin turn order\n(deterministic mode)", RED,
+        fontsize=9, alpha=0.8)
+    box(17.6, 1.0, 4.2, 1.3, "dK_j, dV_j\nwritten once", GREEN, alpha=0.8)
+
+    # The block.
+    ax.add_patch(FancyBboxPatch((5.0, 0.5), 11.8, 13.6, boxstyle="round,pad=0.1", facecolor="#F7F7F7",
+                                edgecolor="black", linewidth=1.0))
+    ax.text(10.9, 13.65, "one block per key tile j (and batch, KV head)", ha="center", fontsize=10.5,
+            weight="bold")
+    box(5.5, 11.95, 10.8, 1.25, "load K_j, V_j once  →  shared memory\ndK_j = dV_j = 0  (registers)", SKY,
+        alpha=0.7)
+    ax.add_patch(FancyBboxPatch((5.4, 3.2), 11.0, 8.4, boxstyle="round,pad=0.1", facecolor="white",
+                                edgecolor=GREY, linewidth=1.0, linestyle="--"))
+    ax.text(10.9, 11.2, "for each query tile i ≥ query_tile_begin(j):  load Q_i, dO_i",
+            ha="center", fontsize=9.5, style="italic")
+    steps = [  # (operation, where it lives, colour)
+        ("S = scale · Q_i K_jᵀ", "recomputed", SKY),
+        ("P = exp(S − LSE_i)", "recomputed: no max, no sum", SKY),
+        ("dV_j += Pᵀ dO_i", "registers", GREEN),
+        ("dP = dO_i V_jᵀ", "per tile", SKY),
+        ("dS = P ∘ (dP − D_i)", "per tile", SKY),
+        ("dK_j += scale · dSᵀ Q_i", "registers", GREEN),
+        ("dQ_i += scale · dS K_j", "global fp32", RED),
+    ]
+    y0, dy = 9.6, 1.0
+    ys = []
+    for n, (text, tag, color) in enumerate(steps):
+        y = y0 - n * dy
+        ys.append(y + 0.4)
+        box(5.8, y, 10.2, 0.8, text, color, fontsize=9.5, alpha=0.5, tag=tag)
+    box(5.5, 1.0, 10.8, 1.3, "after the last query tile:  store dK_j, dV_j", GREEN, alpha=0.5)
+
+    # Arrows: inputs to the steps that first use them, outputs from the steps that make them.
+    arrow((4.4, 12.75), (5.5, 12.6))               # K_j, V_j -> the load
+    arrow((4.4, 9.9), (5.8, ys[0]))                # Q_i -> S
+    arrow((4.4, 9.5), (5.8, ys[2]), rad=0.15)      # dO_i -> dV_j
+    arrow((4.4, 7.2), (5.8, ys[1]))                # LSE_i -> P
+    arrow((4.4, 4.7), (5.8, ys[4]))                # D_i -> dS
+    arrow((16.0, ys[6]), (17.6, 8.9), color=RED)   # dQ_i -> global
+    arrow((16.3, 1.65), (17.6, 1.65), color=GREEN) # dK_j, dV_j -> global
+    ax.legend(handles=[Patch(facecolor=SKY, alpha=0.6, label="recomputed per tile"),
+                       Patch(facecolor=GREEN, alpha=0.6, label="accumulated in registers"),
+                       Patch(facecolor=RED, alpha=0.5, label="accumulated in global memory"),
+                       Patch(facecolor=ORANGE, label="read from global memory")],
+              loc="lower center", bbox_to_anchor=(0.5, -0.06), ncol=4, frameon=False)
+    ax.set_title("The backward pass for one key tile: what it recomputes, and where it accumulates",
+                 fontsize=11)
+    save(fig, "08_backward_dataflow.png")
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    fig_01_naive()
+    fig_02_tiled()
+    fig_03_online_softmax()
+    fig_04_05_loop_order()
+    fig_05_causal_tiles()
+    fig_06_fragments_swizzle()
+    fig_07_block_mask()
+    fig_08_backward()
+
+
+if __name__ == "__main__":
+    main()
