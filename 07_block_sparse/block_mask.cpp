@@ -187,6 +187,7 @@ BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPat
         m.row_offsets.push_back(static_cast<int>(m.col_indices.size()));
       }
   // END SOLUTION
+  m.validate();  // a malformed mask (an unfinished TODO, say) is refused here, never walked
   return m;
 }
 
