@@ -29,6 +29,7 @@ float warp_sum(std::array<float, 32> x) {
 
 Update step(RowState& row, float s) {
   Update u{1.0f, 0.0f};
+  // BEGIN SOLUTION: if s raises row.m: u.alpha = exp(m_old - s), row.l *= u.alpha, row.m = s; then u.p = exp(s - row.m), row.l += u.p
   if (s > row.m) {                  // the max grows: move l (and, in the caller, O) to the new max
     u.alpha = std::exp(row.m - s);  // exp(m_old - m_new) < 1; exp(-inf) = 0 at the first key
     row.l *= u.alpha;
@@ -36,6 +37,7 @@ Update step(RowState& row, float s) {
   }
   u.p = std::exp(s - row.m);  // <= 1
   row.l += u.p;
+  // END SOLUTION
   return u;
 }
 

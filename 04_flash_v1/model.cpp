@@ -51,6 +51,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
           const float m_tilde_ref = m_tilde == -kInf ? 0.0f : m_tilde;
           float l_tilde = 0.0f;  // line 10: P~_ij = exp(S_ij - m~_ij), l~_ij = rowsum(P~_ij)
           for (int c = 0; c < bc; ++c) l_tilde += P[c] = std::exp(P[c] - m_tilde_ref);
+          // BEGIN SOLUTION: lines 8, 11-13: m_new, l_new from (m_i, l_i) and (m~, l~); O_i = (l_i alpha O_i + beta P~ V_j) / l_new; write l_new, m_new back to l_g, m_g
           const float m_i = m_g[row], l_i = l_g[row];  // line 8
           const float m_new = std::max(m_i, m_tilde);  // line 11
           const float m_ref = m_new == -kInf ? 0.0f : m_new;
@@ -65,6 +66,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
           }
           l_g[row] = l_new;  // line 13
           m_g[row] = m_new;
+          // END SOLUTION
         }
       }
     }

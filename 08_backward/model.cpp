@@ -75,7 +75,9 @@ void backward(const fa::Problem& p, const std::vector<float>& q, const std::vect
             for (int c = 0; c < cols; ++c) {
               float dp = 0.0f;
               for (int d = 0; d < D; ++d) dp += dO[std::int64_t{i0 + r} * D + d] * V[std::int64_t{j0 + c} * D + d];
+              // BEGIN SOLUTION: dS_ij[r, c] = P_ij[r, c] (dp - D_i) (README: where dS comes from)
               dS_ij[r * cols + c] = P_ij[r * cols + c] * (dp - D_row[bh * Sq + i0 + r]);
+              // END SOLUTION
             }
           }
           // dQ_i += scale dS_ij K_j: one partial sum per key tile (the GPU's atomicAdd)
