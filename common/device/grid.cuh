@@ -22,8 +22,8 @@ namespace fa::cuda {
 constexpr std::int64_t kMaxGridX = 2147483647;  // 2^31 - 1
 constexpr std::int64_t kMaxGridYZ = 65535;
 
-// `tiles` blocks along x for each of `rows` rows (both >= 1: Problem::validate). Throws std::invalid_argument (naming `who`) only
-// for sizes no GPU memory could hold.
+// `tiles` blocks along x for each of `rows` rows (both >= 1: Problem::validate). Throws
+// std::invalid_argument (naming `who`) only for sizes no GPU memory could hold.
 inline dim3 tiles_by_rows(std::int64_t tiles, std::int64_t rows, const std::string& who) {
   const std::int64_t z = (rows + kMaxGridYZ - 1) / kMaxGridYZ;
   if (tiles > kMaxGridX || z > kMaxGridYZ)
