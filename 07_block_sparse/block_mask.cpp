@@ -191,6 +191,13 @@ BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPat
   return m;
 }
 
+std::vector<HeadPattern> cycle_patterns(const std::vector<HeadPattern>& patterns, int heads) {
+  if (patterns.size() <= 1) return patterns;
+  std::vector<HeadPattern> per_head;
+  for (int h = 0; h < heads; ++h) per_head.push_back(patterns[h % patterns.size()]);
+  return per_head;
+}
+
 double forward_flops(const fa::Problem& p, const BlockMask& mask) {
   check_fits(mask.shape, p, "forward_flops");
   const MaskShape& s = mask.shape;

@@ -83,6 +83,10 @@ struct HeadPattern {
 // dense and others sparse in the same launch. Throws std::invalid_argument for bad parameters.
 BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPattern>& patterns);
 
+// Several patterns spread over `heads` heads in turn (head h gets patterns[h % size]), as
+// make_mask takes them; a single pattern stays one, for every head.
+std::vector<HeadPattern> cycle_patterns(const std::vector<HeadPattern>& patterns, int heads);
+
 // Floating-point operations of the forward pass under the mask: 4 * D per (query, key) pair
 // that an active block holds and causal masking (if p.causal) keeps -- the work the kernel must
 // do, for TFLOP/s figures comparable with a dense kernel's.

@@ -29,10 +29,7 @@ struct MaskedCase {
 
 void PrintTo(const MaskedCase& c, std::ostream* os) { *os << c.name; }
 
-struct Shape {
-  int batch, heads, kv_heads, seqlen_q, seqlen_k;
-  bool causal;
-};
+using fa::testing::Shape;  // and problem_of: common/test_cases.h
 
 // Awkward lengths; Sq > Sk under causal masking (rows that see nothing); whole blocks only.
 constexpr Shape kShapes[] = {
@@ -67,20 +64,8 @@ std::vector<MaskedCase> masked_cases() {
       for (int block_k : {64, 128})
         for (const Shape& s : kShapes)
           for (const Named& n : patterns) {
-            fa::Problem p;
-            p.batch = s.batch;
-            p.heads = s.heads;
-            p.kv_heads = s.kv_heads;
-            p.seqlen_q = s.seqlen_q;
-            p.seqlen_k = s.seqlen_k;
-            p.head_dim = d;
-            p.causal = s.causal;
-            p.dtype = dtype;
-            std::vector<bs::HeadPattern> per_head = n.patterns;
-            if (per_head.size() > 1) {
-              per_head.clear();
-              for (int h = 0; h < p.heads; ++h) per_head.push_back(n.patterns[h % n.patterns.size()]);
-            }
+            const fa::Problem p = fa::testing::problem_of(s, d, dtype);
+            const std::vector<bs::HeadPattern> per_head = bs::cycle_patterns(n.patterns, p.heads);
             const std::string name = std::string(n.name) + "_bk" + std::to_string(block_k) + "_B" +
                                      std::to_string(s.batch) + "_H" + std::to_string(s.heads) + "x" +
                                      std::to_string(s.kv_heads) + "_Sq" + std::to_string(s.seqlen_q) + "_Sk" +
@@ -91,11 +76,8 @@ std::vector<MaskedCase> masked_cases() {
   // batch x heads = 66,048: more (b, h) pairs than grid y holds (common/device/grid.cuh), each
   // head with its own pattern; two key blocks, the second partial.
   for (int block_k : {64, 128}) {
-    fa::Problem p;
-    p.batch = 129, p.heads = 512, p.kv_heads = 128, p.seqlen_q = 3, p.seqlen_k = block_k + 2, p.head_dim = 64;
-    p.dtype = fa::Dtype::bf16;
-    std::vector<bs::HeadPattern> per_head;
-    for (int h = 0; h < p.heads; ++h) per_head.push_back(patterns.back().patterns[h % patterns.back().patterns.size()]);
+    const fa::Problem p = fa::testing::problem_of({129, 512, 128, 3, block_k + 2, false}, 64, fa::Dtype::bf16);
+    const std::vector<bs::HeadPattern> per_head = bs::cycle_patterns(patterns.back().patterns, p.heads);
     cases.push_back({.problem = p,
                      .block_k = block_k,
                      .patterns = per_head,

@@ -15,11 +15,6 @@
 namespace fa::testing {
 namespace {
 
-struct Shape {
-  int batch, heads, kv_heads, seqlen_q, seqlen_k;
-  bool causal;
-};
-
 // Awkward on purpose: lengths that are not multiples of any tile size, a single row, a single
 // key, more queries than keys under causal masking (the first Sq - Sk rows see nothing). The
 // 1013 x 1013 shapes keep to 2 heads: the float64 reference costs O(Sq * Sk * D) per head.
@@ -50,18 +45,6 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
          (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs));
 }
 
-Problem problem_of(const Shape& s, int head_dim, Dtype dtype) {
-  Problem p;
-  p.batch = s.batch;
-  p.heads = s.heads;
-  p.kv_heads = s.kv_heads;
-  p.seqlen_q = s.seqlen_q;
-  p.seqlen_k = s.seqlen_k;
-  p.head_dim = head_dim;
-  p.causal = s.causal;
-  p.dtype = dtype;
-  return p;
-}
 
 bool supports(const Support& s, const Problem& p) {
   const bool dtype = std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) != s.dtypes.end();
@@ -113,6 +96,19 @@ std::vector<Problem> extra_problems() {
 }
 
 }  // namespace
+
+Problem problem_of(const Shape& s, int head_dim, Dtype dtype) {
+  Problem p;
+  p.batch = s.batch;
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_k = s.seqlen_k;
+  p.head_dim = head_dim;
+  p.causal = s.causal;
+  p.dtype = dtype;
+  return p;
+}
 
 std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims) {
   std::vector<NamedProblem> cases;

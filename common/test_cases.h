@@ -14,6 +14,13 @@
 
 namespace fa::testing {
 
+// A test shape; problem_of makes it a Problem at one head dim and dtype.
+struct Shape {
+  int batch, heads, kv_heads, seqlen_q, seqlen_k;
+  bool causal;
+};
+Problem problem_of(const Shape& s, int head_dim, Dtype dtype);
+
 struct NamedProblem {
   std::string name;  // a valid gtest name: B2_H4x2_Sq127_Sk127_D64_causal_bf16
   Problem problem;

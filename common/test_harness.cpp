@@ -17,28 +17,19 @@ std::vector<ForwardCase> forward_cases(const Chapter& chapter) {
 }
 
 std::vector<ForwardCase> step_cases(const std::vector<Step>& steps) {
-  struct Shape {
-    int batch, heads, kv_heads, seqlen_q, seqlen_k;
-    bool causal;
+  struct NamedShape {
+    Shape shape;
     const char* name;
   };
-  const Shape shapes[] = {{2, 4, 2, 1013, 1013, true, "GQA_Sq1013_causal"},
-                          {1, 2, 1, 127, 300, false, "MQA_Sq127_Sk300"},
-                          {1, 2, 2, 300, 77, true, "Sq300_Sk77_causal"},
-                          {3, 2, 2, 1, 1013, true, "Sq1_Sk1013_causal"}};
+  const NamedShape shapes[] = {{{2, 4, 2, 1013, 1013, true}, "GQA_Sq1013_causal"},
+                               {{1, 2, 1, 127, 300, false}, "MQA_Sq127_Sk300"},
+                               {{1, 2, 2, 300, 77, true}, "Sq300_Sk77_causal"},
+                               {{3, 2, 2, 1, 1013, true}, "Sq1_Sk1013_causal"}};
   std::vector<ForwardCase> cases;
   for (const Step& step : steps) {
     for (int d : step.chapter.test_head_dims) {
-      for (const Shape& s : shapes) {
-        Problem p;
-        p.batch = s.batch;
-        p.heads = s.heads;
-        p.kv_heads = s.kv_heads;
-        p.seqlen_q = s.seqlen_q;
-        p.seqlen_k = s.seqlen_k;
-        p.head_dim = d;
-        p.causal = s.causal;
-        p.dtype = step.chapter.support.dtypes.front();
+      for (const NamedShape& s : shapes) {
+        const Problem p = problem_of(s.shape, d, step.chapter.support.dtypes.front());
         cases.push_back(
             {.chapter = &step.chapter, .problem = p, .name = step.name + "_D" + std::to_string(d) + "_" + s.name});
       }
