@@ -12,28 +12,10 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 
 const fa::Chapter& chapter();
 
-// The changes since 04 that the kernel can switch off one at a time (`if constexpr` in
-// flash_v2.cu), for the README's step-by-step table (steps.h). Config<> is the chapter's kernel.
-template <bool kSkipCausalTiles_ = true, bool kExp2_ = true, bool kNormalizeOnce_ = true,
-          bool kOverlapCopies_ = true, bool kInterleavedLanes_ = true>
-struct Config {
-  static constexpr bool kSkipCausalTiles = kSkipCausalTiles_;    // off: all key tiles, all causal masked
-  static constexpr bool kExp2 = kExp2_;                          // off: natural-log S, p = expf(s - m)
-  static constexpr bool kNormalizeOnce = kNormalizeOnce_;        // off: O_i / l_i after every tile (04)
-  static constexpr bool kOverlapCopies = kOverlapCopies_;        // off: copy K_j, V_j, wait, compute
-  static constexpr bool kInterleavedLanes = kInterleavedLanes_;  // off: (ty, tx) = (lane / 8, lane % 8)
-};
-
-// The README's steps: the chapter's kernel with one change switched off.
-using NoCausalSkip = Config<false, true, true, true, true>;
-using Expf = Config<true, false, true, true, true>;
-using NormalizeEachTile = Config<true, true, false, true, true>;
-using NoCopyOverlap = Config<true, true, true, false, true>;
-using PlainLanes = Config<true, true, true, true, false>;
-
-// forward() on the kernel built as C; flash_v2.cu instantiates it for Config<> and the steps above.
-template <class C>
-void forward_with(const fa::Problem& p, const void* q, const void* k, const void* v, void* o,
-                  float* lse, cudaStream_t stream);
+// The argument checks of forward() (a clear error for what the chapter does not take), and
+// whether the 16-byte copies apply (head_dim % 4 == 0, 16-byte aligned rows). The step-by-step
+// versions (steps/) call it too.
+bool prepare_forward(const fa::Support& support, const fa::Problem& p, const void* q, const void* k, const void* v,
+                     const void* o, const float* lse);
 
 }  // namespace flash_v2

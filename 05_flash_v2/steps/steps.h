@@ -1,5 +1,5 @@
 // The README's step-by-step versions: chapter 05's kernel with one of its changes since 04 switched
-// off (template switches of flash_v2.h's Config, not copies), f32. Each is a Chapter, so the
+// off (steps.cu: one kernel over tile_math.cuh's device functions, with switches), f32. Each is a Chapter, so the
 // shared benchmark and test code run it like any chapter.
 #pragma once
 

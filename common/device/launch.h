@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "common/cuda_check.h"
 
@@ -18,6 +19,15 @@ inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>
 template <class Kernel>
 void allow_shared_memory(Kernel* kernel, int bytes) {
   FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+// Calls f(std::integral_constant<int, kD>{}) for the first of kDims (ascending) that is >= head_dim:
+// a kernel instantiated for kD runs any smaller head dim with its extra columns zero-filled (05,
+// 08). The caller has checked head_dim <= the last of kDims.
+template <int... kDims, class F>
+void with_head_dim(int head_dim, F&& f) {
+  bool done = false;
+  ((done = done || (head_dim <= kDims && (f(std::integral_constant<int, kDims>{}), true))), ...);
 }
 
 }  // namespace fa::cuda
