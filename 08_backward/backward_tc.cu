@@ -95,13 +95,12 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     tile_product(dP, dO_i, sm.V_s, w);
     // Two copies of the element loop, chosen once per step: most tiles need no element mask.
     // Sparse: a 64-key half the mask turns off counts as masked (a warp's keys lie in one half).
-    const bool half_on = (st.halves >> (w.s_key0 / 64) & 1) != 0;
-    const float* lse_i = sm.lse_s + buf * Br;
-    const float* D_i = sm.D_s + buf * Br;
+    const bool half_on = !Walk::kHalves || (st.halves >> (w.s_key0 / 64) & 1) != 0;
+    const RowStats<C> rs(sm.lse_s + buf * Br, sm.D_s + buf * Br, w);
     if (!half_on || needs_mask(st.i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal))
-      probs_and_grads<C, true>(S, dP, sm, lse_i, D_i, w, prm, i0, j0, half_on);
+      probs_and_grads<C, true>(S, dP, sm, rs, w, prm, i0, j0, half_on);
     else
-      probs_and_grads<C, false>(S, dP, sm, lse_i, D_i, w, prm, i0, j0, half_on);
+      probs_and_grads<C, false>(S, dP, sm, rs, w, prm, i0, j0, half_on);
     __syncthreads();  // all of P_ij and dS_ij are in smem: the products below mix every warp's part
 
     // dQ_i += dS_ij K_j, into the fp32 accumulator that every key tile adds to.

@@ -112,6 +112,7 @@ struct Step {
 // bh0 + 1, ... (GQA/MQA: group_size heads share K_j, V_j). Causal: query tiles before i_begin see
 // nothing of K_j (common/device/tiles.h). In turn order a key tile's rank is its index.
 struct DenseWalk {
+  static constexpr bool kHalves = false;  // every step keeps both 64-key halves
   std::int64_t bh0;
   int Tr, i_begin, n_steps, rank;
   __device__ __forceinline__ Step first() const { return {bh0, i_begin, 3}; }
@@ -124,6 +125,7 @@ struct DenseWalk {
 // The block-sparse walk: the steps the host listed for this key tile (sparse_walk.h, chapter 07's
 // mask transposed). In turn order a step's rank is the number of listed key tiles before j.
 struct ListedWalk {
+  static constexpr bool kHalves = true;  // a step may turn a 64-key half off
   std::int64_t bh0;
   const std::uint32_t* steps;  // this block's steps
   const int* ranks;
@@ -202,6 +204,23 @@ __device__ __forceinline__ void tile_product(ScoreTile<C>& acc, std::uint32_t A_
   }
 }
 
+// LSE_i log2(e) and D_i of the warp's rows 16 mt + g + 8 h, read from shared memory once per step
+// (before the branch between the masked and unmasked probs_and_grads, so the loads issue early).
+template <class C>
+struct RowStats {
+  float lse2[C::kSM][2], D_r[C::kSM][2];
+  __device__ __forceinline__ RowStats(const float* lse_i, const float* D_i, const WarpTiles<C>& w) {
+#pragma unroll
+    for (int mt = 0; mt < C::kSM; ++mt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        lse2[mt][h] = lse_i[w.s_row0 + 16 * mt + w.g + 8 * h] * kLog2e;
+        D_r[mt][h] = D_i[w.s_row0 + 16 * mt + w.g + 8 * h];
+      }
+    }
+  }
+};
+
 // P_ij = exp2(S scale log2(e) - LSE_i log2(e)), already normalized, and dS_ij = P_ij o (dP_ij - D_i),
 // both in fp32, then to P_s and dS_s in T (4-byte stores: a lane's two adjacent keys; the 8 rows g
 // of a warp land in 8 bank groups thanks to the swizzle). kMasked (the tiles needs_mask picks, and
@@ -210,19 +229,10 @@ __device__ __forceinline__ void tile_product(ScoreTile<C>& acc, std::uint32_t A_
 // add exactly 0. i0, j0: the tile's first query row and key; half_on: the warp's 64 keys are kept.
 template <class C, bool kMasked>
 __device__ __forceinline__ void probs_and_grads(ScoreTile<C>& S, ScoreTile<C>& dP, const SmemTiles<C>& sm,
-                                                const float* lse_i, const float* D_i, const WarpTiles<C>& w,
-                                                const TcParams& prm, int i0, int j0, bool half_on) {
+                                                const RowStats<C>& rs, const WarpTiles<C>& w, const TcParams& prm,
+                                                int i0, int j0, bool half_on) {
   using T = typename C::T;
-  // BEGIN SOLUTION: per row: LSE_i log2(e) and D_i; per (mt, nt, e): P = fast_exp2 (0 if masked), dS = P (dP - D_i); pack2 pairs of both into sm.P_p, sm.dS_p at pair_address(w.lane_store, 16 mt + 8 h, 8 nt, Bc)
-  float lse2[C::kSM][2], D_r[C::kSM][2];  // the warp's rows 16 mt + g + 8 h
-#pragma unroll
-  for (int mt = 0; mt < C::kSM; ++mt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      lse2[mt][h] = lse_i[w.s_row0 + 16 * mt + w.g + 8 * h] * kLog2e;
-      D_r[mt][h] = D_i[w.s_row0 + 16 * mt + w.g + 8 * h];
-    }
-  }
+  // BEGIN SOLUTION: per (mt, nt, e): P = fast_exp2(S scale_log2 - rs.lse2) (0 if masked), dS = P (dP - rs.D_r); pack2 pairs of both into sm.P_p, sm.dS_p at pair_address(w.lane_store, 16 mt + 8 h, 8 nt, Bc)
 #pragma unroll
   for (int mt = 0; mt < C::kSM; ++mt) {
 #pragma unroll
@@ -235,8 +245,8 @@ __device__ __forceinline__ void probs_and_grads(ScoreTile<C>& S, ScoreTile<C>& d
           // & and |, not && and ||: no short circuit, so the compiler predicates instead of branching.
           seen = half_on & (key < prm.seqlen_k) & (!prm.causal | fa::causal_visible(r, key, prm.seqlen_q, prm.seqlen_k));
         }
-        S[mt][nt][e] = seen ? fast_exp2(fmaf(S[mt][nt][e], prm.scale_log2, -lse2[mt][e / 2])) : 0.0f;
-        dP[mt][nt][e] = S[mt][nt][e] * (dP[mt][nt][e] - D_r[mt][e / 2]);
+        S[mt][nt][e] = seen ? fast_exp2(fmaf(S[mt][nt][e], prm.scale_log2, -rs.lse2[mt][e / 2])) : 0.0f;
+        dP[mt][nt][e] = S[mt][nt][e] * (dP[mt][nt][e] - rs.D_r[mt][e / 2]);
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

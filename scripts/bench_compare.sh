@@ -7,12 +7,14 @@
 # OLD_BUILD, NEW_BUILD: build directories holding the NN_chapter/NN_chapter_bench binaries (build
 # the old tree with e.g. `git worktree add /tmp/old REV` or `git archive REV | tar x -C /tmp/old`,
 # then `cmake --build /tmp/old/build --target 05_flash_v2_bench ...`).
-# FILTER_SET: restructure (default): the README tables' shapes of chapters 05-08 at 1k, 4k and 16k.
+# FILTER_SET: restructure (default): the README tables' shapes of chapters 05-08 at 1k, 4k and 16k;
+# bwd_bf16: 08's bf16 backward alone (dense, deterministic, sparse) at 4k and 16k.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: bench_compare.sh OLD_BUILD NEW_BUILD OUTDIR}
 new=${2:?usage: bench_compare.sh OLD_BUILD NEW_BUILD OUTDIR}
 out=${3:?usage: bench_compare.sh OLD_BUILD NEW_BUILD OUTDIR}
+set_name=${4:-restructure}
 mkdir -p "$out"
 shapes='D(64|128)/(full|causal)/seqlen:(1024|4096|16384)/'
 # chapter benchmark | Google Benchmark filter
@@ -24,6 +26,12 @@ cases=(
   "08_backward|^bwd/08_backward_deterministic/bf16/D(64|128)/(full|causal)/seqlen:(4096|16384)/"
   "08_backward|^bwd_sparse/08_backward/bf16/D(64|128)/blockk128/random/density:(1.00|0.50|0.10)/seqlen:16384/"
 )
+if [[ $set_name == bwd_bf16 ]]; then
+  cases=(
+    "08_backward|^bwd/08_backward(_deterministic)?/bf16/D(64|128)/(full|causal)/seqlen:(4096|16384)/"
+    "08_backward|^bwd_sparse/08_backward/bf16/D(64|128)/blockk128/random/density:(1.00|0.50)/seqlen:16384/"
+  )
+fi
 n=0
 for c in "${cases[@]}"; do
   ch=${c%%|*}
