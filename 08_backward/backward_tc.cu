@@ -26,8 +26,9 @@
 // Configuration (FlashAttention-2's sm80 backward): Bc = 128 keys, 8 warps, one block per SM
 // (161-162 KiB of shared memory; dK_j and dV_j take 64 + 64 registers per thread at D = 128);
 // Br = 64 query rows at D = 128, 128 at D = 64.
-// Layout: this file holds the kernels and their launch; tc_tile_math.cuh holds the tiles, the
-// walks and the named steps of one (query tile, key tile) pair the kernels are written in.
+// Layout: this file holds the kernels and their launch; tc_tiles.cuh the tiles, arguments and
+// walks; tc_tile_math.cuh the named steps of one (query tile, key tile) pair the kernels are
+// written in.
 // Expected effect: per step a warp issues 5 * Br * Bc * D / (8 * 2048) mmas against 144 LDSM.x4
 // (D = 128; keeping P and dS in registers instead of shared memory needs 184), so the tensor cores wait
 // less on shared memory; hiding the exp2 and the two barriers per step with 8 warps per SM decides
@@ -46,7 +47,7 @@
 
 #include "08_backward/backward.h"
 #include "08_backward/dot_do_o.cuh"
-#include "08_backward/tc_tile_math.cuh"  // TcConfig, TcParams, the walks and the steps of one tile pair
+#include "08_backward/tc_tile_math.cuh"  // the steps of one tile pair (and tc_tiles.cuh: tiles, walks)
 #include "common/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"

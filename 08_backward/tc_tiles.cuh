@@ -1,0 +1,163 @@
+// Chapter 08's tensor-core tiles: the backward's tile sizes and warp split (TcConfig), its
+// arguments (TcParams), the block's shared memory (SmemTiles), a warp's corners and ldmatrix
+// offsets (WarpTiles), and the two walks over query tiles (DenseWalk, ListedWalk) that
+// backward_tc.cu's kernels take. The steps of one tile pair are in tc_tile_math.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "06_tensor_core/tile_math.cuh"  // copy_tile (06), and through it common/device/
+#include "08_backward/sparse_walk.h"     // step_head, step_tile, step_halves
+
+namespace backward::tc {
+
+using tensor_core::copy_tile;
+using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, the swizzle, kLog2e (common/device/)
+
+// The members copy_tile (06) reads, the backward's tiles, and how the 8 warps split each product
+// (FlashAttention-2's sm80 backward: Flash_bwd_kernel_traits<D, Br, Bc, 8, SdP, dKV, dQ>).
+//   S, dP (Br x Bc):   kSdpWarpsM warps along query rows x the rest along keys
+//   dV, dK (Bc x D):   4 warps along keys x 2 along d
+//   dQ (Br x D):       kDqWarpsM warps along query rows x the rest along d
+// D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 32 x 64,
+// dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64).
+template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2>
+struct TcConfig {
+  using T = T_;
+  static constexpr int kD = kD_;
+  static constexpr int kCols = smem_cols(kD);  // smem row length: kD for 64 and 128
+  static constexpr bool kSwizzle = true;
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int Bc = 128;                      // keys per block
+  static constexpr int Br = Br_;                      // query rows per step
+  // Warp tiles: rows x keys of S and dP, keys x columns of dV and dK, rows x columns of dQ.
+  static constexpr int kSdpWarpsM = kSdpWarpsM_, kSRows = Br / kSdpWarpsM, kSKeys = Bc * kSdpWarpsM / kWarps;
+  static constexpr int kKvWarpsN = 4, kVKeys = Bc / kKvWarpsN, kVCols = kD * kKvWarpsN / kWarps;
+  static constexpr int kDqWarpsM = kDqWarpsM_, kQRows = Br / kDqWarpsM, kQCols = kD * kDqWarpsM / kWarps;
+  static constexpr int kSM = kSRows / 16, kSN = kSKeys / 8;  // mma tiles of a warp's S, dP
+  static constexpr int kVM = kVKeys / 16, kVN = kVCols / 8;  // ... of dV_j, dK_j
+  static constexpr int kQM = kQRows / 16, kQN = kQCols / 8;  // ... of dQ_i
+  static constexpr int kKVBytes = Bc * kCols * 2;     // K_j or V_j
+  static constexpr int kRowBytes = Br * kCols * 2;    // one stage of Q_i or dO_i
+  static constexpr int kPBytes = Br * Bc * 2;         // P_ij or dS_ij in T
+  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + 2 * kPBytes + 4 * Br * 4;
+  static_assert(kD % 16 == 0 && kSRows % 16 == 0 && kSKeys % 16 == 0 && kSKeys <= 64 && kVCols % 16 == 0 &&
+                kQRows % 16 == 0 && kQCols % 16 == 0 && 2 * Br <= kThreads);
+};
+
+template <class C>
+using ScoreTile = float[C::kSM][C::kSN][4];  // a warp's S_ij or dP_ij, fp32 (mma fragments)
+template <class C>
+using KeyTile = float[C::kVM][C::kVN][4];  // a warp's dV_j or dK_j, fp32, for the whole walk
+template <class C>
+using DqTile = float[C::kQM][C::kQN][4];  // a warp's part of dQ_i from one key tile, fp32
+
+struct TcParams {
+  const void* q;          // [B, H, Sq, D] global, T
+  const void* k;          // [B, Hkv, Sk, D] global
+  const void* v;          // [B, Hkv, Sk, D] global
+  const void* dout;       // [B, H, Sq, D] global
+  const float* lse;       // [B, H, Sq] global, natural log
+  const float* D_row;     // [B, H, Sq] global: rowsum(dO o O)
+  float* dq_accum;        // [B, H, Sq, D] global, fp32: zeroed, += by atomics
+  int* dq_turn;           // [B, H, Tr] global: the deterministic kernels' turn counters
+  const int* walk_offsets;          // sparse: [B * Hkv * Tc + 1] each block's steps (sparse_walk.h)
+  const std::uint32_t* walk_steps;  // sparse: [n] pack_step(head in group, query tile, halves)
+  const int* walk_ranks;            // sparse: [n] each step's turn in deterministic mode
+  void* dk;               // [B, Hkv, Sk, D] global, T
+  void* dv;               // [B, Hkv, Sk, D] global, T
+  std::int64_t batch_kv_heads;  // B * Hkv: the grid's rows (common/device/grid.cuh)
+  int seqlen_q, seqlen_k, group_size;
+  bool causal;
+  float scale, scale_log2;
+};
+
+// The block's shared memory, carved as the kernels use it.
+template <class C>
+struct SmemTiles {
+  std::uint32_t K_s, V_s;  // (Bc, kCols) smem: K_j, V_j, for the whole walk
+  std::uint32_t Q_s, dO_s;  // (2, Br, kCols) smem: Q_i, dO_i, double buffered
+  std::uint32_t P_s, dS_s;  // (Br, Bc) smem: P_ij, dS_ij in T
+  unsigned char *P_p, *dS_p;  // the same two, as generic pointers (for the stores)
+  float *lse_s, *D_s;         // (2, Br) smem: LSE_i, D_i (0 past Sq)
+  __device__ __forceinline__ explicit SmemTiles(unsigned char* smem) {
+    K_s = smem_u32(smem);
+    V_s = K_s + C::kKVBytes;
+    Q_s = V_s + C::kKVBytes;
+    dO_s = Q_s + 2 * C::kRowBytes;
+    P_s = dO_s + 2 * C::kRowBytes;
+    dS_s = P_s + C::kPBytes;
+    P_p = smem + (P_s - K_s);
+    dS_p = smem + (dS_s - K_s);
+    lse_s = reinterpret_cast<float*>(dS_p + C::kPBytes);
+    D_s = lse_s + 2 * C::Br;
+  }
+};
+
+// One step of a block's walk: which query head (b * H + h) and query tile, and which 64-key
+// halves of K_j the mask keeps (3: both).
+struct Step {
+  std::int64_t bh;
+  int i_tile, halves;
+};
+
+// The dense walk of key tile j_tile: query tiles i_begin .. Tr - 1 of query head bh0, then of
+// bh0 + 1, ... (GQA/MQA: group_size heads share K_j, V_j). Causal: query tiles before i_begin see
+// nothing of K_j (common/device/tiles.h). In turn order a key tile's rank is its index.
+struct DenseWalk {
+  static constexpr bool kHalves = false;  // every step keeps both 64-key halves
+  std::int64_t bh0;
+  int Tr, i_begin, n_steps, rank;
+  __device__ __forceinline__ Step first() const { return {bh0, i_begin, 3}; }
+  __device__ __forceinline__ Step next(const Step& s, int) const {
+    return s.i_tile + 1 < Tr ? Step{s.bh, s.i_tile + 1, 3} : Step{s.bh + 1, i_begin, 3};
+  }
+  __device__ __forceinline__ int rank_of(int) const { return rank; }
+};
+
+// The block-sparse walk: the steps the host listed for this key tile (sparse_walk.h, chapter 07's
+// mask transposed). In turn order a step's rank is the number of listed key tiles before j.
+struct ListedWalk {
+  static constexpr bool kHalves = true;  // a step may turn a 64-key half off
+  std::int64_t bh0;
+  const std::uint32_t* steps;  // this block's steps
+  const int* ranks;
+  int n_steps;
+  __device__ __forceinline__ Step at(int n) const {
+    const std::uint32_t s = steps[n];
+    return {bh0 + step_head(s), step_tile(s), step_halves(s)};
+  }
+  __device__ __forceinline__ Step first() const { return n_steps > 0 ? at(0) : Step{bh0, 0, 0}; }
+  __device__ __forceinline__ Step next(const Step&, int n) const { return at(n); }
+  __device__ __forceinline__ int rank_of(int n) const { return ranks[n]; }
+};
+
+// A warp's corners in each product's split, and its ldmatrix row addresses (swizzle.h): one
+// offset per lane and operand, with the warp's corner folded in (ldsm_warp_offset), so that the
+// loops add only constants. g, t: the lane's mma fragment coordinates (mma.cuh).
+template <class C>
+struct WarpTiles {
+  int g, t;
+  int s_row0, s_key0;  // S_ij, dP_ij: rows, keys
+  int v_key0, v_col0;  // dV_j, dK_j: keys, columns
+  int q_row0, q_col0;  // dQ_i: rows, columns
+  int lane_s_a, lane_s_b, lane_q_a, lane_q_b, lane_v_a, lane_v_b, lane_store;
+  __device__ __forceinline__ WarpTiles(int warp, int lane) : g(lane / 4), t(lane % 4) {
+    constexpr int kCols = C::kCols, Bc = C::Bc;
+    s_row0 = warp % C::kSdpWarpsM * C::kSRows, s_key0 = warp / C::kSdpWarpsM * C::kSKeys;
+    v_key0 = warp % C::kKvWarpsN * C::kVKeys, v_col0 = warp / C::kKvWarpsN * C::kVCols;
+    q_row0 = warp % C::kDqWarpsM * C::kQRows, q_col0 = warp / C::kDqWarpsM * C::kQCols;
+    const int rows_k = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, true);
+    const int cols_k = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, true);
+    lane_s_a = ldsm_warp_offset(rows_k, s_row0, 0, kCols);  // Q_i, dO_i as A of S, dP
+    lane_s_b = ldsm_warp_offset(cols_k, s_key0, 0, kCols);  // K_j, V_j as B of S, dP
+    lane_q_a = ldsm_warp_offset(ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, Bc, true), q_row0, 0, Bc);  // dS_ij
+    lane_q_b = ldsm_warp_offset(rows_k, 0, q_col0, kCols);  // K_j as B of dQ (.trans)
+    lane_v_a = ldsm_warp_offset(ldsm_lane_offset(lane, LdsmOrder::kColsFirst, Bc, true), 0, v_key0, Bc);  // P^T, dS^T
+    lane_v_b = ldsm_warp_offset(rows_k, 0, v_col0, kCols);  // dO_i, Q_i as B of dV, dK (.trans)
+    lane_store = 2 * tile_offset(s_row0 + g, s_key0 + 2 * t, Bc, true);  // P_ij, dS_ij pairs (pair_address)
+  }
+};
+
+}  // namespace backward::tc
