@@ -10,6 +10,7 @@
 #include <iostream>
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
+#include "common/reference.h"
 #include "common/test_cases.h"
 
 namespace fa::testing {
@@ -69,10 +70,15 @@ void check_backward(const BackwardCase& c) {
   v.upload(encode(in.v, p.dtype));
   dout.upload(encode(dout_host, p.dtype));
 
-  // O and LSE from the chapter's forward (its own tests check them against the reference), all on
-  // a non-blocking stream, as PyTorch runs them.
+  // O and LSE from the float64 reference, stored as a forward stores them (O in p.dtype, LSE in
+  // float, +inf for a row that sees no key): the backward is graded on its own, whatever the
+  // chapter's forward (a student's 05 or 06) does. Then everything on a non-blocking stream, as
+  // PyTorch runs it.
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+  o.upload(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype));
+  const std::vector<float> lse_host(ref.lse.begin(), ref.lse.end());
+  lse.upload(lse_host.data(), lse_host.size() * sizeof(float));
   const cuda::Stream stream;
-  c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), stream.get());
   struct Gradients {
     std::vector<std::uint8_t> dq, dk, dv;
   };

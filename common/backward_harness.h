@@ -5,8 +5,9 @@
 //   #include "08_backward/backward.h"
 //   FA_BACKWARD_TESTS(backward::chapter())
 //
-// For every shape below, every test head dim and dtype of the chapter, it runs the chapter's
-// forward (for O and LSE) and then its backward on seeded inputs and a seeded dO, and checks dQ,
+// For every shape below, every test head dim and dtype of the chapter, it takes O and LSE from
+// the float64 reference (rounded as a forward stores them: the backward is graded on its own,
+// not on the chapter's forward) and runs its backward on seeded inputs and a seeded dO, checks dQ,
 // dK and dV against the float64 reference_backward (common/backward_check.h), with poisoned
 // outputs and guard bytes after them. It also checks that bad input is refused with a clear
 // std::invalid_argument. The shape tests skip, naming the reason, where no GPU is present; the
@@ -45,7 +46,7 @@ struct BackwardRefusalCase {
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
 
-// On a cudaStreamNonBlocking stream: the forward, then the backward twice, outputs poisoned before
+// On a cudaStreamNonBlocking stream: the backward twice, outputs poisoned before
 // each run. The first run must match the reference (backward_check.h); dK and dV must be the same
 // bits both times (each element is written once, by one block). dQ is summed across key tiles by
 // atomics in whatever order the blocks run, so its last bits may differ: it is repeatable only in

@@ -15,6 +15,20 @@ marker's indentation. The markers are comments, so they change nothing in the co
     python3 scripts/make_student.py 04_flash_v1 --out DIR    # writes DIR/04_flash_v1/
     python3 scripts/make_student.py --all --out DIR           # every chapter (NN_name/)
     python3 scripts/make_student.py --all --list              # chapters and their regions
+    python3 scripts/make_student.py --export DIR              # a standalone student repository
+    python3 scripts/make_student.py --check-export DIR        # ... holds no line of a solution
+
+--export writes a new git repository (one commit, no history) of every file this repository
+tracks, except the teacher-only ones (TEACHER_ONLY below): chapter sources with their regions
+replaced as above, and Markdown files whose answer-giving passages, marked
+
+    <!-- BEGIN SOLUTION: <one line: a hint for the student> -->
+    ...the passage...
+    <!-- END SOLUTION -->
+
+become `> **Hint:** <the hint>`. It configures, builds, tests and grades like this repository.
+--check-export fails (exit 1) if any line of a solution region that appears nowhere outside the
+regions (in this repository's tracked files) stands in a file of the export.
 
 A file that already exists in DIR with other content (a student's work) is kept, saying so;
 --force overwrites it. Unbalanced or malformed markers are refused with file:line.
@@ -23,6 +37,7 @@ Python 3 standard library only.
 import argparse
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +47,10 @@ BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION(?::\s*(.*?))?\s*$")
 STUB = re.compile(r"^\s*// STUB:(?: (.*?))?\s*$")
 END = re.compile(r"^\s*// END SOLUTION\s*$")
 ANY_MARKER = re.compile(r"(BEGIN|END) SOLUTION|// STUB:")
+MD_BEGIN = re.compile(r"^\s*<!-- BEGIN SOLUTION:\s*(.*?)\s*-->\s*$")
+MD_END = re.compile(r"^\s*<!-- END SOLUTION -->\s*$")
+# Files the student repository leaves out: answer keys, and the tooling that checks solutions.
+TEACHER_ONLY = ("docs/teacher/",)
 
 
 class MarkerError(Exception):
@@ -83,6 +102,120 @@ def transform(text, path):
     return "".join(out), regions
 
 
+def transform_markdown(text, path):
+    """Returns (student text, number of regions) of a Markdown file: each marked passage becomes
+    its hint. Raises MarkerError naming path:line."""
+    out, regions, open_at = [], 0, None
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
+        begin, end = MD_BEGIN.match(line), MD_END.match(line)
+        if begin:
+            if open_at is not None:
+                raise MarkerError(f"{path}:{n}: BEGIN SOLUTION inside the region opened at line {open_at}")
+            if not begin.group(1):
+                raise MarkerError(f"{path}:{n}: BEGIN SOLUTION needs a hint: '<!-- BEGIN SOLUTION: <hint> -->'")
+            out.append(f"> **Hint:** {begin.group(1)}\n")
+            open_at = n
+        elif end:
+            if open_at is None:
+                raise MarkerError(f"{path}:{n}: END SOLUTION without a BEGIN SOLUTION")
+            regions += 1
+            open_at = None
+        elif "BEGIN SOLUTION" in line and line.lstrip().startswith("<!--"):
+            raise MarkerError(f"{path}:{n}: malformed marker: '<!-- BEGIN SOLUTION: <hint> -->' on a line of its own")
+        elif open_at is None:
+            out.append(line)
+    if open_at is not None:
+        raise MarkerError(f"{path}:{open_at}: BEGIN SOLUTION without an END SOLUTION")
+    return "".join(out), regions
+
+
+def tracked_files(root):
+    """The files git tracks in root (the export never sees build trees or untracked files)."""
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True)
+    return [p for p in listed.stdout.decode().split("\0") if p and (root / p).is_file()]
+
+
+def student_text(root, rel):
+    """(bytes of the student version of root/rel, regions), or (None, 0) for a teacher-only file."""
+    if rel.startswith(TEACHER_ONLY):
+        return None, 0
+    data = (root / rel).read_bytes()
+    suffix = Path(rel).suffix
+    if suffix in SOURCE_SUFFIXES or suffix == ".md":
+        text = data.decode("utf-8", "surrogateescape")
+        new, regions = (transform_markdown if suffix == ".md" else transform)(text, rel)
+        if regions:
+            return new.encode("utf-8", "surrogateescape"), regions
+    return data, 0
+
+
+def export(root, dest):
+    """Writes the student repository to dest (new, or empty) and commits it once."""
+    if dest.exists() and any(dest.iterdir()):
+        raise SystemExit(f"make_student: {dest} exists and is not empty")
+    plans = [(rel, *student_text(root, rel)) for rel in tracked_files(root)]  # MarkerError: nothing written
+    files = regions = 0
+    for rel, data, n in plans:
+        if data is None:
+            continue
+        out = dest / rel
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(data)
+        shutil.copymode(root / rel, out)
+        files, regions = files + 1, regions + n
+    git = ["git", "-C", str(dest), "-c", "user.name=make_student", "-c", "user.email=make_student@localhost"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "Student repository (scripts/make_student.py --export)"], check=True)
+    print(f"make_student: exported {files} files, {regions} solution regions replaced -> {dest}")
+
+
+def solution_lines(root):
+    """Lines (stripped) that stand inside a solution region of root's tracked files and nowhere
+    outside one: what a student copy must never contain. Short lines (braces, `#pragma unroll`)
+    are left out: they say nothing."""
+    inside, outside = set(), set()
+    for rel in tracked_files(root):
+        suffix = Path(rel).suffix
+        if suffix not in SOURCE_SUFFIXES and suffix != ".md":
+            continue
+        begin, end = (MD_BEGIN, MD_END) if suffix == ".md" else (BEGIN, END)
+        depth = 0
+        for line in (root / rel).read_text("utf-8", "surrogateescape").splitlines():
+            if begin.match(line):
+                depth = 1
+                continue
+            if end.match(line):
+                depth = 0
+                continue
+            key = line.strip()
+            if STUB.match(line) or len(key) < 16 or key.startswith("#pragma"):
+                continue
+            (inside if depth else outside).add(key)
+    return inside - outside
+
+
+def check_export(root, dest):
+    """Exit status 1, naming file:line, if the export at dest holds a solution line."""
+    secret = solution_lines(root)
+    found = 0
+    for path in sorted(p for p in dest.rglob("*") if p.is_file() and ".git" not in p.relative_to(dest).parts):
+        try:
+            lines = path.read_text("utf-8").splitlines()
+        except UnicodeDecodeError:
+            continue
+        for n, line in enumerate(lines, 1):
+            if line.strip() in secret:
+                print(f"make_student: solution line in the export: {path.relative_to(dest)}:{n}: {line.strip()}")
+                found += 1
+    if (dest / "docs" / "teacher").exists():
+        print("make_student: the export holds docs/teacher/ (teacher only)")
+        found += 1
+    print(f"make_student: export checked against {len(secret)} solution lines: "
+          + ("clean" if not found else f"{found} problems"))
+    return 1 if found else 0
+
+
 def chapter_dirs(root):
     return sorted(d for d in root.iterdir()
                   if d.is_dir() and re.match(r"^\d\d_", d.name) and (d / "CMakeLists.txt").exists())
@@ -94,8 +227,9 @@ def student_files(chapter):
         rel = src.relative_to(chapter)
         data = src.read_bytes()
         regions = 0
-        if src.suffix in SOURCE_SUFFIXES:
-            text, regions = transform(data.decode("utf-8", "surrogateescape"), f"{chapter.name}/{rel}")
+        if src.suffix in SOURCE_SUFFIXES or src.suffix == ".md":
+            how = transform_markdown if src.suffix == ".md" else transform
+            text, regions = how(data.decode("utf-8", "surrogateescape"), f"{chapter.name}/{rel}")
             if regions:
                 data = text.encode("utf-8", "surrogateescape")
         yield rel, data, regions
@@ -110,7 +244,17 @@ def main(argv=None):
     ap.add_argument("--force", action="store_true", help="overwrite files that differ in DIR")
     ap.add_argument("--root", type=Path, default=ROOT, help="the repository (default: this one)")
     ap.add_argument("--quiet", action="store_true", help="print only what was kept or refused")
+    ap.add_argument("--export", type=Path, metavar="DIR", help="write a standalone student repository to DIR")
+    ap.add_argument("--check-export", type=Path, metavar="DIR", help="check that the export in DIR holds no solution")
     args = ap.parse_args(argv)
+    if args.export or args.check_export:
+        try:
+            if args.export:
+                export(args.root, args.export)
+            return check_export(args.root, args.export or args.check_export)
+        except MarkerError as e:
+            print(f"make_student: {e}", file=sys.stderr)
+            return 1
 
     names = [c.rstrip("/") for c in args.chapters]
     chapters = chapter_dirs(args.root) if args.all else [args.root / n for n in names]

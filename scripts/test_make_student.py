@@ -10,6 +10,8 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parent / "make_student.py"
 REPO = SCRIPT.parent.parent
+sys.path.insert(0, str(SCRIPT.parent))
+import make_student  # noqa: E402
 
 KERNEL = """\
 __global__ void add(const float* x, float* y, int n) {
@@ -115,10 +117,30 @@ class MakeStudent(unittest.TestCase):
                 self.assertTrue(copy.exists(), copy)
                 if "BEGIN SOLUTION" in src.read_text(errors="replace"):
                     text = copy.read_text()
-                    self.assertIn("// TODO: ", text)
+                    self.assertIn("> **Hint:** " if src.suffix == ".md" else "// TODO: ", text)
                     self.assertNotIn("SOLUTION", text)
                 else:
                     self.assertEqual(copy.read_bytes(), src.read_bytes(), copy)
+
+    def test_markdown_passages_become_hints(self):
+        text = "# Title\n<!-- BEGIN SOLUTION: the rescale uses both maxima -->\n```\nm = max(m, s)\n```\n<!-- END SOLUTION -->\nmore\n"
+        out, regions = make_student.transform_markdown(text, "README.md")
+        self.assertEqual(regions, 1)
+        self.assertEqual(out, "# Title\n> **Hint:** the rescale uses both maxima\nmore\n")
+        with self.assertRaises(make_student.MarkerError):
+            make_student.transform_markdown("<!-- BEGIN SOLUTION: x -->\nno end\n", "README.md")
+
+    def test_export_is_a_fresh_repository_without_solutions(self):
+        dest = self.out / "export"
+        r = run("--export", dest)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("clean", r.stdout)
+        log = subprocess.run(["git", "-C", str(dest), "log", "--oneline"], capture_output=True, text=True).stdout
+        self.assertEqual(len(log.splitlines()), 1)
+        self.assertFalse((dest / "docs" / "teacher").exists())
+        for src in REPO.glob("[0-9][0-9]_*/**/*"):
+            if src.is_file() and src.suffix in make_student.SOURCE_SUFFIXES and "BEGIN SOLUTION" in src.read_text(errors="replace"):
+                self.assertNotIn("END SOLUTION", (dest / src.relative_to(REPO)).read_text())
 
 
 if __name__ == "__main__":
