@@ -6,8 +6,9 @@
 //   FA_BACKWARD_TESTS(backward::chapter())
 //
 // For every shape below, every test head dim and dtype of the chapter, it takes O and LSE from
-// the float64 reference (rounded as a forward stores them: the backward is graded on its own,
-// not on the chapter's forward) and runs its backward on seeded inputs and a seeded dO, checks dQ,
+// the float64 reference (f16/bf16: rounded as a forward stores them, so the backward is graded
+// on its own) or from the chapter's forward (f32: backward_harness.cpp says why), runs its
+// backward on seeded inputs and a seeded dO, and checks dQ,
 // dK and dV against the float64 reference_backward (common/backward_check.h), with poisoned
 // outputs and guard bytes after them. It also checks that bad input is refused with a clear
 // std::invalid_argument. The shape tests skip, naming the reason, where no GPU is present; the
@@ -46,7 +47,7 @@ struct BackwardRefusalCase {
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
 
-// On a cudaStreamNonBlocking stream: the backward twice, outputs poisoned before
+// On a cudaStreamNonBlocking stream: (f32: the forward, then) the backward twice, outputs poisoned before
 // each run. The first run must match the reference (backward_check.h); dK and dV must be the same
 // bits both times (each element is written once, by one block). dQ is summed across key tiles by
 // atomics in whatever order the blocks run, so its last bits may differ: it is repeatable only in
