@@ -6,12 +6,26 @@ that no table holds is drift: regenerate the table (scripts/summarize.py --readm
 the sentence. Derived figures (ratios, percentages, FLOP formulas) are not checked.
 
     python3 scripts/check_readmes.py [REPO]      exit 1 and file:line for each figure without a table
+    python3 scripts/check_readmes.py [REPO] --support BUILD_DIR [--write]
+
+--support: each chapter README's "Supports" line (between <!-- support:begin --> and
+<!-- support:end -->) must say what the chapter's executable says in its --help, which comes from
+the same Support table its refusals use (common/support.h); --write regenerates the lines.
 """
 import re
 import sys
 from pathlib import Path
 
-root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent)
+import subprocess
+
+args = [a for a in sys.argv[1:]]
+write = "--write" in args
+build = None
+if "--support" in args:
+    build = Path(args[args.index("--support") + 1]).resolve()
+    del args[args.index("--support"):args.index("--support") + 2]
+args = [a for a in args if a != "--write"]
+root = Path(args[0] if args else Path(__file__).resolve().parent.parent)
 FIGURE = re.compile(r"(\d+\.\d+)(?=\s*TFLOP/s)|(\d+\.\d+)\s*(?:->|→|against)\s*(?:v\d\S*'s\s+)?(\d+\.\d+)")
 
 
@@ -22,6 +36,48 @@ def table_numbers(text):
             found.update(re.findall(r"\d+\.\d+", line))
     return found
 
+
+SUPPORT = re.compile(r"<!-- support:begin -->\n(.*?)<!-- support:end -->", re.S)
+
+
+def support_line(exe):
+    """'Supports: dtypes ...; head dims ...' from the executable's --help."""
+    out = subprocess.run([str(exe), "--help"], capture_output=True, text=True).stdout
+    dims = re.search(r"^\s+--head-dim N\s+(.*?)\s*\(default", out, re.M)
+    dtypes = re.search(r"^\s+--dtype T\s+(.*?)\s*\(default", out, re.M)
+    if not dims or not dtypes:
+        raise SystemExit(f"check_readmes: {exe} --help names no --head-dim or --dtype")
+    return f"Supports (from `--help`): dtype {dtypes.group(1)}; head dim {dims.group(1)}.\n"
+
+
+if build is not None:
+    bad = 0
+    for readme in sorted(root.glob("[0-9][0-9]_*/README.md")):
+        ch = readme.parent.name
+        exe = build / ch / ch
+        if not exe.exists():
+            print(f"check_readmes: {ch}: no executable in {build} (not built here): its Supports line is not checked")
+            continue
+        want = support_line(exe)
+        text = readme.read_text()
+        m = SUPPORT.search(text)
+        if write:
+            block = f"<!-- support:begin -->\n{want}<!-- support:end -->"
+            if m:
+                text = text[:m.start()] + block + text[m.end():]
+            else:  # after the learning objectives' prerequisites line
+                at = text.index("\n", text.index("Prerequisites:"))
+                at = text.index("\n\n", at) if "\n\n" in text[at:] else at
+                text = text[:at] + "\n\n" + block + text[at:]
+            readme.write_text(text)
+        elif not m:
+            print(f"check_readmes: {readme.relative_to(root)}: no <!-- support:begin --> line")
+            bad += 1
+        elif m.group(1) != want:
+            print(f"check_readmes: {readme.relative_to(root)}: says {m.group(1).strip()!r}, the code says {want.strip()!r}")
+            bad += 1
+    print(f"check_readmes --support: {'OK' if not bad else f'{bad} READMEs disagree with the code'}")
+    sys.exit(1 if bad else 0)
 
 logs = [root / "docs" / "results_h100.md"] + sorted((root / "docs").glob("session*_h100.md"))
 shared = set().union(*(table_numbers(p.read_text()) for p in logs if p.exists()))
