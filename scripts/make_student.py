@@ -172,11 +172,13 @@ def export(root, dest):
 
 def solution_lines(root):
     """Lines (stripped) that stand inside a solution region of root's tracked files and nowhere
-    outside one: what a student copy must never contain. Short lines (braces, `#pragma unroll`)
+    outside one (teacher-only files aside): what a student copy must never contain. Short lines (braces, `#pragma unroll`)
     are left out: they say nothing."""
     inside, outside = set(), set()
     for rel in tracked_files(root):
         suffix = Path(rel).suffix
+        if rel.startswith(TEACHER_ONLY):  # answer keys may quote solutions: they never count as outside
+            continue
         if suffix not in SOURCE_SUFFIXES and suffix != ".md":
             continue
         begin, end = (MD_BEGIN, MD_END) if suffix == ".md" else (BEGIN, END)
