@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <type_traits>
 
 #include "common/cuda_check.h"
 #include "common/device/cp_async.cuh"

@@ -13,12 +13,11 @@ the sentence. Derived figures (ratios, percentages, FLOP formulas) are not check
 the same Support table its refusals use (common/support.h); --write regenerates the lines.
 """
 import re
+import subprocess
 import sys
 from pathlib import Path
 
-import subprocess
-
-args = [a for a in sys.argv[1:]]
+args = list(sys.argv[1:])
 write = "--write" in args
 build = None
 if "--support" in args:
