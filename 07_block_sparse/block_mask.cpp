@@ -178,7 +178,7 @@ BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPat
     if (hp.window < 0 || hp.sink < 0) fail("window and sink must be >= 0");
   }
   BlockMask m{s, {0}, {}};
-  // BEGIN SOLUTION: the CSR rows in order (b, h, qb): append pattern_row(...) of the head's pattern to col_indices, then the row's end to row_offsets
+  // The CSR rows in order (b, h, qb), as from_dense builds them from a dense mask.
   for (int b = 0; b < s.batch; ++b)
     for (int h = 0; h < s.heads; ++h)
       for (int qb = 0; qb < s.num_q_blocks; ++qb) {
@@ -186,7 +186,6 @@ BlockMask make_mask(const fa::Problem& p, int block_k, const std::vector<HeadPat
         m.col_indices.insert(m.col_indices.end(), cols.begin(), cols.end());
         m.row_offsets.push_back(static_cast<int>(m.col_indices.size()));
       }
-  // END SOLUTION
   m.validate();  // a malformed mask (an unfinished TODO, say) is refused here, never walked
   return m;
 }

@@ -52,6 +52,15 @@ void check_backward_refusal(const BackwardRefusalCase& c) {
   }
 }
 
+void upload_forward_outputs(const Problem& p, const HostInputs& in, cuda::DeviceBuffer& o, cuda::DeviceBuffer& lse,
+                            const VisibleFn& visible) {
+  const ReferenceForward ref = p.dtype == Dtype::f32 ? fp32_score_forward(p, in.q, in.k, in.v, visible)
+                                                     : reference_forward(p, in.q, in.k, in.v, visible);
+  o.upload(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype));
+  const std::vector<float> lse_host(ref.lse.begin(), ref.lse.end());
+  lse.upload(lse_host.data(), lse_host.size() * sizeof(float));
+}
+
 void check_backward(const BackwardCase& c) {
   const std::string reason = cuda::unavailable_reason();
   if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
@@ -70,21 +79,8 @@ void check_backward(const BackwardCase& c) {
   v.upload(encode(in.v, p.dtype));
   dout.upload(encode(dout_host, p.dtype));
 
-  // f16/bf16: O and LSE from the float64 reference, stored as a forward stores them (O in
-  // p.dtype, LSE in float, +inf for a row that sees no key), so the backward is graded on its
-  // own, whatever the chapter's forward (a student's 06) does. f32: from the chapter's forward
-  // (05), because its P = exp(scale S - LSE) is exact only with the LSE of the same float scores:
-  // with the reference's LSE, large logits (scores ~150) miss the fp32 rule (H100: 4 of the 08
-  // f32 large-logit cases). Everything on a non-blocking stream, as PyTorch runs it.
-  const cuda::Stream stream;
-  if (p.dtype == Dtype::f32) {
-    c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), stream.get());
-  } else {
-    const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
-    o.upload(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype));
-    const std::vector<float> lse_host(ref.lse.begin(), ref.lse.end());
-    lse.upload(lse_host.data(), lse_host.size() * sizeof(float));
-  }
+  const cuda::Stream stream;  // everything on a non-blocking stream, as PyTorch runs it
+  upload_forward_outputs(p, in, o, lse);
   struct Gradients {
     std::vector<std::uint8_t> dq, dk, dv;
   };

@@ -6,9 +6,8 @@
 //   FA_BACKWARD_TESTS(backward::chapter())
 //
 // For every shape below, every test head dim and dtype of the chapter, it takes O and LSE from
-// the float64 reference (f16/bf16: rounded as a forward stores them, so the backward is graded
-// on its own) or from the chapter's forward (f32: backward_harness.cpp says why), runs its
-// backward on seeded inputs and a seeded dO, and checks dQ,
+// the CPU (upload_forward_outputs, below), never from a forward chapter, so the backward is
+// graded on its own; runs its backward on seeded inputs and a seeded dO, and checks dQ,
 // dK and dV against the float64 reference_backward (common/backward_check.h), with poisoned
 // outputs and guard bytes after them. It also checks that bad input is refused with a clear
 // std::invalid_argument. The shape tests skip, naming the reason, where no GPU is present; the
@@ -22,7 +21,9 @@
 #include <vector>
 
 #include "common/backward.h"
+#include "common/device_memory.h"
 #include "common/host_data.h"
+#include "common/reference.h"
 
 namespace fa::testing {
 
@@ -47,7 +48,17 @@ struct BackwardRefusalCase {
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
 
-// On a cudaStreamNonBlocking stream: (f32: the forward, then) the backward twice, outputs poisoned before
+// O and LSE as a forward stores them (O in p.dtype, LSE in float, +inf for a row that sees no
+// key), computed on the CPU: f16/bf16 from the float64 reference_forward; f32 from
+// fp32_score_forward (reference.h), the float64 softmax of the very float scores an fp32 kernel
+// forms, so that its P = exp(scale S - LSE) stays within the f32 rule at large logits. `visible`
+// is the extra rule of a block mask (chapter 07). The backward tests of 08 (dense, deterministic,
+// block-sparse) all take O and LSE from here: a mistake in a student's 05, 06 or 07 cannot fail
+// them.
+void upload_forward_outputs(const Problem& p, const HostInputs& in, cuda::DeviceBuffer& o, cuda::DeviceBuffer& lse,
+                            const VisibleFn& visible = {});
+
+// On a cudaStreamNonBlocking stream: the backward twice, outputs poisoned before
 // each run. The first run must match the reference (backward_check.h); dK and dV must be the same
 // bits both times (each element is written once, by one block). dQ is summed across key tiles by
 // atomics in whatever order the blocks run, so its last bits may differ: it is repeatable only in

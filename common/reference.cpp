@@ -1,9 +1,11 @@
 #include "common/reference.h"
 
+#include "common/device/constants.h"
 #include "common/host_data.h"
 
 #include <Eigen/Dense>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <stdexcept>
 
@@ -80,6 +82,51 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
       for (int i = 0; i < p.seqlen_q; ++i) {
         out.lse[row0 + i] = lse(i);
         for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = o(i, c);
+      }
+    }
+  }
+  return out;
+}
+
+ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const VisibleFn& visible) {
+  check_sizes(p, q, k, v);
+  if (p.dtype != Dtype::f32) throw std::invalid_argument("fp32_score_forward: f32 problems only, got " + p.describe());
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int d = p.head_dim;
+  const float scale_log2 = p.scale() * cuda::kLog2e;                  // rounded as the kernels round it
+  const double scale = static_cast<double>(scale_log2) * cuda::kLn2D;  // back to natural-log units
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size()) * p.seqlen_k * d;
+      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      std::vector<double> s(p.seqlen_k), acc(d);
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const float* q_i = &q[(row0 + i) * d];
+        double m = -kInf;
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
+          float dot = 0.0f;
+          for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
+          const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                            (!visible || visible(b, h, i, j));
+          s[j] = seen ? scale * dot : -kInf;
+          m = std::max(m, s[j]);
+        }
+        if (m == -kInf) {  // no visible key (problem.h): O row stays 0
+          out.lse[row0 + i] = kInf;
+          continue;
+        }
+        double l = 0;
+        for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = s[j] == -kInf ? 0.0 : std::exp(s[j] - m));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          if (s[j] == 0.0) continue;
+          for (int c = 0; c < d; ++c) acc[c] += s[j] * v[kv0 + static_cast<std::size_t>(j) * d + c];
+        }
+        out.lse[row0 + i] = m + std::log(l);
+        for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = acc[c] / l;
       }
     }
   }

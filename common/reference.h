@@ -37,6 +37,18 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
                                         const std::vector<float>& k, const std::vector<float>& v,
                                         const VisibleFn& visible = {});
 
+// The float64 forward of the scores an fp32 kernel computes, for grading an fp32 backward on
+// its own (without a forward chapter). 05's forward and 08's fp32 backward both form
+// S_ij = Q_i . K_j in float32 as one fmaf chain over d = 0 .. D-1 (the same bits in both), and
+// take exp2(S_ij * scale_log2 - LSE_i log2(e)) with scale_log2 = float(scale * log2(e)). This
+// forms those same float scores, bit for bit, and does the rest in double: the softmax of
+// S_ij * scale_log2 * ln(2), its LSE and O = P V. So P = exp(scale S - LSE) in the backward is
+// exact to the float rounding of the stored LSE, as it is after 05's forward. With the exact
+// reference's LSE instead, P carries each score's float rounding (scores ~150: ~1e-5 of P), which
+// missed the f32 rule in 4 of 08's large-logit cases on the H100. f32 problems only.
+ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const VisibleFn& visible = {});
+
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout,

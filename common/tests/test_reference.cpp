@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <limits>
 #include <vector>
 
@@ -205,6 +207,43 @@ TEST(ReferenceForward, VisibleFnIsAppliedAtTheRightCoordinates) {
   expect_close(ref.o, want.o, kTight, "O");
   expect_close(ref.lse, want.lse, kTight, "LSE");
   EXPECT_EQ(ref.lse[row_index(p.heads, p.seqlen_q, 0, 1, 0)], kInf);
+}
+
+// fp32_score_forward is the float64 softmax of float32 scores (one fmaf chain per score): it
+// must differ from the exact reference only by those scores' rounding, and keep its rules (masks,
+// rows without keys). Scores here are O(1) with D <= 16, so a score's float error is below
+// 16 * 2^-24 ~ 1e-6 and O, LSE move by less: 1e-5 bounds it, and any masking or indexing error
+// (an O(0.1) change) still fails by four orders of magnitude.
+TEST(Fp32ScoreForward, AgreesWithTheReferenceUpToFloatScores) {
+  for (Problem p : loop_shapes()) {
+    p.dtype = Dtype::f32;
+    SCOPED_TRACE(p.describe());
+    const Inputs in = inputs_for(p, 4);
+    const VisibleFn visible = [](int b, int h, int i, int j) { return (b + 2 * h + i + j) % 5 != 1; };
+    const ReferenceForward want = reference_forward(p, in.q, in.k, in.v, visible);
+    const ReferenceForward got = fp32_score_forward(p, in.q, in.k, in.v, visible);
+    expect_close(got.o, want.o, 1e-5, "O");
+    expect_close(got.lse, want.lse, 1e-5, "LSE");
+    for (std::size_t r = 0; r < want.lse.size(); ++r)
+      EXPECT_EQ(std::isinf(got.lse[r]), std::isinf(want.lse[r])) << "row " << r << ": +inf exactly where no key is seen";
+  }
+}
+
+// Not the exact reference: its LSE is that of the float scores, which a large-logit row shows
+// (scores ~100: the float rounding of a score is ~1e-5, far above double's).
+TEST(Fp32ScoreForward, UsesTheFloatScores) {
+  Problem p = make_problem(1, 1, 1, 8, 64, 64, false);
+  p.dtype = Dtype::f32;
+  const HostInputs in = make_inputs(p, 7, InputKind::large_logits);
+  const ReferenceForward exact = reference_forward(p, in.q, in.k, in.v);
+  const ReferenceForward fp32 = fp32_score_forward(p, in.q, in.k, in.v);
+  double largest = 0;
+  for (std::size_t r = 0; r < exact.lse.size(); ++r) largest = std::max(largest, std::abs(fp32.lse[r] - exact.lse[r]));
+  EXPECT_GT(largest, 1e-9) << "the LSE should carry the float scores' rounding";
+  EXPECT_LT(largest, 1e-3);
+  Problem bf16 = p;
+  bf16.dtype = Dtype::bf16;
+  EXPECT_THROW(fp32_score_forward(bf16, in.q, in.k, in.v), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------
