@@ -55,7 +55,7 @@ void check_backward_refusal(const BackwardRefusalCase& c) {
 void upload_forward_outputs(const Problem& p, const HostInputs& in, cuda::DeviceBuffer& o, cuda::DeviceBuffer& lse,
                             const VisibleFn& visible) {
   const ReferenceForward ref = p.dtype == Dtype::f32 ? fp32_score_forward(p, in.q, in.k, in.v, visible)
-                                                     : reference_forward(p, in.q, in.k, in.v, visible);
+                                                     : same_precision_forward(p, in.q, in.k, in.v, visible);
   o.upload(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype));
   const std::vector<float> lse_host(ref.lse.begin(), ref.lse.end());
   lse.upload(lse_host.data(), lse_host.size() * sizeof(float));

@@ -49,12 +49,18 @@ std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
 
 // O and LSE as a forward stores them (O in p.dtype, LSE in float, +inf for a row that sees no
-// key), computed on the CPU: f16/bf16 from the float64 reference_forward; f32 from
-// fp32_score_forward (reference.h), the float64 softmax of the very float scores an fp32 kernel
-// forms, so that its P = exp(scale S - LSE) stays within the f32 rule at large logits. `visible`
-// is the extra rule of a block mask (chapter 07). The backward tests of 08 (dense, deterministic,
-// block-sparse) all take O and LSE from here: a mistake in a student's 05, 06 or 07 cannot fail
-// them.
+// key), computed on the CPU, never by a forward chapter:
+//   f16/bf16: same_precision_forward (reference.h), a plain forward as a kernel computes it
+//     (float scores, P rounded to p.dtype, O summed in float and rounded). That is the O the
+//     check's yardstick (backward_check.cpp: a plain same-precision backward) derives D_i from,
+//     so kernel and yardstick start from the same O. D_i errors reach dQ coherently (dQ_i moves
+//     by -dD_i sum_j P_ij K_j), and with the float64 O rounded to p.dtype instead, one f16 case
+//     of 08's 393 (a block-sparse one) missed the rule by 17% on the H100.
+//   f32: fp32_score_forward (reference.h), the float64 softmax of the very float scores an fp32
+//     kernel forms, so that its P = exp(scale S - LSE) stays within the f32 rule at large logits.
+// `visible` is the extra rule of a block mask (chapter 07). The backward tests of 08 (dense,
+// deterministic, block-sparse) all take O and LSE from here: a mistake in a student's 05, 06 or
+// 07 cannot fail them.
 void upload_forward_outputs(const Problem& p, const HostInputs& in, cuda::DeviceBuffer& o, cuda::DeviceBuffer& lse,
                             const VisibleFn& visible = {});
 

@@ -1,28 +1,43 @@
 #!/usr/bin/env bash
 # Grades a build, chapter by chapter: how many of the chapter's GPU tests pass (the forward pass
 # against the float64 reference on every shared shape, plus the teacher's hidden cases when
-# FA_EXTRA_TESTS_DIR is set). Build the student copies first (README: For teachers):
+# FA_EXTRA_TESTS_DIR is set), then the same results per TODO region. Build the student copies
+# first (README: For teachers):
 #
 #   cmake -S . -B build-student -DFA_STUDENT=ON [-DFA_STUDENT_DIR=DIR] && cmake --build build-student
 #   FA_EXTRA_TESTS_DIR=/path/to/hidden bash scripts/grade.sh build-student
 #
-#   bash scripts/grade.sh [BUILD_DIR] [--tsv FILE] [--jobs N] [--timeout SECONDS] [--chapter-timeout SECONDS]
+#   bash scripts/grade.sh [BUILD_DIR] [--tsv FILE] [--todo-tsv FILE] [--todos FILE] [--jobs N]
+#        [--timeout SECONDS] [--chapter-timeout SECONDS] [--perf SOLUTION_BUILD [--perf-tsv FILE]]
 # BUILD_DIR defaults to ./build. --tsv also writes 'chapter passed total skipped note cpu_passed
 # cpu_total' per chapter. Two parts per chapter: its CPU tests (the algorithm models and CSR
 # builders a student completes without a GPU; they run anywhere) and its GPU tests (the kernels;
 # skipped, and said so, without a GPU). --timeout: per test (default 300 s); --chapter-timeout:
 # per chapter and part (default 900 s), after which the rest of that part counts as failed and
 # the table says "TIME LIMIT" (a hanging kernel ends its chapter's grading, not the whole run).
-# A chapter whose test binary did not build scores 0. Exit status 0 once the table is printed.
+# A chapter whose test binary did not build scores 0.
+# Per TODO region (scripts/grading/todos.tsv, or --todos FILE): the tests that grade it, passed /
+# total, the fraction (CPU: (passed - baseline) / (total - baseline), the baseline being what an
+# unfinished copy passes) and the points; regions graded by the same tests say "shared with". A
+# GPU region whose tests skipped (no GPU) earns nothing and says so. --todo-tsv writes those rows,
+# after a header line: chapter file region part passed total skipped baseline fraction points max note.
+# --perf SOLUTION_BUILD: then the optional performance part, scripts/grade_perf.sh (thresholds in
+# scripts/grading/perf.tsv): the chapters whose GPU tests all passed, timed against the solution's
+# build on the same GPU; --perf-tsv writes its rows. Exit status 0 once the tables are printed.
 set -euo pipefail
-build="" tsv="" jobs=8 timeout=300 chapter_timeout=900
+here=$(cd "$(dirname "$0")" && pwd)
+build="" tsv="" todo_tsv="" todos=$here/grading/todos.tsv perf="" perf_tsv="" jobs=8 timeout=300 chapter_timeout=900
 while (($#)); do
   case $1 in
     --tsv) tsv=$2; shift 2 ;;
+    --todo-tsv) todo_tsv=$2; shift 2 ;;
+    --todos) todos=$2; shift 2 ;;
+    --perf) perf=$2; shift 2 ;;
+    --perf-tsv) perf_tsv=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --chapter-timeout) chapter_timeout=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "grade.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -30,7 +45,15 @@ done
 [[ -n $build ]] || build=$(dirname "$0")/../build
 [[ -f $build/CTestTestfile.cmake ]] || { echo "grade.sh: $build is not a configured build directory" >&2; exit 2; }
 build=$(cd "$build" && pwd)
-[[ -n $tsv ]] && tsv=$(cd "$(dirname "$tsv")" && pwd)/$(basename "$tsv")
+absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
+[[ -n $tsv ]] && tsv=$(absolute "$tsv")
+[[ -n $todo_tsv ]] && todo_tsv=$(absolute "$todo_tsv")
+[[ -n $perf_tsv ]] && perf_tsv=$(absolute "$perf_tsv")
+[[ -f $todos ]] || { echo "grade.sh: no $todos: the per-TODO table is left out" >&2; todos=""; }
+if [[ -n $perf ]]; then
+  [[ -d $perf ]] || { echo "grade.sh: --perf $perf is not a build directory" >&2; exit 2; }
+  perf=$(cd "$perf" && pwd)
+fi
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
 
@@ -41,8 +64,8 @@ done
 # run_part CHAPTER PART LABEL: the chapter's tests with that label, under the chapter time limit.
 run_part() {
   local ch=$1 part=$2 label=$3 rc=0
-  # How many tests the part has, so that those a time limit cuts off still count (as failed).
-  ctest --test-dir "$build" -N -R "^$ch\\." -L "^$label\$" | sed -n 's/^Total Tests: //p' >"$results/$ch.$part.count"
+  # The tests the part has, so that those a time limit cuts off still count (as failed).
+  ctest --test-dir "$build" -N -R "^$ch\\." -L "^$label\$" >"$results/$ch.$part.list"
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} timeout --kill-after=10 "$chapter_timeout" \
     ctest --test-dir "$build" -R "^$ch\\." -L "^$label\$" -j "$jobs" --timeout "$timeout" \
     --output-junit "$results/$ch.$part.xml" >"$results/$ch.$part.log" 2>&1 || rc=$?
@@ -64,44 +87,48 @@ for ch in "${chapters[@]}"; do
   fi
 done
 
-python3 - "$results" "$tsv" "${chapters[@]}" <<'EOF'
+python3 - "$results" "$tsv" "$todos" "$todo_tsv" "${chapters[@]}" <<'EOF'
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-results, tsv, chapters = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
-def count(xml, expected):
-    """(passed, total, skipped, hidden, hidden_passed) of a JUnit file; `expected`: how many
-    tests ctest knows (those a time limit cut off never reach the file and count as failed)."""
-    passed = total = skipped = hidden = hidden_passed = 0
+results, tsv, todos, todo_tsv, chapters = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+
+def outcomes(ch, part):
+    """{test name: 'passed' | 'failed' | 'skipped'} of a chapter's part: the JUnit file, plus the
+    tests ctest lists that never reached it (cut off by a time limit: failed)."""
+    found = {}
+    listing = results / f"{ch}.{part}.list"
+    if listing.exists():
+        for name in re.findall(r"^\s*Test\s+#\d+: (\S+)", listing.read_text(), re.M):
+            found[name] = "failed"
+    xml = results / f"{ch}.{part}.xml"
     if xml.exists():
         for case in ET.parse(xml).getroot().iter("testcase"):
-            total += 1
             ok = case.find("failure") is None and case.find("error") is None and case.get("status") != "fail"
             skip = case.find("skipped") is not None or case.get("status") in ("notrun", "disabled")
-            passed += ok and not skip
-            skipped += skip
-            if "/Extra_" in case.get("name", ""):
-                hidden += 1
-                hidden_passed += ok and not skip
-    return passed, max(total, expected), skipped, hidden, hidden_passed
+            found[case.get("name", "")] = "skipped" if skip else "passed" if ok else "failed"
+    return found
 
-def listed(ch, part):
-    """How many tests the part has (ctest -N), whether or not they all ran."""
-    path = results / f"{ch}.{part}.count"
-    text = path.read_text().strip() if path.exists() else ""
-    return int(text) if text.isdigit() else 0
+def count(tests):
+    """(passed, total, skipped, hidden, hidden_passed) of {name: outcome}."""
+    values = list(tests.values())
+    hidden = [o for n, o in tests.items() if "/Extra_" in n]
+    return (values.count("passed"), len(values), values.count("skipped"), len(hidden), hidden.count("passed"))
 
-rows = []
+rows, status, results_of = [], {}, {}
 for ch in chapters:
-    status = (results / f"{ch}.status").read_text().strip()
-    cpu_passed, cpu_total, _, _, _ = count(results / f"{ch}.cpu.xml", listed(ch, "cpu"))
+    status[ch] = (results / f"{ch}.status").read_text().strip()
+    results_of[ch, "cpu"] = outcomes(ch, "cpu")
+    cpu_passed, cpu_total, _, _, _ = count(results_of[ch, "cpu"])
     notes = []
     if (results / f"{ch}.cpu.limit").exists():
         notes.append("CPU TIME LIMIT")
     passed = total = skipped = 0
-    if status == "ran":
-        passed, total, skipped, hidden, hidden_passed = count(results / f"{ch}.gpu.xml", listed(ch, "gpu"))
+    if status[ch] == "ran":
+        results_of[ch, "gpu"] = outcomes(ch, "gpu")
+        passed, total, skipped, hidden, hidden_passed = count(results_of[ch, "gpu"])
         if (results / f"{ch}.gpu.limit").exists():
             notes.append("GPU TIME LIMIT: a hanging kernel? the tests it did not reach count as failed")
         if skipped:
@@ -111,7 +138,7 @@ for ch in chapters:
         if total == 0:
             notes.append("no GPU tests ran (see ctest -L gpu)")
     else:
-        notes.append({"no-gpu-tests": "no GPU tests in this build", "not-built": "NOT BUILT (compile error?)"}[status])
+        notes.append({"no-gpu-tests": "no GPU tests in this build", "not-built": "NOT BUILT (compile error?)"}[status[ch]])
     rows.append((ch, passed, total, skipped, ", ".join(notes), cpu_passed, cpu_total))
 
 width = max([len("chapter")] + [len(r[0]) for r in rows])
@@ -123,8 +150,80 @@ for ch, passed, total, skipped, note, cpu_passed, cpu_total in rows:
 graded = [100.0 * r[1] / r[2] if r[2] else 0.0 for r in rows if r[4] != "no GPU tests in this build"]
 if graded:  # a chapter that did not build counts 0
     print(f"{'mean':<{width}} | {'':>18} | {'':>18} | {sum(graded) / len(graded):8.1f}% | GPU part, over {len(graded)} chapters")
-if tsv:
-    with open(tsv, "w") as f:
-        for row in rows:
-            f.write("\t".join(map(str, row)) + "\n")
+for out in (tsv, str(results / "chapters.tsv")):
+    if out:
+        with open(out, "w") as f:
+            for row in rows:
+                f.write("\t".join(map(str, row)) + "\n")
+
+# Per TODO region: the rows of todos.tsv (scripts/check_todos.py keeps them true).
+if not todos:
+    sys.exit(0)
+todo_rows, header = [], None
+for line in Path(todos).read_text().splitlines():
+    if not line.strip() or line.startswith("#"):
+        continue
+    cells = line.split("\t")
+    if header is None:
+        header = cells
+        continue
+    todo_rows.append(dict(zip(header, cells)))
+graded_rows = []  # (chapter, file, region, part, passed, total, skipped, baseline, fraction, points, max, note)
+for t in todo_rows:
+    ch, part, regex, mx = t["chapter"], t["part"], re.compile(t["tests"]), float(t["points"])
+    base = int(t["baseline"]) if t["baseline"].isdigit() else 0
+    notes = [f"shared with {t['shared'].replace(',', ', ')}"] if t["shared"] not in ("", "-") else []
+    fraction, passed, total, skipped = None, 0, 0, 0
+    if ch not in status:
+        notes.insert(0, "chapter not in this build")
+    elif part == "gpu" and status[ch] != "ran":
+        notes.insert(0, {"no-gpu-tests": "no GPU tests in this build", "not-built": "NOT BUILT (compile error?)"}[status[ch]])
+    else:
+        tests = {n: o for n, o in results_of[ch, part].items() if regex.search(n)}
+        passed, total, skipped, _, _ = count(tests)
+        if total == 0:
+            notes.insert(0, f"no {part} test matches {t['tests']}")
+        elif part == "gpu" and skipped == total:
+            notes.insert(0, "skipped (no GPU)")
+        else:
+            if skipped:
+                notes.insert(0, f"{skipped} skipped")
+            if total > base:
+                fraction = min(1.0, max(0.0, (passed - base) / (total - base)))
+            else:
+                notes.insert(0, f"baseline {base} >= {total} tests: nothing to earn")
+            if (results / f"{ch}.{part}.limit").exists():
+                notes.insert(0, "TIME LIMIT")
+    earned = mx * fraction if fraction is not None else 0.0
+    graded_rows.append((ch, t["file"], t["region"], part, passed, total, skipped, base if part == "cpu" else "-",
+                        fraction, earned, mx, ", ".join(notes)))
+
+where = [f"{r[1]}:{r[2]}" for r in graded_rows]
+cw = max([len("chapter")] + [len(r[0]) for r in graded_rows])
+ww = max([len("file:region")] + [len(w) for w in where])
+print()
+print(f"{'chapter':<{cw}} | {'file:region':<{ww}} | part | passed / total | baseline | fraction | points        | notes")
+print(f"{'-' * cw}-|-{'-' * ww}-|------|----------------|----------|----------|---------------|------")
+for r, w in zip(graded_rows, where):
+    ch, _, _, part, passed, total, skipped, base, fraction, earned, mx, note = r
+    frac = f"{fraction:.3f}" if fraction is not None else "-"
+    print(f"{ch:<{cw}} | {w:<{ww}} | {part:<4} | {passed:>6} / {total:<5} | {base!s:>8} | {frac:>8} | "
+          f"{earned:5.1f} of {mx:<4g} | {note}")
+earned, possible = sum(r[9] for r in graded_rows), sum(r[10] for r in graded_rows)
+skipped_gpu = sum(r[10] for r in graded_rows if r[11].startswith("skipped"))
+print(f"{'total':<{cw}} | {'':<{ww}} |      |                |          |          | {earned:5.1f} of {possible:<4g} | "
+      f"over {len(graded_rows)} TODO regions" + (f"; {skipped_gpu:g} points not graded (GPU tests skipped)" if skipped_gpu else ""))
+if todo_tsv:
+    with open(todo_tsv, "w") as f:
+        f.write("\t".join("chapter file region part passed total skipped baseline fraction points max note".split()) + "\n")
+        for r in graded_rows:
+            cells = list(r)
+            cells[8] = f"{r[8]:.4f}" if r[8] is not None else "-"
+            cells[9], cells[10] = f"{r[9]:.2f}", f"{r[10]:g}"
+            f.write("\t".join(map(str, cells)) + "\n")
 EOF
+if [[ -n $perf ]]; then
+  echo
+  bash "$here/grade_perf.sh" "$build" "$perf" --grades "$results/chapters.tsv" ${perf_tsv:+--tsv "$perf_tsv"} ||
+    echo "grade.sh: the performance part (grade_perf.sh) failed" >&2
+fi
