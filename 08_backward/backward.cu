@@ -218,7 +218,7 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   auto* dvf = static_cast<float*>(dv);
 
   const std::int64_t rows = p.lse_elems();
-  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, stream);
+  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, p.seqlen_q, p.seqlen_q, stream);
 
   with_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {  // any head dim: the next size up
     launch<decltype(d)::value>(p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);

@@ -14,7 +14,7 @@
 //       dV += P^T dO_i, dK += dS^T Q_i:  A = P^T / dS^T from P_ij / dS_ij ldmatrix.trans
 //                                        B = dO_i / Q_i (k = query rows)  ldmatrix.trans (06's V)
 //   * dQ_i sums over the key tiles, which are different blocks: the block adds its dQ_i part with
-//     fp32 atomics into a workspace dQ_accum [B, H, Sq, D]; a last kernel converts dQ_accum *
+//     fp32 atomics into a workspace dQ_accum [B, H, Sq, D] (rows padded to whole query tiles); a last kernel converts dQ_accum *
 //     scale to T.
 //   * Deterministic mode (its own kernel): key tiles take turns per query tile (a counter per
 //     (b, h, i) in the workspace): tile j adds its part after tile j-1, so every dQ element sees
@@ -109,7 +109,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     dq_product(dQ, sm, w);
     int* turn = kTurns ? prm.dq_turn + st.bh * Tr + st.i_tile : nullptr;
     if constexpr (kTurns) wait_turn(turn, walk.rank_of(n));
-    add_dq(prm.dq_accum + (st.bh * Sq + i0) * kD, dQ, w, Sq - i0);
+    add_dq(prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD, dQ, w);
     if constexpr (kTurns) pass_turn(turn, walk.rank_of(n));
 
     // dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i.
@@ -162,14 +162,16 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_sparse_kernel(cons
   key_tile_backward<C, kTurns>(prm, walk, kv_bh, blockIdx.x);
 }
 
-// dQ = scale * dQ_accum, rounded to T once, 4 elements per thread (D is a multiple of 4).
+// dQ = scale * dQ_accum, rounded to T once, 4 elements per thread (D is a multiple of 4). dQ_accum
+// has dq_rows rows per head (the padding past Sq is skipped), dQ has Sq.
 template <class T>
-__global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B, H, Sq, D / 4] global
+__global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B, H, dq_rows, D / 4] global
                                      uint2* __restrict__ dq,               // [B, H, Sq, D / 4] global, 4 T each
-                                     std::int64_t quads, float scale) {
+                                     std::int64_t quads, int quads_per_row, int Sq, int dq_rows, float scale) {
   const std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (n >= quads) return;
-  const float4 a = dq_accum[n];
+  const std::int64_t row = n / quads_per_row;  // b * H * Sq + h * Sq + i
+  const float4 a = dq_accum[(row / Sq * dq_rows + row % Sq) * quads_per_row + n % quads_per_row];
   dq[n] = make_uint2(pack2<T>(scale * a.x, scale * a.y), pack2<T>(scale * a.z, scale * a.w));
 }
 
@@ -192,15 +194,17 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
          const void* dout, void* dq, void* dk, void* dv, bool deterministic, const DeviceSparseWalk* walk,
          cudaStream_t stream) {
   // Dense: FlashAttention-2's tiles for kD (TcConfig). Sparse: the walk's 64-row query tiles.
-  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, kD == 64 ? 4 : 2, kD == 64 ? 4 : 2>;
+  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, 2, kD == 64 ? 4 : 2>;
   using Sparse = TcConfig<T, kD>;
   static_assert(Sparse::Br == kSparseBr && Sparse::Bc == kSparseBc, "the sparse walk is listed in the kernel's tiles");
   static_assert(Dense::Bc == Sparse::Bc && Dense::Br >= Sparse::Br);
   const int Tr = ceil_div(p.seqlen_q, Sparse::Br);  // the most query tiles either kernel walks
-  // Workspace: D_i [B, H, Sq] and dQ_accum [B, H, Sq, D] in fp32; deterministic mode adds one
-  // turn counter per query tile [B, H, Tr].
+  // Workspace: D_i [B, H, Sq] and dQ_accum [B, H, dq_rows, D] in fp32 (whole query tiles of the
+  // larger Br, so neither kernel's add_dq checks a row); deterministic mode adds one turn counter
+  // per query tile [B, H, Tr].
+  const int dq_rows = ceil_div(p.seqlen_q, Dense::Br) * Dense::Br;
   const std::size_t d_bytes = align256(p.lse_elems() * sizeof(float));
-  const std::size_t acc_bytes = align256(p.q_elems() * sizeof(float));
+  const std::size_t acc_bytes = align256(std::size_t(p.batch) * p.heads * dq_rows * kD * sizeof(float));
   const std::size_t turn_bytes = deterministic ? align256(std::size_t(p.batch) * p.heads * Tr * sizeof(int)) : 0;
   auto* ws = static_cast<unsigned char*>(
       fa::cuda::workspace(d_bytes + acc_bytes + turn_bytes, "08_backward's D_i, fp32 dQ accumulator and turns"));
@@ -210,7 +214,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   if (dq_turn) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, turn_bytes, stream));
 
   const std::int64_t rows = p.lse_elems();
-  dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD, stream);
+  dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD, p.seqlen_q, dq_rows,
+           stream);
 
   const TcParams prm{q,
                      k,
@@ -229,6 +234,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      p.seqlen_q,
                      p.seqlen_k,
                      p.group_size(),
+                     dq_rows,
                      p.causal,
                      p.scale(),
                      p.scale() * kLog2e};
@@ -241,7 +247,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
 
   const std::int64_t quads = p.q_elems() / 4;
   tc_convert_dq_kernel<T><<<fa::cuda::blocks_1d((quads + 255) / 256, "08_backward"), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads, p.scale());
+      reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads, kD / 4, p.seqlen_q, dq_rows,
+      p.scale());
   FA_CHECK_LAUNCH();
 }
 

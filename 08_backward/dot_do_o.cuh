@@ -22,24 +22,26 @@ __global__ void __launch_bounds__(32 * kPreWarps)
     dot_do_o_kernel(const T* __restrict__ o,     // [B, H, Sq, D] global
                     const T* __restrict__ dout,  // [B, H, Sq, D] global
                     float* __restrict__ D_row,   // [B, H, Sq] global
-                    float* __restrict__ dq,      // [B, H, Sq, D] global, fp32: zeroed here
-                    std::int64_t rows, int D) {
+                    float* __restrict__ dq,      // [B, H, dq_rows, D] global, fp32: rows < Sq zeroed here
+                    std::int64_t rows, int D, int Sq, int dq_rows) {
   const std::int64_t row = blockIdx.x * std::int64_t{kPreWarps} + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // the whole warp leaves: the shuffles below always see 32 lanes
+  float* dq_row = dq + (row / Sq * dq_rows + row % Sq) * D;  // dq_rows >= Sq: the tensor-core kernel pads
   float acc = 0.0f;
   for (int c = lane; c < D; c += 32) {
     acc = fmaf(static_cast<float>(dout[row * D + c]), static_cast<float>(o[row * D + c]), acc);
-    dq[row * D + c] = 0.0f;
+    dq_row[c] = 0.0f;
   }
   acc = fa::cuda::warp_sum(acc);
   if (lane == 0) D_row[row] = acc;
 }
 
 template <class T>
-void dot_do_o(const T* o, const T* dout, float* D_row, float* dq, std::int64_t rows, int D, cudaStream_t stream) {
+void dot_do_o(const T* o, const T* dout, float* D_row, float* dq, std::int64_t rows, int D, int Sq, int dq_rows,
+              cudaStream_t stream) {
   dot_do_o_kernel<T><<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0,
-                       stream>>>(o, dout, D_row, dq, rows, D);
+                       stream>>>(o, dout, D_row, dq, rows, D, Sq, dq_rows);
   FA_CHECK_LAUNCH();
 }
 

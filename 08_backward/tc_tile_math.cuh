@@ -144,16 +144,18 @@ __device__ __forceinline__ void add_pair(float* dst, float a, float b) {
 // dQ_accum of Q_i += dQ. Other blocks add into the same rows: the add is a fire-and-forget RED,
 // resolved in L2. The two columns 2t, 2t+1 a lane holds are adjacent: sm_90 adds them with one
 // 8-byte RED.E.ADD.F32x2, so a warp's instruction fills whole 32-byte sectors (8 rows x 4 lanes
-// x 8 bytes); sm_80 has only the 4-byte RED. The adds drain while the tensor cores run key_grads.
-// dQ_g: (Br, D) global, fp32; rows: the query rows left in the problem.
+// x 8 bytes); sm_80 has only the 4-byte RED. The accumulator has a whole number of query tiles per
+// head (TcParams::dq_rows), so no row is checked against Sq: rows past Sq land in padding that is
+// never read. Without a branch the adds are straight-line code that the compiler spreads among the
+// mmas of key_grads below; a bounds check per row kept them in a burst of 16, and the warp stalled
+// until the memory pipe had taken them (README: How we got here). dQ_g: (Br, D) global, fp32.
 template <class C>
-__device__ __forceinline__ void add_dq(float* dQ_g, const DqTile<C>& dQ, const WarpTiles<C>& w, int rows) {
+__device__ __forceinline__ void add_dq(float* dQ_g, const DqTile<C>& dQ, const WarpTiles<C>& w) {
 #pragma unroll
   for (int mt = 0; mt < C::kQM; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = w.q_row0 + 16 * mt + w.g + 8 * h;
-      if (r >= rows) continue;
 #pragma unroll
       for (int nt = 0; nt < C::kQN; ++nt)
         add_pair(dQ_g + r * C::kD + w.q_col0 + 8 * nt + 2 * w.t, dQ[mt][nt][2 * h], dQ[mt][nt][2 * h + 1]);

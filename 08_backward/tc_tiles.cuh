@@ -19,8 +19,9 @@ using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, t
 //   S, dP (Br x Bc):   kSdpWarpsM warps along query rows x the rest along keys
 //   dV, dK (Bc x D):   4 warps along keys x 2 along d
 //   dQ (Br x D):       kDqWarpsM warps along query rows x the rest along d
-// D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 32 x 64,
-// dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64).
+// D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 64 x 32,
+// dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64). S tiles
+// of 32 x 64 at D = 64 need as many ldmatrix but spilled 32 bytes once add_dq had no branch.
 template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2>
 struct TcConfig {
   using T = T_;
@@ -60,7 +61,7 @@ struct TcParams {
   const void* dout;       // [B, H, Sq, D] global
   const float* lse;       // [B, H, Sq] global, natural log
   const float* D_row;     // [B, H, Sq] global: rowsum(dO o O)
-  float* dq_accum;        // [B, H, Sq, D] global, fp32: zeroed, += by atomics
+  float* dq_accum;        // [B, H, dq_rows, D] global, fp32: zeroed, += by atomics
   int* dq_turn;           // [B, H, Tr] global: the deterministic kernels' turn counters
   const int* walk_offsets;          // sparse: [B * Hkv * Tc + 1] each block's steps (sparse_walk.h)
   const std::uint32_t* walk_steps;  // sparse: [n] pack_step(head in group, query tile, halves)
@@ -69,6 +70,7 @@ struct TcParams {
   void* dv;               // [B, Hkv, Sk, D] global, T
   std::int64_t batch_kv_heads;  // B * Hkv: the grid's rows (common/device/grid.cuh)
   int seqlen_q, seqlen_k, group_size;
+  int dq_rows;  // rows per head of dq_accum: Sq rounded up to whole query tiles (add_dq checks no row)
   bool causal;
   float scale, scale_log2;
 };
