@@ -104,6 +104,10 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
       probs_and_grads<C, false>(S, dP, sm, rs, w, prm, i0, j0, half_on);
     __syncthreads();  // all of P_ij and dS_ij are in smem: the products below mix every warp's part
 
+    // dV_j += P_ij^T dO_i first (as FlashAttention-2 orders them): the dQ REDs below then issue
+    // among dK_j's mmas, away from dV_j's ldmatrix (README: How we got here).
+    key_grads(dV_j, sm.P_s, dO_i, w);
+
     // dQ_i += dS_ij K_j, into the fp32 accumulator that every key tile adds to.
     DqTile<C> dQ = {};
     dq_product(dQ, sm, w);
@@ -112,8 +116,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     add_dq(prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD, dQ, w);
     if constexpr (kTurns) pass_turn(turn, walk.rank_of(n));
 
-    // dV_j += P_ij^T dO_i and dK_j += dS_ij^T Q_i.
-    key_grads(dV_j, sm.P_s, dO_i, w);
+    // dK_j += dS_ij^T Q_i.
     key_grads(dK_j, sm.dS_s, Q_i, w);
     st = next;
   }

@@ -26,7 +26,10 @@ __device__ __forceinline__ void stage_rows(const SmemTiles<C>& sm, const TcParam
   if (threadIdx.x < 2 * Br) {  // threads 0..Br-1: LSE_i, Br..2Br-1: D_i; zero past Sq
     const int r = threadIdx.x % Br, i = i0 + r;
     const float* src = (threadIdx.x < Br ? prm.lse : prm.D_row) + st.bh * Sq;
-    cp_async_4((threadIdx.x < Br ? sm.lse_s : sm.D_s) + buf * Br + r, i < Sq ? src + i : src, i < Sq);
+    // Row r = (warp's first row) + 16 mt + 8 h + g goes to (warp's first row) + 2 kSM g + 2 mt + h,
+    // so the lane that reads it (RowStats) finds its 2 kSM rows side by side.
+    const int rr = r % C::kSRows, pos = r - rr + rr % 8 * 2 * C::kSM + rr / 16 * 2 + rr % 16 / 8;
+    cp_async_4((threadIdx.x < Br ? sm.lse_s : sm.D_s) + buf * Br + pos, i < Sq ? src + i : src, i < Sq);
   }
 }
 
@@ -55,17 +58,22 @@ __device__ __forceinline__ void tile_product(ScoreTile<C>& acc, std::uint32_t A_
 
 // LSE_i log2(e) and D_i of the warp's rows 16 mt + g + 8 h, read from shared memory once per step
 // (before the branch between the masked and unmasked probs_and_grads, so the loads issue early).
+// stage_rows stored a lane's 2 kSM rows side by side, so they come as kSM / 2 float4 loads each
+// instead of 2 kSM scalar ones: shared-memory instructions queue with the ldmatrix and the dQ REDs
+// (README: How we got here).
 template <class C>
 struct RowStats {
+  static_assert(C::kSM % 2 == 0, "a lane's rows are read four at a time");
   float lse2[C::kSM][2], D_r[C::kSM][2];
   __device__ __forceinline__ RowStats(const float* lse_i, const float* D_i, const WarpTiles<C>& w) {
+    const float4* lse4 = reinterpret_cast<const float4*>(lse_i + w.s_row0 + w.g * 2 * C::kSM);
+    const float4* D4 = reinterpret_cast<const float4*>(D_i + w.s_row0 + w.g * 2 * C::kSM);
 #pragma unroll
-    for (int mt = 0; mt < C::kSM; ++mt) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        lse2[mt][h] = lse_i[w.s_row0 + 16 * mt + w.g + 8 * h] * kLog2e;
-        D_r[mt][h] = D_i[w.s_row0 + 16 * mt + w.g + 8 * h];
-      }
+    for (int q = 0; q < C::kSM / 2; ++q) {  // rows of mt = 2q, 2q + 1, each h = 0, 1
+      const float4 l = lse4[q], d = D4[q];
+      lse2[2 * q][0] = l.x * kLog2e, lse2[2 * q][1] = l.y * kLog2e;
+      lse2[2 * q + 1][0] = l.z * kLog2e, lse2[2 * q + 1][1] = l.w * kLog2e;
+      D_r[2 * q][0] = d.x, D_r[2 * q][1] = d.y, D_r[2 * q + 1][0] = d.z, D_r[2 * q + 1][1] = d.w;
     }
   }
 };
