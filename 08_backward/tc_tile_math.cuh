@@ -154,9 +154,10 @@ __device__ __forceinline__ void add_pair(float* dst, float a, float b) {
 // 8-byte RED.E.ADD.F32x2, so a warp's instruction fills whole 32-byte sectors (8 rows x 4 lanes
 // x 8 bytes); sm_80 has only the 4-byte RED. The accumulator has a whole number of query tiles per
 // head (TcParams::dq_rows), so no row is checked against Sq: rows past Sq land in padding that is
-// never read. Without a branch the adds are straight-line code that the compiler spreads among the
-// mmas of key_grads below; a bounds check per row kept them in a burst of 16, and the warp stalled
-// until the memory pipe had taken them (README: How we got here). dQ_g: (Br, D) global, fp32.
+// never read. Without a branch the adds are straight-line code that the compiler mixes into the
+// ldmatrix and mma of the key_grads that follows; a bounds check per row had kept them apart in a
+// burst of 16, and the warp stalled until the memory pipe had taken them (README: How we got
+// here). dQ_g: (Br, D) global, fp32.
 template <class C>
 __device__ __forceinline__ void add_dq(float* dQ_g, const DqTile<C>& dQ, const WarpTiles<C>& w) {
 #pragma unroll
