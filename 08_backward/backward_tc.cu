@@ -14,8 +14,8 @@
 //       dV += P^T dO_i, dK += dS^T Q_i:  A = P^T / dS^T from P_ij / dS_ij ldmatrix.trans
 //                                        B = dO_i / Q_i (k = query rows)  ldmatrix.trans (06's V)
 //   * dQ_i sums over the key tiles, which are different blocks: the block adds its dQ_i part with
-//     fp32 atomics into a workspace dQ_accum [B, H, Sq, D] (rows padded to whole query tiles); a last kernel converts dQ_accum *
-//     scale to T.
+//     fp32 atomics into a workspace dQ_accum [B, H, Sq, D] (each head's rows padded to whole query
+//     tiles); a last kernel converts dQ_accum * scale to T.
 //   * Deterministic mode (its own kernel): key tiles take turns per query tile (a counter per
 //     (b, h, i) in the workspace): tile j adds its part after tile j-1, so every dQ element sees
 //     the same order of additions on every run.
