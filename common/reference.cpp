@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <stdexcept>
+#include <string>
 
 namespace fa {
 namespace {
@@ -23,32 +24,54 @@ Matrix slice(const std::vector<float>& t, int b, int h, int heads, int rows, int
   return FloatMap(t.data() + offset, rows, d).cast<double>();
 }
 
-// P = softmax(scale * Q K^T) with invisible entries exactly 0, and LSE per row.
-// A row with no visible key gets P = 0 and LSE = +inf (see problem.h).
+// P = softmax(scale * Q K^T) with invisible entries exactly 0, and LSE per row; `options`
+// (reference.h) change the scores and add a sink to the denominator. A row with no visible key
+// gets P = 0 and LSE = +inf (see problem.h), or LSE = sigma_h with a sink.
 void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix& k,
-                  const VisibleFn& visible, Matrix& prob, Eigen::VectorXd& lse) {
+                  const VisibleFn& visible, Matrix& prob, Eigen::VectorXd& lse,
+                  const ScoreOptions& options = {}) {
   Matrix s = static_cast<double>(p.scale()) * (q * k.transpose());  // (Sq, Sk)
+  const double slope = options.alibi_slopes.empty() ? 0.0 : options.alibi_slopes[h];
+  const double sink = options.sink_logits.empty() ? -kInf : options.sink_logits[h];
   prob.setZero(p.seqlen_q, p.seqlen_k);
   lse.resize(p.seqlen_q);
   for (int i = 0; i < p.seqlen_q; ++i) {
-    double m = -kInf;
+    double m = sink;  // -inf without a sink
     for (int j = 0; j < p.seqlen_k; ++j) {
       const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
                         (!visible || visible(b, h, i, j));
-      if (!seen) s(i, j) = -kInf;
+      if (!seen) {
+        s(i, j) = -kInf;
+        continue;
+      }
+      if (options.softcap > 0) s(i, j) = options.softcap * std::tanh(s(i, j) / options.softcap);
+      s(i, j) += slope * (j - (i + p.seqlen_k - p.seqlen_q));
       m = std::max(m, s(i, j));
     }
-    if (m == -kInf) {  // no visible key
+    if (m == -kInf) {  // no visible key and no sink
       lse(i) = kInf;
       continue;
     }
-    double l = 0;
+    double l = sink == -kInf ? 0.0 : std::exp(sink - m);  // the sink's share of the denominator
     for (int j = 0; j < p.seqlen_k; ++j) {
       prob(i, j) = s(i, j) == -kInf ? 0.0 : std::exp(s(i, j) - m);  // max-subtracted: no overflow
       l += prob(i, j);
     }
     prob.row(i) /= l;
     lse(i) = m + std::log(l);
+  }
+}
+
+void check_options(const Problem& p, const ScoreOptions& o) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("reference: " + what); };
+  if (!(std::isfinite(o.softcap) && o.softcap >= 0)) fail("softcap must be finite and >= 0 (0: off)");
+  for (const auto* list : {&o.alibi_slopes, &o.sink_logits}) {
+    const char* name = list == &o.alibi_slopes ? "alibi_slopes" : "sink_logits";
+    if (!list->empty() && static_cast<int>(list->size()) != p.heads)
+      fail(std::string(name) + " needs one value per query head (" + std::to_string(p.heads) + "), not " +
+           std::to_string(list->size()));
+    for (float x : *list)
+      if (!std::isfinite(x)) fail(std::string(name) + " must be finite");
   }
 }
 
@@ -65,8 +88,9 @@ void check_sizes(const Problem& p, const std::vector<float>& q, const std::vecto
 
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
-                                   const VisibleFn& visible) {
+                                   const VisibleFn& visible, const ScoreOptions& options) {
   check_sizes(p, q, k, v);
+  check_options(p, options);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim;
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -76,7 +100,7 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
       Matrix prob;
       Eigen::VectorXd lse;
       softmax_rows(p, b, h, slice(q, b, h, p.heads, p.seqlen_q, d),
-                   slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse);
+                   slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse, options);
       const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, d);  // (Sq, D)
       const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
       for (int i = 0; i < p.seqlen_q; ++i) {

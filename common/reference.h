@@ -24,9 +24,28 @@ struct ReferenceBackward {
   std::vector<double> dv;  // [B, Hkv, Sk, D]
 };
 
+// What inference kernels (llama.cpp's, Gemma's) do to the scores besides masking. None by
+// default, and no chapter takes them yet (issue "10_decoding"); the reference has them so that a
+// chapter can be checked against it. With s_ij = scale Q_i . K_j, in this order:
+//   softcap > 0    s_ij = softcap tanh(s_ij / softcap)          (Gemma 2's logit softcap)
+//   alibi_slopes   s_ij += m_h (j - i')  with one slope m_h per query head and i' = i + Sk - Sq, the
+//                  query's position among the keys (bottom-right, as causal masking aligns it):
+//                  ALiBi's linear bias, 0 on the diagonal and more negative the farther back j lies
+//   sink_logits    one logit sigma_h per query head that joins every row's softmax denominator
+//                  and nothing else (an attention sink): P_ij = e^s_ij / (sum_j e^s_ij + e^sigma_h),
+//                  LSE_i = log(sum_j e^s_ij + e^sigma_h), so P's row sums to 1 - e^(sigma_h - LSE_i);
+//                  a row that sees no key gets O = 0 and LSE = sigma_h instead of +inf.
+// Empty vectors and softcap = 0 mean off. Anything else is checked: softcap finite and >= 0, one
+// slope and one sink per query head, all finite (std::invalid_argument otherwise).
+struct ScoreOptions {
+  double softcap = 0;
+  std::vector<float> alibi_slopes;  // [H] or empty
+  std::vector<float> sink_logits;   // [H] or empty
+};
+
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
-                                   const VisibleFn& visible = {});
+                                   const VisibleFn& visible = {}, const ScoreOptions& options = {});
 
 // A plain same-precision implementation, the yardstick of FlashAttention's tolerance rule (for
 // f32 rounding to p.dtype changes nothing: a plain fp32 implementation): inputs as given (already rounded to p.dtype), S and the softmax in float32, P

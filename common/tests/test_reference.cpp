@@ -2,7 +2,9 @@
 //   (a) a case small enough to work out by hand,
 //   (b) agreement with a plain triple loop written here (causal, GQA/MQA, empty rows),
 //   (c) properties attention must have whatever the implementation,
-//   (d) the backward pass against central finite differences of the forward.
+//   (d) the backward pass against central finite differences of the forward,
+//   (e) fp32_score_forward, and the score options (softcap, ALiBi, sinks) against their
+//       definitions written out in a loop, by hand, and by their properties.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Reference*'
 #include "common/reference.h"
@@ -13,6 +15,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/host_data.h"
@@ -244,6 +247,163 @@ TEST(Fp32ScoreForward, UsesTheFloatScores) {
   Problem bf16 = p;
   bf16.dtype = Dtype::bf16;
   EXPECT_THROW(fp32_score_forward(bf16, in.q, in.k, in.v), std::invalid_argument);
+}
+
+// Score options (ScoreOptions: softcap, ALiBi, sinks), against the definitions written out here
+// one row at a time, and by hand.
+Naive naive_with_options(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                         const ScoreOptions& o, const VisibleFn& visible = {}) {
+  const int d = p.head_dim;
+  Naive out{Tensor(p.o_elems(), 0.0), Tensor(p.lse_elems(), kInf)};
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const int kvh = h / p.group_size();
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const std::size_t qi = row_index(p.heads, p.seqlen_q, b, h, i);
+        double l = o.sink_logits.empty() ? 0.0 : std::exp(static_cast<double>(o.sink_logits[h]));
+        Tensor acc(d, 0.0);
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          if (!sees(p, visible, b, h, i, j)) continue;
+          const std::size_t kj = row_index(p.kv_heads, p.seqlen_k, b, kvh, j);
+          double s = 0;
+          for (int c = 0; c < d; ++c) s += q[qi * d + c] * k[kj * d + c];
+          s *= p.scale();
+          if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
+          if (!o.alibi_slopes.empty()) s += o.alibi_slopes[h] * (j - i - (p.seqlen_k - p.seqlen_q));
+          const double e = std::exp(s);
+          l += e;
+          for (int c = 0; c < d; ++c) acc[c] += e * v[kj * d + c];
+        }
+        if (l == 0) continue;
+        for (int c = 0; c < d; ++c) out.o[qi * d + c] = acc[c] / l;
+        out.lse[qi] = std::log(l);
+      }
+    }
+  }
+  return out;
+}
+
+ScoreOptions all_options(const Problem& p) {
+  ScoreOptions o;
+  o.softcap = 2.0;  // scores of size ~1 here: tanh bends them visibly
+  for (int h = 0; h < p.heads; ++h) {
+    o.alibi_slopes.push_back(0.5f / float(1 << h));  // ALiBi's geometric slopes
+    o.sink_logits.push_back(0.25f * float(h) - 0.5f);
+  }
+  return o;
+}
+
+TEST(ScoreOptions, NoneIsThePlainReferenceBitForBit) {
+  const Problem p = make_problem(2, 4, 2, 13, 11, 8, true);
+  const Inputs in = inputs_for(p, 5);
+  const ReferenceForward plain = reference_forward(p, in.q, in.k, in.v);
+  const ReferenceForward none = reference_forward(p, in.q, in.k, in.v, {}, ScoreOptions{});
+  EXPECT_EQ(plain.o, none.o);
+  EXPECT_EQ(plain.lse, none.lse);
+}
+
+TEST(ScoreOptions, EachAndAllMatchTheDefinitions) {
+  for (const Problem& p : loop_shapes()) {
+    const Inputs in = inputs_for(p, 6);
+    const ScoreOptions every = all_options(p);
+    ScoreOptions softcap, alibi, sinks;
+    softcap.softcap = every.softcap;
+    alibi.alibi_slopes = every.alibi_slopes;
+    sinks.sink_logits = every.sink_logits;
+    for (const ScoreOptions* o : std::initializer_list<const ScoreOptions*>{&softcap, &alibi, &sinks, &every}) {
+      SCOPED_TRACE(p.describe() + (o == &softcap ? " softcap" : o == &alibi ? " alibi" : o == &sinks ? " sinks" : " all"));
+      const VisibleFn visible = [](int b, int h, int i, int j) { return (b + h + 2 * i + j) % 4 != 3; };
+      const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, visible, *o);
+      const Naive want = naive_with_options(p, widen(in.q), widen(in.k), widen(in.v), *o, visible);
+      expect_close(ref.o, want.o, kTight, "O");
+      expect_close(ref.lse, want.lse, kTight, "LSE");
+    }
+  }
+}
+
+// One query, keys at scores 0 and ln 3 (so P = 1/4, 3/4 without options), V = (1, 0), (0, 1).
+TEST(ScoreOptions, ByHand) {
+  Problem p = make_problem(1, 1, 1, 1, 2, 1, false);
+  p.softmax_scale = 1.0f;
+  const float ln3 = std::log(3.0f);
+  const std::vector<float> q{1.0f}, k{0.0f, ln3}, v{1.0f, 2.0f};  // D = 1: O = P_0 + 2 P_1
+  {  // sink sigma = 0: denominators 1 + 3 + 1 = 5, O = (1 + 2 * 3) / 5, LSE = log 5
+    ScoreOptions o;
+    o.sink_logits = {0.0f};
+    const ReferenceForward r = reference_forward(p, q, k, v, {}, o);
+    EXPECT_NEAR(r.o[0], 7.0 / 5.0, 1e-6);
+    EXPECT_NEAR(r.lse[0], std::log(5.0), 1e-6);
+  }
+  {  // ALiBi slope 1: key 0 lies one position back (bias -1), key 1 on the diagonal (bias 0)
+    ScoreOptions o;
+    o.alibi_slopes = {1.0f};
+    const ReferenceForward r = reference_forward(p, q, k, v, {}, o);
+    const double e0 = std::exp(-1.0), e1 = 3.0;
+    EXPECT_NEAR(r.o[0], (e0 + 2 * e1) / (e0 + e1), 1e-6);
+    EXPECT_NEAR(r.lse[0], std::log(e0 + e1), 1e-6);
+  }
+  {  // softcap 1: scores tanh(0) = 0 and tanh(ln 3) = 0.8
+    ScoreOptions o;
+    o.softcap = 1.0;
+    const ReferenceForward r = reference_forward(p, q, k, v, {}, o);
+    const double e1 = std::exp(std::tanh(static_cast<double>(ln3)));
+    EXPECT_NEAR(std::tanh(static_cast<double>(ln3)), 0.8, 1e-6);
+    EXPECT_NEAR(r.o[0], (1 + 2 * e1) / (1 + e1), 1e-6);
+  }
+}
+
+// A sink keeps a row that sees no key finite: O = 0 and LSE = sigma_h.
+TEST(ScoreOptions, SinkRowWithoutKeys) {
+  const Problem p = make_problem(1, 2, 1, 7, 3, 4, true);  // rows i < 4 see no key
+  const Inputs in = inputs_for(p, 8);
+  ScoreOptions o;
+  o.sink_logits = {0.5f, -1.5f};
+  const ReferenceForward r = reference_forward(p, in.q, in.k, in.v, {}, o);
+  for (int h = 0; h < 2; ++h)
+    for (int i = 0; i < 4; ++i) {
+      const std::size_t row = row_index(p.heads, p.seqlen_q, 0, h, i);
+      EXPECT_EQ(r.lse[row], static_cast<double>(o.sink_logits[h]));
+      for (int c = 0; c < p.head_dim; ++c) EXPECT_EQ(r.o[row * p.head_dim + c], 0.0);
+    }
+}
+
+// ALiBi's bias changes only with j along a row: the same slope with the query position left out
+// (a bias m_h j) is the same softmax. So ALiBi on a one-query problem equals ALiBi on the last
+// row of a longer one with the same keys, wherever the query sits.
+TEST(ScoreOptions, AlibiDependsOnTheDistanceOnly) {
+  Problem one = make_problem(1, 1, 1, 1, 9, 8, false), many = make_problem(1, 1, 1, 5, 9, 8, false);
+  const Inputs in = inputs_for(many, 9);
+  const std::vector<float> last_q(in.q.end() - 8, in.q.end());
+  ScoreOptions o;
+  o.alibi_slopes = {0.3f};
+  const ReferenceForward a = reference_forward(one, last_q, in.k, in.v, {}, o);
+  const ReferenceForward b = reference_forward(many, in.q, in.k, in.v, {}, o);
+  for (int c = 0; c < 8; ++c) EXPECT_NEAR(a.o[c], b.o[4 * 8 + c], kTight);
+  EXPECT_NEAR(a.lse[0], b.lse[4], kTight);
+}
+
+TEST(ScoreOptions, BadOptionsAreRefused) {
+  const Problem p = make_problem(1, 2, 2, 3, 3, 4, false);
+  const Inputs in = inputs_for(p, 10);
+  auto refused = [&](const ScoreOptions& o, const std::string& word) {
+    try {
+      reference_forward(p, in.q, in.k, in.v, {}, o);
+      ADD_FAILURE() << "accepted options that should be refused (" << word << ")";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos) << e.what();
+    }
+  };
+  ScoreOptions o;
+  o.softcap = -1;
+  refused(o, "softcap");
+  o.softcap = std::numeric_limits<double>::infinity();
+  refused(o, "softcap");
+  o = {};
+  o.alibi_slopes = {0.5f};  // one slope for two heads
+  refused(o, "alibi_slopes");
+  o = {};
+  o.sink_logits = {0.0f, std::numeric_limits<float>::quiet_NaN()};
+  refused(o, "sink_logits");
 }
 
 // ---------------------------------------------------------------------------------------------
