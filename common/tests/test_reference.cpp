@@ -69,9 +69,10 @@ struct Naive {
 
 // Attention straight from the definition, one query row at a time, float64 throughout, written
 // without the reference's tricks (no max subtraction: the test scores are small, so exp cannot
-// overflow). A row that sees no key keeps O = 0 and LSE = +inf (problem.h's convention).
+// overflow). A row that sees no key keeps O = 0 and LSE = +inf (problem.h's convention), or
+// LSE = sigma_h with a sink. The score options (reference.h) as their definitions state them.
 Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                    const VisibleFn& visible = {}) {
+                    const VisibleFn& visible = {}, const ScoreOptions& o = {}) {
   const int d = p.head_dim;
   const double scale = p.scale();
   Naive out{Tensor(p.o_elems(), 0.0), Tensor(p.lse_elems(), kInf)};
@@ -80,14 +81,17 @@ Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Te
       const int kvh = h / p.group_size();
       for (int i = 0; i < p.seqlen_q; ++i) {
         const std::size_t qi = row_index(p.heads, p.seqlen_q, b, h, i);
-        double l = 0;
+        double l = o.sink_logits.empty() ? 0.0 : std::exp(static_cast<double>(o.sink_logits[h]));
         Tensor acc(d, 0.0);
         for (int j = 0; j < p.seqlen_k; ++j) {
           if (!sees(p, visible, b, h, i, j)) continue;
           const std::size_t kj = row_index(p.kv_heads, p.seqlen_k, b, kvh, j);
           double s = 0;
           for (int c = 0; c < d; ++c) s += q[qi * d + c] * k[kj * d + c];
-          const double e = std::exp(scale * s);
+          s *= scale;
+          if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
+          if (!o.alibi_slopes.empty()) s += o.alibi_slopes[h] * (j - i - (p.seqlen_k - p.seqlen_q));
+          const double e = std::exp(s);
           l += e;
           for (int c = 0; c < d; ++c) acc[c] += e * v[kj * d + c];
         }
@@ -251,38 +255,6 @@ TEST(Fp32ScoreForward, UsesTheFloatScores) {
 
 // Score options (ScoreOptions: softcap, ALiBi, sinks), against the definitions written out here
 // one row at a time, and by hand.
-Naive naive_with_options(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                         const ScoreOptions& o, const VisibleFn& visible = {}) {
-  const int d = p.head_dim;
-  Naive out{Tensor(p.o_elems(), 0.0), Tensor(p.lse_elems(), kInf)};
-  for (int b = 0; b < p.batch; ++b) {
-    for (int h = 0; h < p.heads; ++h) {
-      const int kvh = h / p.group_size();
-      for (int i = 0; i < p.seqlen_q; ++i) {
-        const std::size_t qi = row_index(p.heads, p.seqlen_q, b, h, i);
-        double l = o.sink_logits.empty() ? 0.0 : std::exp(static_cast<double>(o.sink_logits[h]));
-        Tensor acc(d, 0.0);
-        for (int j = 0; j < p.seqlen_k; ++j) {
-          if (!sees(p, visible, b, h, i, j)) continue;
-          const std::size_t kj = row_index(p.kv_heads, p.seqlen_k, b, kvh, j);
-          double s = 0;
-          for (int c = 0; c < d; ++c) s += q[qi * d + c] * k[kj * d + c];
-          s *= p.scale();
-          if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
-          if (!o.alibi_slopes.empty()) s += o.alibi_slopes[h] * (j - i - (p.seqlen_k - p.seqlen_q));
-          const double e = std::exp(s);
-          l += e;
-          for (int c = 0; c < d; ++c) acc[c] += e * v[kj * d + c];
-        }
-        if (l == 0) continue;
-        for (int c = 0; c < d; ++c) out.o[qi * d + c] = acc[c] / l;
-        out.lse[qi] = std::log(l);
-      }
-    }
-  }
-  return out;
-}
-
 ScoreOptions all_options(const Problem& p) {
   ScoreOptions o;
   o.softcap = 2.0;  // scores of size ~1 here: tanh bends them visibly
@@ -314,7 +286,7 @@ TEST(ScoreOptions, EachAndAllMatchTheDefinitions) {
       SCOPED_TRACE(p.describe() + (o == &softcap ? " softcap" : o == &alibi ? " alibi" : o == &sinks ? " sinks" : " all"));
       const VisibleFn visible = [](int b, int h, int i, int j) { return (b + h + 2 * i + j) % 4 != 3; };
       const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, visible, *o);
-      const Naive want = naive_with_options(p, widen(in.q), widen(in.k), widen(in.v), *o, visible);
+      const Naive want = naive_forward(p, widen(in.q), widen(in.k), widen(in.v), visible, *o);
       expect_close(ref.o, want.o, kTight, "O");
       expect_close(ref.lse, want.lse, kTight, "LSE");
     }
