@@ -18,6 +18,12 @@ import sys
 from pathlib import Path
 
 args = list(sys.argv[1:])
+if "-h" in args or "--help" in args:
+    print(__doc__)
+    sys.exit(0)
+unknown = [a for a in args if a.startswith("-") and a not in ("--support", "--write")]
+if unknown:
+    sys.exit(f"check_readmes: unknown option {unknown[0]} (--help)")
 write = "--write" in args
 build = None
 if "--support" in args:
