@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "07_block_sparse/block_sparse.h"
+#include "07_block_sparse/block_mask.h"  // make_mask, visible_fn: 07's forward is not run here
 #include "08_backward/backward.h"
 #include "common/backward_check.h"
 #include "common/backward_harness.h"

@@ -1,16 +1,13 @@
 #include "common/backward_harness.h"
 
 #include <algorithm>
+#include <iostream>
 #include <map>
 #include <stdexcept>
 #include <string>
 
 #include "common/backward_check.h"
-
-#include <iostream>
 #include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/reference.h"
 #include "common/test_cases.h"
 
 namespace fa::testing {
