@@ -139,9 +139,9 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, v
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      .support = {.chapter = "03_online_softmax", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .support = {.chapter = "03_online_softmax", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
       .forward = forward,
-      .test_head_dims = {7, 32, 64, 96, 128},
+      .test_head_dims = {7, 32, 64, 96, 128, 160, 256},
       .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
@@ -149,11 +149,15 @@ const fa::Chapter& chapter() {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
-  switch ((p.head_dim + 31) / 32) {  // columns per lane: head_dim <= 32, 64, 96, 128
+  switch ((p.head_dim + 31) / 32) {  // columns per lane: head_dim <= 32, 64, ..., 256
     case 1: return launch<1>(p, q, k, v, o, lse, stream);
     case 2: return launch<2>(p, q, k, v, o, lse, stream);
     case 3: return launch<3>(p, q, k, v, o, lse, stream);
-    default: return launch<4>(p, q, k, v, o, lse, stream);  // head_dim <= 128 was checked above
+    case 4: return launch<4>(p, q, k, v, o, lse, stream);
+    case 5: return launch<5>(p, q, k, v, o, lse, stream);
+    case 6: return launch<6>(p, q, k, v, o, lse, stream);
+    case 7: return launch<7>(p, q, k, v, o, lse, stream);
+    default: return launch<8>(p, q, k, v, o, lse, stream);  // head_dim <= 256 was checked above
   }
 }
 

@@ -17,8 +17,10 @@ namespace flash_v1 {
 constexpr int kMinTile = 16;  // the thread block is 16 x 16 threads: a tile edge is 16, 32 or 64
 constexpr int kMaxTile = 64;  // each thread owns at most 4 x 4 elements of S_ij
 
-// The head dim the kernel is compiled for: the next of 32, 64, 96, 128 (the tail is zero).
-constexpr int padded_head_dim(int d) { return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : 128; }
+// The head dim the kernel is compiled for: the next of 32, 64, 96, 128, 192, 256 (the tail is zero).
+constexpr int padded_head_dim(int d) {
+  return d <= 32 ? 32 : d <= 64 ? 64 : d <= 96 ? 96 : d <= 128 ? 128 : d <= 192 ? 192 : 256;
+}
 
 // Shared memory of one block, in floats, for the kernel's layout (flash_v1.cu):
 // Q_i (Br, d+1), K_j (Bc, d+1), V_j (Bc, d), P_ij (Br, Bc+16). O_i, l_i, m_i live in global memory

@@ -246,9 +246,9 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, v
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      .support = {.chapter = "04_flash_v1", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .support = {.chapter = "04_flash_v1", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
       .forward = forward,
-      .test_head_dims = {7, 32, 64, 96, 128},
+      .test_head_dims = {7, 32, 64, 96, 128, 160, 256},
       .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
@@ -256,11 +256,13 @@ const fa::Chapter& chapter() {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
-  switch (padded_head_dim(p.head_dim)) {  // head_dim <= 128 was checked above
+  switch (padded_head_dim(p.head_dim)) {  // head_dim <= 256 was checked above
     case 32: return launch<32>(p, q, k, v, o, lse, stream);
     case 64: return launch<64>(p, q, k, v, o, lse, stream);
     case 96: return launch<96>(p, q, k, v, o, lse, stream);
-    default: return launch<128>(p, q, k, v, o, lse, stream);
+    case 128: return launch<128>(p, q, k, v, o, lse, stream);
+    case 192: return launch<192>(p, q, k, v, o, lse, stream);
+    default: return launch<256>(p, q, k, v, o, lse, stream);
   }
 }
 

@@ -71,6 +71,10 @@ TEST(BlockSizes, PaddedHeadDim) {
   EXPECT_EQ(flash_v1::padded_head_dim(33), 64);
   EXPECT_EQ(flash_v1::padded_head_dim(96), 96);
   EXPECT_EQ(flash_v1::padded_head_dim(97), 128);
+  EXPECT_EQ(flash_v1::padded_head_dim(128), 128);
+  EXPECT_EQ(flash_v1::padded_head_dim(129), 192);
+  EXPECT_EQ(flash_v1::padded_head_dim(193), 256);
+  EXPECT_EQ(flash_v1::padded_head_dim(256), 256);
 }
 
 void expect_sizes(std::size_t smem, int d, int paper_Br, int paper_Bc, int Br, int Bc) {

@@ -43,7 +43,7 @@ namespace {
 // 3 blocks (12 warps) per SM: registers are capped at 168 per thread, and shared memory
 // (kSmemBytes <= 74 KB) fits 3 times in the H100's 228 KB.
 template <int kD>
-__global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
+__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
     flash_v2_kernel(const float* __restrict__ q,  // [B, H, Sq, D] global
                     const float* __restrict__ k,  // [B, Hkv, Sk, D] global
                     const float* __restrict__ v,  // [B, Hkv, Sk, D] global
@@ -116,9 +116,9 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      .support = {.chapter = "05_flash_v2", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .support = {.chapter = "05_flash_v2", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
       .forward = forward,
-      .test_head_dims = {7, 32, 64, 96, 128},
+      .test_head_dims = {7, 32, 64, 96, 128, 160, 256},
       .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }
@@ -134,7 +134,7 @@ bool prepare_forward(const fa::Support& support, const fa::Problem& p, const voi
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   const bool vec = prepare_forward(chapter().support, p, q, k, v, o, lse);
-  with_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {  // any head dim: the next size up
+  with_head_dim<32, 64, 96, 128, 192, 256>(p.head_dim, [&](auto d) {  // any head dim: the next size up
     constexpr int kD = decltype(d)::value;
     launch<kD, true>(flash_v2_kernel<kD>, p, static_cast<const float*>(q), static_cast<const float*>(k),
                      static_cast<const float*>(v), static_cast<float*>(o), lse, vec, stream);

@@ -34,6 +34,9 @@ struct Traits {
   static constexpr int kStride = kD + 4;
   static constexpr int kSmemFloats = Br * kStride + Bc * kStride + Bc * kD + kWarps * Bc * 16;
   static constexpr int kSmemBytes = kSmemFloats * sizeof(float);
+  // Blocks per SM the registers are budgeted for: 3 up to kD = 128; above, shared memory alone
+  // allows 2 (kD = 192: 105.5 KiB a block) or 1 (kD = 256: 137.5 KiB), so each thread may use more.
+  static constexpr int kMinBlocks = kD <= 128 ? 3 : kD <= 192 ? 2 : 1;
 };
 
 // A thread's registers: 4 rows of the warp's 16 (ty + 4a), Bc/8 keys of S_ij (tx + 8b), and

@@ -50,7 +50,7 @@ using namespace fp32;
 // 2 blocks (8 warps) per SM: dK_j and dV_j take kD registers per thread, and shared memory
 // (kSmemBytes <= 108.4 KiB) fits twice in the H100's 228 KiB.
 template <int kD>
-__global__ void __launch_bounds__(Traits<kD>::kThreads, 2)
+__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
     backward_kernel(const float* __restrict__ q,      // [B, H, Sq, D] global
                     const float* __restrict__ k,      // [B, Hkv, Sk, D] global
                     const float* __restrict__ v,      // [B, Hkv, Sk, D] global
@@ -160,7 +160,7 @@ const fa::BackwardChapter& chapter() {
       .support = {.chapter = "08_backward",
                   .dtypes = {fa::Dtype::f32, fa::Dtype::f16, fa::Dtype::bf16},
                   .head_dims = {},
-                  .max_head_dim = 128},
+                  .max_head_dim = 256},
       .forward = forward,
       .backward = backward,
       .test_head_dims = {64, 128},
@@ -179,10 +179,10 @@ const fa::BackwardChapter& fp32_chapter() {
     backward(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
   };
   static const fa::BackwardChapter c{
-      .support = {.chapter = "08_backward", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 128},
+      .support = {.chapter = "08_backward", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
       .forward = flash_v2::forward,
       .backward = fp32_only,
-      .test_head_dims = {7, 32, 96},
+      .test_head_dims = {7, 32, 96, 160, 256},
       .defaults = fa::default_problem(fa::Dtype::f32),
       .deterministic = nullptr};
   return c;
@@ -220,7 +220,7 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   const std::int64_t rows = p.lse_elems();
   dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, p.seqlen_q, p.seqlen_q, stream);
 
-  with_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {  // any head dim: the next size up
+  with_head_dim<32, 64, 96, 128, 192, 256>(p.head_dim, [&](auto d) {  // any head dim: the next size up
     launch<decltype(d)::value>(p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);
   });
 }

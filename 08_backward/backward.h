@@ -18,7 +18,7 @@ struct BackwardOptions {
 // q, o, dout, dq: [B, H, Sq, D]   k, v, dk, dv: [B, Hkv, Sk, D]   (p.dtype, device)
 // lse: [B, H, Sq] (float, device) as the forward wrote it: natural log, +inf for a row that
 // sees no key. dk and dv are summed over the H / Hkv query heads sharing a KV head.
-// f32: any head_dim up to 128; scratch B * H * Sq floats (D_i) in fa::cuda::workspace.
+// f32: any head_dim up to 256; scratch B * H * Sq floats (D_i) in fa::cuda::workspace.
 // f16/bf16: head_dim 64 or 128, 16-byte aligned pointers, sm_80+; scratch D_i and an fp32 dQ
 // accumulator (B * H * Sq * (D + 1) floats), plus B * H * ceil(Sq / 64) ints when deterministic.
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
@@ -64,7 +64,7 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
              cudaStream_t stream);
 
 // The chapter: f32, f16, bf16; its shared tests sweep head dims 64 and 128, which both kernels
-// have. (One fa::Support cannot say "f32: any head dim up to 128, f16/bf16: 64 and 128"; the
+// have. (One fa::Support cannot say "f32: any head dim up to 256, f16/bf16: 64 and 128"; the
 // tensor-core path refuses other head dims with std::invalid_argument. The executable checks
 // and lists the two tables below, fp32_chapter().support and tensor_core_support().)
 const fa::BackwardChapter& chapter();

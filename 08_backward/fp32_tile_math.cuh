@@ -33,6 +33,9 @@ struct Traits {
   static constexpr int kPStride = Bc + 8;
   static constexpr int kSmemFloats = 2 * Bc * kStride + 2 * Br * kStride + Br * kPStride + 3 * Br;
   static constexpr int kSmemBytes = kSmemFloats * sizeof(float);
+  // Blocks per SM the registers are budgeted for: 2 up to kD = 128; above, one block's shared
+  // memory (156.4 KiB at kD = 192, 204.4 KiB at 256) leaves room for no second one.
+  static constexpr int kMinBlocks = kD <= 128 ? 2 : 1;
 };
 
 // The P_s column of key kk (0 .. Bc-1) of the tile. A thread's 4 keys, 16w + ty + 4a (a < 4),

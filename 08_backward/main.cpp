@@ -1,6 +1,6 @@
 // Chapter 08's executable: the forward (05_flash_v2 for f32, 06_tensor_core for f16/bf16), then
 // the backward, both checked and timed. Its head dims depend on the dtype: the fp32 kernel takes
-// any up to 128, the tensor-core one 64 and 128; --help lists both tables.
+// any up to 256, the tensor-core one 64 and 128; --help lists both tables.
 //   ./08_backward --help
 #include <vector>
 

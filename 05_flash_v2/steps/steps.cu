@@ -28,7 +28,7 @@ using NoCopyOverlap = Config<true, true, true, false, true>;
 using PlainLanes = Config<true, true, true, true, false>;
 
 template <int kD, class C>
-__global__ void __launch_bounds__(Traits<kD>::kThreads, 3)
+__global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
     step_kernel(const float* __restrict__ q,  // [B, H, Sq, D] global
                 const float* __restrict__ k,  // [B, Hkv, Sk, D] global
                 const float* __restrict__ v,  // [B, Hkv, Sk, D] global
