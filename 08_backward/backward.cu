@@ -14,7 +14,8 @@
 //     block adds its part with fp32 atomicAdd into dQ, which a preprocessing kernel zeroes while
 //     it computes D_i = rowsum(dO_i o O_i).
 //   * Causal: the i loop starts at the first query tile that sees K_j (tiles.h: query_tile_begin).
-//   * Q_i and dO_i are staged with plain coalesced loads (no cp.async pipeline: README, Exercises).
+//   * Q_i and dO_i of the next step are copied with 05's cp.async loader as soon as the warps are
+//     done with this step's (dO_i after dS_ij, Q_i after dK_j): they land during the last products.
 // Expected effect: FFMA-bound like 05 (about 85% of the issued instructions are FFMAs), but with
 // 8 warps per SM instead of 12 -- dK_j and dV_j hold D registers per thread -- and three
 // block-wide barriers per tile, so somewhat below the forward's TFLOP/s (README: Results).
@@ -30,6 +31,7 @@
 #include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
 #include "08_backward/dot_do_o.cuh"
+#include "05_flash_v2/tile_math.cuh"         // load_tile_async: cp.async copies of Q_i and dO_i
 #include "08_backward/fp32_tile_math.cuh"  // Traits and the steps of one tile pair
 #include "common/cuda_check.h"
 #include "common/device/grid.cuh"
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
                     float* __restrict__ dq,           // [B, H, Sq, D] global: zeroed, += by atomics
                     float* __restrict__ dk,           // [B, Hkv, Sk, D] global
                     float* __restrict__ dv,           // [B, Hkv, Sk, D] global
-                    fa::Problem p, float scale) {
+                    fa::Problem p, float scale, bool vec) {  // vec: 16-byte copies of Q_i, dO_i
   using T = Traits<kD>;
   constexpr int Br = T::Br, Bc = T::Bc, kStride = T::kStride, kPStride = T::kPStride;
   const std::int64_t kv_bh = grid_row();                     // b * Hkv + kv head
@@ -88,44 +90,59 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
   float* P_t = P_s + 16 * warp + 4 * ty;     // its 4 keys in P_s (= p_column(key_t)); row r is + r rows
   const int qrow = Br / 4 * warp + ty;       // its first row of dQ_i; row a is + 4a
 
+  float dK_j[4][4 * T::kChunks] = {};  // (4, kD/8) registers: keys key_t + 4a, columns 32c + 4tx + e
+  float dV_j[4][4 * T::kChunks] = {};
+  // The steps: every (query head of the group, query tile from i_begin) pair, head by head.
+  const int Tr = ceil_div(Sq, Br), i_begin = query_tile_begin(j_tile, Br, Bc, Sq, Sk, p.causal);
+  const int n_tiles = Tr - i_begin, n_steps = p.group_size() * n_tiles;
+  const auto q_rows = [&](const float* x, int n) { return x + ((bh0 + n / n_tiles) * Sq + (i_begin + n % n_tiles) * Br) * D; };
+  const auto rows_left = [&](int n) { return Sq - (i_begin + n % n_tiles) * Br; };
+
+  // Prologue: step 0's Q_i and dO_i start copying (05's load_tile_async) while K_j and V_j are
+  // staged by hand.
+  if (n_steps > 0) {
+    flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(Q_s, q_rows(q, 0), rows_left(0), D, vec);
+    flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(dO_s, q_rows(dout, 0), rows_left(0), D, vec);
+  }
+  cp_async_commit();
   stage_tile<kD, Bc, T::kThreads>(K_s, k + (kv_bh * Sk + j0) * D, Sk - j0, D);
   stage_tile<kD, Bc, T::kThreads>(V_s, v + (kv_bh * Sk + j0) * D, Sk - j0, D);
 
-  float dK_j[4][4 * T::kChunks] = {};  // (4, kD/8) registers: keys key_t + 4a, columns 32c + 4tx + e
-  float dV_j[4][4 * T::kChunks] = {};
-  const int Tr = ceil_div(Sq, Br), i_begin = query_tile_begin(j_tile, Br, Bc, Sq, Sk, p.causal);
+  for (int n = 0; n < n_steps; ++n) {
+    const std::int64_t bh = bh0 + n / n_tiles;
+    const int i_tile = i_begin + n % n_tiles, i0 = i_tile * Br;
+    stage_row_stats<Br>(lse_s, lse_lo_s, D_s, lse + bh * Sq + i0, D_row + bh * Sq + i0, Sq - i0);
+    cp_async_wait<0>();  // this thread's copies of Q_i and dO_i have landed
+    __syncthreads();     // ... and everyone's, and LSE_i, D_i (and K_j, V_j); every warp is done with P_s
 
-  for (std::int64_t bh = bh0; bh < bh0 + p.group_size(); ++bh) {
-    for (int i_tile = i_begin; i_tile < Tr; ++i_tile) {
-      const int i0 = i_tile * Br;
-      stage_tile<kD, Br, T::kThreads>(Q_s, q + (bh * Sq + i0) * D, Sq - i0, D);
-      stage_tile<kD, Br, T::kThreads>(dO_s, dout + (bh * Sq + i0) * D, Sq - i0, D);
-      stage_row_stats<Br>(lse_s, lse_lo_s, D_s, lse + bh * Sq + i0, D_row + bh * Sq + i0, Sq - i0);
-      __syncthreads();  // Q_i, dO_i, LSE_i, D_i (and on the first pass K_j, V_j) are staged
+    // S_ij^T = K_j Q_i^T, then P_ij^T from it and LSE_i, to P_s.
+    float S[4][T::kRows] = {};  // (4, Br/8) registers: keys key_t + 4a, query rows tx + 8b
+    keys_dot_rows<kD, T::kRows>(S, K_t, Q_s, tx);
+    const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal);
+    probs<kD>(S, P_t, lse_s, lse_lo_s, tx, i0, j0 + key_t, mask, p, scale_log2);
+    __syncwarp();  // the warp's P_ij is in P_s: the dV_j product reads what other lanes wrote
 
-      // S_ij^T = K_j Q_i^T, then P_ij^T from it and LSE_i, to P_s.
-      float S[4][T::kRows] = {};  // (4, Br/8) registers: keys key_t + 4a, query rows tx + 8b
-      keys_dot_rows<kD, T::kRows>(S, K_t, Q_s, tx);
-      const bool mask = needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal);
-      probs<kD>(S, P_t, lse_s, lse_lo_s, tx, i0, j0 + key_t, mask, p, scale_log2);
-      __syncwarp();  // the warp's P_ij is in P_s: the dV_j product reads what other lanes wrote
+    // dV_j += P_ij^T dO_i
+    add_keys_outer<kD, Br, kPStride>(dV_j, P_t, dO_s, tx);
 
-      // dV_j += P_ij^T dO_i
-      add_keys_outer<kD, Br, kPStride>(dV_j, P_t, dO_s, tx);
+    // dP_ij^T = V_j dO_i^T: the same product as S_ij^T. Then dS_ij over P_ij in P_s.
+    float dP[4][T::kRows] = {};  // (4, Br/8) registers: keys key_t + 4a, query rows tx + 8b
+    keys_dot_rows<kD, T::kRows>(dP, V_t, dO_s, tx);
+    __syncwarp();  // every lane of the warp has read P_s for dV_j before P_ij becomes dS_ij
+    grads<kD>(P_t, dP, D_s, tx);
+    __syncthreads();  // all of dS_ij is in P_s (dQ_i below reads every warp's keys); dO_s is free
 
-      // dP_ij^T = V_j dO_i^T: the same product as S_ij^T. Then dS_ij over P_ij in P_s.
-      float dP[4][T::kRows] = {};  // (4, Br/8) registers: keys key_t + 4a, query rows tx + 8b
-      keys_dot_rows<kD, T::kRows>(dP, V_t, dO_s, tx);
-      __syncwarp();  // every lane of the warp has read P_s for dV_j before P_ij becomes dS_ij
-      grads<kD>(P_t, dP, D_s, tx);
-      __syncthreads();  // all of dS_ij is in P_s: dQ_i below reads every warp's keys
-
-      // dQ_i += scale dS_ij K_j, added into dq by atomics; dK_j += dS_ij^T Q_i (the scale is
-      // applied once, in the epilogue).
-      add_dq<kD>(dq + (bh * Sq + i0) * D, P_s, K_s, qrow, tx, Sq - i0, D, scale);
-      add_keys_outer<kD, Br, kPStride>(dK_j, P_t, Q_s, tx);
-      __syncthreads();  // every warp is done with Q_s, dO_s and P_s before the next tile is staged
-    }
+    // The next step's dO_i lands during the two products left, and its Q_i during dQ_i.
+    const bool next = n + 1 < n_steps;
+    if (next) flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(dO_s, q_rows(dout, n + 1), rows_left(n + 1), D, vec);
+    cp_async_commit();
+    // dK_j += dS_ij^T Q_i (the scale is applied once, in the epilogue).
+    add_keys_outer<kD, Br, kPStride>(dK_j, P_t, Q_s, tx);
+    __syncthreads();  // every warp is done with Q_s
+    if (next) flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(Q_s, q_rows(q, n + 1), rows_left(n + 1), D, vec);
+    cp_async_commit();
+    // dQ_i += scale dS_ij K_j, added into dq by atomics.
+    add_dq<kD>(dq + (bh * Sq + i0) * D, P_s, K_s, qrow, tx, Sq - i0, D, scale);
   }
 
   // Epilogue: dK_j (times the scale) and dV_j, written once, after every query head of the group.
@@ -142,8 +159,10 @@ void launch(const fa::Problem& p, const float* q, const float* k, const float* v
   FA_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      cudaSharedmemCarveoutMaxShared));
   const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, T::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
+  // 16-byte copies need every row of Q and dO to start on a 16-byte boundary.
+  const bool vec = p.head_dim % 4 == 0 && aligned16(q) && aligned16(dout);
   backward_kernel<kD><<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, lse, dout, D_row, dq, dk, dv,
-                                                                     p, p.scale());
+                                                                     p, p.scale(), vec);
   FA_CHECK_LAUNCH();
 }
 
