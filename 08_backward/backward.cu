@@ -88,21 +88,24 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
   const float* K_t = K_s + key_t * kStride;  // its first K_j row; row a is + 4a rows
   const float* V_t = V_s + key_t * kStride;  // its first V_j row
   float* P_t = P_s + 16 * warp + 4 * ty;     // its 4 keys in P_s (= p_column(key_t)); row r is + r rows
-  const int qrow = Br / 4 * warp + ty;       // its first row of dQ_i; row a is + 4a
+  // Its part of dQ_i (Traits: the dQ_i layout): rows qrow + 4a, columns from qcol.
+  const int qrow = 4 * T::kQRows * (warp / T::kQSplit) + ty, qcol = 32 * T::kQChunks * (warp % T::kQSplit);
 
   float dK_j[4][4 * T::kChunks] = {};  // (4, kD/8) registers: keys key_t + 4a, columns 32c + 4tx + e
   float dV_j[4][4 * T::kChunks] = {};
   // The steps: every (query head of the group, query tile from i_begin) pair, head by head.
   const int Tr = ceil_div(Sq, Br), i_begin = query_tile_begin(j_tile, Br, Bc, Sq, Sk, p.causal);
   const int n_tiles = Tr - i_begin, n_steps = p.group_size() * n_tiles;
-  const auto q_rows = [&](const float* x, int n) { return x + ((bh0 + n / n_tiles) * Sq + (i_begin + n % n_tiles) * Br) * D; };
+  const auto step_row = [&](int n) { return (bh0 + n / n_tiles) * Sq + (i_begin + n % n_tiles) * Br; };  // bh Sq + i0
   const auto rows_left = [&](int n) { return Sq - (i_begin + n % n_tiles) * Br; };
 
   // Prologue: step 0's Q_i and dO_i start copying (05's load_tile_async) while K_j and V_j are
   // staged by hand.
+  RowStats stats;  // thread r < Br: row r's LSE_i and D_i of the step about to start
   if (n_steps > 0) {
-    flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(Q_s, q_rows(q, 0), rows_left(0), D, vec);
-    flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(dO_s, q_rows(dout, 0), rows_left(0), D, vec);
+    stats = load_row_stats<Br>(lse + step_row(0), D_row + step_row(0), rows_left(0));
+    flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(Q_s, q + step_row(0) * D, rows_left(0), D, vec);
+    flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(dO_s, dout + step_row(0) * D, rows_left(0), D, vec);
   }
   cp_async_commit();
   stage_tile<kD, Bc, T::kThreads>(K_s, k + (kv_bh * Sk + j0) * D, Sk - j0, D);
@@ -111,7 +114,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
   for (int n = 0; n < n_steps; ++n) {
     const std::int64_t bh = bh0 + n / n_tiles;
     const int i_tile = i_begin + n % n_tiles, i0 = i_tile * Br;
-    stage_row_stats<Br>(lse_s, lse_lo_s, D_s, lse + bh * Sq + i0, D_row + bh * Sq + i0, Sq - i0);
+    stage_row_stats<Br>(lse_s, lse_lo_s, D_s, stats);  // every warp was done with them at the last barrier
     cp_async_wait<0>();  // this thread's copies of Q_i and dO_i have landed
     __syncthreads();     // ... and everyone's, and LSE_i, D_i (and K_j, V_j); every warp is done with P_s
 
@@ -132,17 +135,18 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
     grads<kD>(P_t, dP, D_s, tx);
     __syncthreads();  // all of dS_ij is in P_s (dQ_i below reads every warp's keys); dO_s is free
 
-    // The next step's dO_i lands during the two products left, and its Q_i during dQ_i.
+    // The next step's dO_i, LSE_i and D_i land during the two products left, and its Q_i during dQ_i.
     const bool next = n + 1 < n_steps;
-    if (next) flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(dO_s, q_rows(dout, n + 1), rows_left(n + 1), D, vec);
+    if (next) stats = load_row_stats<Br>(lse + step_row(n + 1), D_row + step_row(n + 1), rows_left(n + 1));
+    if (next) flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(dO_s, dout + step_row(n + 1) * D, rows_left(n + 1), D, vec);
     cp_async_commit();
     // dK_j += dS_ij^T Q_i (the scale is applied once, in the epilogue).
     add_keys_outer<kD, Br, kPStride>(dK_j, P_t, Q_s, tx);
     __syncthreads();  // every warp is done with Q_s
-    if (next) flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(Q_s, q_rows(q, n + 1), rows_left(n + 1), D, vec);
+    if (next) flash_v2::load_tile_async<kD, Br, kStride, T::kThreads>(Q_s, q + step_row(n + 1) * D, rows_left(n + 1), D, vec);
     cp_async_commit();
     // dQ_i += scale dS_ij K_j, added into dq by atomics.
-    add_dq<kD>(dq + (bh * Sq + i0) * D, P_s, K_s, qrow, tx, Sq - i0, D, scale);
+    add_dq<kD>(dq + (bh * Sq + i0) * D, P_s, K_s, qrow, qcol, tx, Sq - i0, D, scale);
   }
 
   // Epilogue: dK_j (times the scale) and dV_j, written once, after every query head of the group.

@@ -24,7 +24,13 @@ struct Traits {
   static constexpr int Br = kD <= 64 ? 64 : 32;  // query rows per step: 32 for large kD (registers)
   static constexpr int kRows = Br / 8;           // query rows of S_ij^T and dP_ij^T per thread
   static constexpr int kChunks = kD / 32;        // float4 column chunks of dK_j, dV_j, dQ_i per thread
-  static constexpr int kQRows = Br / 16;         // rows of dQ_i per thread
+  // The dQ_i layout: kQSplit warps share a group of 4 kQRows rows, each taking kQChunks of the
+  // kD/32 column chunks, so a thread owns 4 rows where the chunks split evenly (fewer dS loads
+  // per FFMA in add_dq): Br = 64: one warp per 16 rows; Br = 32: two warps per 16 rows, or, where
+  // kD/32 is odd (96), one warp per 8 rows.
+  static constexpr int kQSplit = Br == 32 && kChunks % 2 == 0 ? 2 : 1;
+  static constexpr int kQRows = Br * kQSplit / 16;       // rows of dQ_i per thread
+  static constexpr int kQChunks = kChunks / kQSplit;     // float4 column chunks of dQ_i per thread
   // As in 05: rows read as float4 by lanes that take consecutive rows have a stride of
   // kD + 4 floats (= 1 mod 8 in 16-byte units), so such a load never has a bank conflict.
   static constexpr int kStride = kD + 4;
@@ -109,19 +115,31 @@ __device__ __forceinline__ void add_keys_outer(float (&acc)[4][kD / 8], const fl
   }
 }
 
+// One query row's LSE_i and D_i, read from global memory a step before they are staged (so the
+// loads fly during that step's last products). Threads 0 .. Br-1 take a row each; lse_g, D_g:
+// (Sq) global, the step's rows; rows: the query rows left in the problem.
+struct RowStats {
+  float lse = kInf, d = 0.0f;  // past Sq: LSE +inf, so that row's P is exactly 0
+};
+template <int Br>
+__device__ __forceinline__ RowStats load_row_stats(const float* lse_g, const float* D_g, int rows) {
+  RowStats s;
+  if (threadIdx.x < Br && static_cast<int>(threadIdx.x) < rows) s.lse = lse_g[threadIdx.x], s.d = D_g[threadIdx.x];
+  return s;
+}
+
 // LSE_i log2(e) as a float pair hi + lo, and D_i, into shared memory for the tile's Br rows.
 // The pair is exact to ~2^-48: with scores of size ~100, one float rounding of LSE log2(e) would
 // cost ~1e-5 of every P (README: Precision). +inf: the row sees no key or lies past Sq, and its
-// P is exactly 0. Threads 0 .. Br-1 take a row each; lse_g, D_g: (Sq) global, this head's rows.
+// P is exactly 0.
 template <int Br>
-__device__ __forceinline__ void stage_row_stats(float* lse_s, float* lse_lo_s, float* D_s, const float* lse_g,
-                                                const float* D_g, int rows) {
+__device__ __forceinline__ void stage_row_stats(float* lse_s, float* lse_lo_s, float* D_s, RowStats s) {
   if (threadIdx.x < Br) {
     const int r = threadIdx.x;
-    const double lse2 = r < rows ? double{lse_g[r]} * kLog2eD : kInf;
+    const double lse2 = double{s.lse} * kLog2eD;
     lse_s[r] = static_cast<float>(lse2);
     lse_lo_s[r] = isinf(lse2) ? 0.0f : static_cast<float>(lse2 - static_cast<float>(lse2));
-    D_s[r] = r < rows ? D_g[r] : 0.0f;
+    D_s[r] = s.d;
   }
 }
 
@@ -166,28 +184,35 @@ __device__ __forceinline__ void grads(float* P_t, const float (&dP)[4][Traits<kD
 }
 
 // dQ_i += scale dS_ij K_j, summed here over the tile's Bc keys and across key tiles (blocks) in
-// global memory. Per key, Br/16 LDS.32 and kD/32 LDS.128 feed Br/16 * kD/8 FFMAs. This thread
-// owns rows qrow + 4a and columns 32c + 4tx + e of dQ_i. dQ_g: (Br, D) global, this tile's rows;
-// rows: the query rows left in the problem.
+// global memory. This thread owns rows qrow + 4a (a < kQRows) and columns qcol + 32c + 4tx + e
+// (c < kQChunks) of dQ_i (Traits: the dQ_i layout). P_s keeps keys k16 + g + 4e (e < 4) of a row
+// side by side (p_column), so per 4 keys, kQRows LDS.128 of dS and 4 kQChunks LDS.128 of K feed
+// 16 kQRows kQChunks FFMAs. dQ_g: (Br, D) global, this tile's rows; rows: the query rows left.
 template <int kD>
-__device__ __forceinline__ void add_dq(float* dQ_g, const float* P_s, const float* K_s, int qrow, int tx, int rows,
-                                       int D, float scale) {
+__device__ __forceinline__ void add_dq(float* dQ_g, const float* P_s, const float* K_s, int qrow, int qcol, int tx,
+                                       int rows, int D, float scale) {
   using T = Traits<kD>;
-  // BEGIN SOLUTION: dQ (rows qrow + 4a, columns 32c + 4tx + e) = dS_ij K_j over the Bc keys (dS at p_column in P_s), then atomicAdd scale * dQ into dQ_g (rows < rows, columns < D)
-  float dQ[T::kQRows][4 * T::kChunks] = {};  // rows qrow + 4a, columns 32c + 4tx + e
+  // BEGIN SOLUTION: dQ (rows qrow + 4a, columns qcol + 32c + 4tx + e) = dS_ij K_j over the Bc keys (a float4 of dS in P_s holds keys k16 + g + 4e: p_column), then atomicAdd scale * dQ into dQ_g (rows < rows, columns < D)
+  float dQ[T::kQRows][4 * T::kQChunks] = {};  // rows qrow + 4a, columns qcol + 32c + 4tx + e
 #pragma unroll 1
   for (int k16 = 0; k16 < T::Bc; k16 += 16) {
 #pragma unroll
-    for (int kk = 0; kk < 16; ++kk) {
-      const float* dS_k = P_s + k16 + p_column(kk);  // p_column(k16 + kk) = k16 + p_column(kk)
-      float ds[T::kQRows];
+    for (int g = 0; g < 4; ++g) {
+      float ds[T::kQRows][4];  // row qrow + 4a, key k16 + g + 4e
 #pragma unroll
-      for (int a = 0; a < T::kQRows; ++a) ds[a] = dS_k[(qrow + 4 * a) * T::kPStride];
+      for (int a = 0; a < T::kQRows; ++a) {
+        const float4 d4 = *reinterpret_cast<const float4*>(P_s + (qrow + 4 * a) * T::kPStride + k16 + 4 * g);
+        ds[a][0] = d4.x, ds[a][1] = d4.y, ds[a][2] = d4.z, ds[a][3] = d4.w;
+      }
 #pragma unroll
-      for (int c = 0; c < T::kChunks; ++c) {
-        const float4 k4 = *reinterpret_cast<const float4*>(K_s + (k16 + kk) * T::kStride + 32 * c + 4 * tx);
+      for (int e = 0; e < 4; ++e) {
+        const float* K_k = K_s + (k16 + g + 4 * e) * T::kStride + qcol + 4 * tx;  // key k16 + g + 4e
 #pragma unroll
-        for (int a = 0; a < T::kQRows; ++a) fma4(&dQ[a][4 * c], ds[a], k4);
+        for (int c = 0; c < T::kQChunks; ++c) {
+          const float4 k4 = *reinterpret_cast<const float4*>(K_k + 32 * c);
+#pragma unroll
+          for (int a = 0; a < T::kQRows; ++a) fma4(&dQ[a][4 * c], ds[a][e], k4);
+        }
       }
     }
   }
@@ -199,10 +224,11 @@ __device__ __forceinline__ void add_dq(float* dQ_g, const float* P_s, const floa
     const int r = qrow + 4 * a;
     if (r >= rows) continue;
 #pragma unroll
-    for (int c = 0; c < T::kChunks; ++c) {
+    for (int c = 0; c < T::kQChunks; ++c) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (32 * c + 4 * tx + e < D) atomicAdd(dQ_g + r * D + 32 * c + 4 * tx + e, scale * dQ[a][4 * c + e]);
+        const int col = qcol + 32 * c + 4 * tx + e;
+        if (col < D) atomicAdd(dQ_g + r * D + col, scale * dQ[a][4 * c + e]);
       }
     }
   }
