@@ -9,15 +9,18 @@
 namespace tensor_core {
 namespace {
 
+// The tile width for head dim D (a multiple of 8): the next of 32, 64, 96, 128, 192, 256. The
+// columns D .. kD - 1 are zero-filled in shared memory and never read from or written to global
+// memory (copy_tile, write_rows); README: "Every head dim".
 template <class T>
 void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 32: return launch<ChapterConfig<T, 32>>(prm, stream);
-    case 64: return launch<ChapterConfig<T, 64>>(prm, stream);
-    case 96: return launch<ChapterConfig<T, 96>>(prm, stream);
-    case 128: return launch<ChapterConfig<T, 128>>(prm, stream);
-    case 256: return launch<ChapterConfig<T, 256>>(prm, stream);
-  }
+  const int d = p.head_dim;
+  if (d <= 32) return launch<ChapterConfig<T, 32>>(prm, stream);
+  if (d <= 64) return launch<ChapterConfig<T, 64>>(prm, stream);
+  if (d <= 96) return launch<ChapterConfig<T, 96>>(prm, stream);
+  if (d <= 128) return launch<ChapterConfig<T, 128>>(prm, stream);
+  if (d <= 192) return launch<ChapterConfig<T, 192>>(prm, stream);
+  return launch<ChapterConfig<T, 256>>(prm, stream);
 }
 
 }  // namespace
@@ -26,10 +29,11 @@ const fa::Chapter& chapter() {
   static const fa::Chapter c{
       .support = {.chapter = "06_tensor_core",
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
-                  .head_dims = {32, 64, 96, 128, 256},
-                  .max_head_dim = 256},
+                  .head_dims = {},
+                  .max_head_dim = 256,
+                  .head_dim_multiple = 8},
       .forward = forward,
-      .test_head_dims = {32, 64, 96, 128, 256},
+      .test_head_dims = {8, 32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};
   return c;
 }

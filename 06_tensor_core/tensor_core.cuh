@@ -63,9 +63,9 @@ struct BlockInputs {
   __device__ __forceinline__ BlockInputs(const Params& prm, int i0) : bh(fa::cuda::grid_row()) {
     using T = typename C::T;
     const std::int64_t kv_bh = bh / prm.group_size;  // b * Hkv + h / (H / Hkv)
-    Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * C::kD;
-    K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * C::kD;
-    V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * C::kD;
+    Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * prm.head_dim;
+    K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * prm.head_dim;
+    V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * prm.head_dim;
   }
 };
 
@@ -89,16 +89,16 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
   const BlockInputs<C> in(prm, i0);
-  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k;
+  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim;  // D <= kD: the tile is zero-padded
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, K_0 and V_0 in the next.
-  copy_tile<C, Br>(Q_s, in.Q, Sq - i0);
+  copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D);
   cp_async_commit();
   if (Tc_end > 0) {
-    copy_tile<C, Bc>(K_s, in.K, Sk);
-    copy_tile<C, Bc>(V_s, in.V, Sk);
+    copy_tile<C, Bc>(K_s, in.K, Sk, D);
+    copy_tile<C, Bc>(V_s, in.V, Sk, D);
   }
   cp_async_commit();
 
@@ -124,8 +124,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if constexpr (C::kStages == 1) {
       if (j_tile > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
-        copy_tile<C, Bc>(K_s, in.K + j0 * kD, Sk - j0);
-        copy_tile<C, Bc>(V_s, in.V + j0 * kD, Sk - j0);
+        copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
+        copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
         cp_async_commit();
       }
     }
@@ -135,8 +135,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if constexpr (C::kStages == 2) {
       if (j_tile + 1 < Tc_end) {  // K_{j+1}, V_{j+1} fly while tile j is computed
         const std::uint32_t next = (1 - stage) * kTileBytes;
-        copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * kD, Sk - j0 - Bc);
-        copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * kD, Sk - j0 - Bc);
+        copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * D, Sk - j0 - Bc, D);
+        copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * D, Sk - j0 - Bc, D);
       }
       cp_async_commit();
     }
@@ -159,7 +159,8 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
   // base pointers are all that the 16-byte copies need.
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
-  return {q, k, v, o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k, p.group_size(), p.causal, p.scale() * kLog2e};
+  return {q,          k,           v,         o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k,
+          p.group_size(), p.causal, p.scale() * kLog2e, p.head_dim};
 }
 
 // Launches kKernel (a kernel of configuration C taking P) on the grid of query tiles: Tr along x,

@@ -30,6 +30,7 @@ struct Params {
   int group_size;  // H / Hkv: query heads per KV head
   bool causal;
   float scale_log2;  // softmax scale * log2(e)
+  int head_dim;      // D: the rows' length in global memory, a multiple of 8 up to the tile's kD
 };
 
 // Tile sizes and switches. The step-by-step versions of the README are this kernel with some
@@ -55,16 +56,18 @@ struct Config {
 
 // Stages rows [0, rows) of a row-major (rows, D) global matrix into a (kRows, kCols) smem tile
 // with 16-byte cp.async; rows past `rows` are zero-filled (src-size 0: nothing is read), so a
-// partial tile needs no other care. Padding columns (D = 96 in 128) are never read: not copied.
-// kThreads: how many threads (0 .. kThreads - 1) share the copy.
+// partial tile needs no other care. A head dim below the tile's kD (D = 72 in a kD = 96 tile; D a
+// multiple of 8, so a 16-byte chunk is all in or all out) zero-fills columns D .. kD - 1, which the
+// mmas read and which then add 0; columns past kD (kD = 96 in a 128-wide row) are never read and
+// not copied. kThreads: how many threads (0 .. kThreads - 1) share the copy.
 template <class C, int kRows, int kThreads = C::kThreads>
-__device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows) {
+__device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows, int D = C::kD) {
   constexpr int kRowChunks = C::kCols / kChunkElems;
   constexpr int kRowsPerIt = kThreads / kRowChunks;  // rows one pass of the threads covers
   static_assert(kRows % kRowsPerIt == 0);
   const int r_t = copy_row(threadIdx.x, kRowChunks), c = copy_chunk(threadIdx.x, kRowChunks) * kChunkElems;
   if (c >= C::kD) return;
-  const typename C::T* src_t = src + r_t * C::kD + c;  // this thread's first chunk
+  const typename C::T* src_t = src + r_t * D + c;  // this thread's first chunk
   // The swizzle key repeats every 8 rows (swizzle.h): when a pass covers a multiple of 8 rows,
   // the thread's smem offset moves by whole rows, and every copy takes immediate offsets.
   auto dst = [&](int it) {
@@ -73,14 +76,14 @@ __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::
                            : tile_offset(r_t + it * kRowsPerIt, c, C::kCols, C::kSwizzle);
     return tile + 2 * offset;
   };
-  if (rows >= kRows) {  // a whole tile: no predicates
+  if (rows >= kRows && c < D) {  // a whole tile: no predicates
 #pragma unroll
-    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16(dst(it), src_t + it * kRowsPerIt * C::kD, true);
+    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16(dst(it), src_t + it * kRowsPerIt * D, true);
   } else {
 #pragma unroll
     for (int it = 0; it < kRows / kRowsPerIt; ++it) {
-      const bool inside = r_t + it * kRowsPerIt < rows;
-      cp_async_16(dst(it), inside ? src_t + it * kRowsPerIt * C::kD : src, inside);
+      const bool inside = r_t + it * kRowsPerIt < rows && c < D;
+      cp_async_16(dst(it), inside ? src_t + it * kRowsPerIt * D : src, inside);
     }
   }
 }
@@ -245,8 +248,8 @@ __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_
 template <class C>
 __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& prm, std::int64_t bh, int row, int t) {
   using T = typename C::T;
-  constexpr int kD = C::kD;
-  T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * kD;  // (Sq, D) global
+  const int D = prm.head_dim;                               // <= C::kD: columns past D are not written
+  T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * D;  // (Sq, D) global
   const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) {
@@ -259,9 +262,10 @@ __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& p
       if (r >= prm.seqlen_q) continue;
       const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
 #pragma unroll
-      for (int nt = 0; nt < kD / 8; ++nt)  // a quad writes 16 contiguous bytes
-        *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * kD + 8 * nt + 2 * t) =
-            pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
+      for (int nt = 0; nt < C::kD / 8; ++nt)  // a quad writes 16 contiguous bytes
+        if (8 * nt < D)
+          *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * D + 8 * nt + 2 * t) =
+              pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
       if (t == 0)
         prm.lse[bh * prm.seqlen_q + r] = l > 0.0f ? w.m[mt][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
     }

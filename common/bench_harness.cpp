@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,9 @@ void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
 }
 
 // FlashAttention-2's shapes: seqlen 512..max_seqlen, batch = 16k / seqlen, heads = 2048 / D.
-void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen) {
-  for (int d : {64, 128}) {
+void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const std::vector<int>& head_dims) {
+  for (int d : head_dims) {
+    if (!supports_head_dim(chapter.support, d)) continue;
     for (bool causal : {false, true}) {
       for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
         Problem p;
@@ -115,10 +117,13 @@ int steps_main(const std::vector<Step>& steps, int argc, char** argv) {
 int main(const Chapter& chapter, int argc, char** argv) {
   std::vector<Dtype> dtypes = chapter.support.dtypes;  // default: every dtype the chapter supports
   int max_seqlen;
+  std::vector<int> head_dims;  // --head-dims 64,128 (the default): heads = 2048 / D each
   try {
     const std::string only = take_flag(argc, argv, "--dtype", "all");
     if (only != "all") dtypes = {parse_dtype(only)};
     max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "16384"));
+    std::stringstream dims(take_flag(argc, argv, "--head-dims", "64,128"));
+    for (std::string d; std::getline(dims, d, ',');) head_dims.push_back(std::stoi(d));
   } catch (const std::exception& e) {
     std::cerr << chapter.support.chapter << " benchmark: " << e.what() << "\n";
     return 2;
@@ -128,7 +133,7 @@ int main(const Chapter& chapter, int argc, char** argv) {
     std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
     return 0;
   }
-  for (Dtype dtype : dtypes) register_forward(chapter, dtype, max_seqlen);
+  for (Dtype dtype : dtypes) register_forward(chapter, dtype, max_seqlen, head_dims);
   // Memory against sequence length at a fixed batch and head count (batch 1, 16 heads, D 64):
   // chapters that materialize S grow quadratically, the fused ones linearly.
   for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {

@@ -18,13 +18,8 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
     for (Dtype d : s.dtypes) list += std::string(list.empty() ? "" : ", ") + dtype_name(d);
     fail(std::string("dtype ") + dtype_name(p.dtype) + " is not supported (supported: " + list + ")");
   }
-  const bool listed = std::find(s.head_dims.begin(), s.head_dims.end(), p.head_dim) != s.head_dims.end();
-  if (s.head_dims.empty() ? p.head_dim > s.max_head_dim : !listed) {
-    std::string list;
-    for (int d : s.head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
-    fail("head_dim " + std::to_string(p.head_dim) + " is not supported (supported: " +
-         (s.head_dims.empty() ? "1.." + std::to_string(s.max_head_dim) : list) + ")");
-  }
+  if (!supports_head_dim(s, p.head_dim))
+    fail("head_dim " + std::to_string(p.head_dim) + " is not supported (supported: " + head_dims_words(s) + ")");
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 

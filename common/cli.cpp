@@ -39,7 +39,7 @@ std::vector<std::string> dtype_names(const Support& s) {
 }
 
 std::string head_dims_of(const Support& s) {
-  if (s.head_dims.empty()) return "any of 1.." + std::to_string(s.max_head_dim);
+  if (s.head_dims.empty()) return s.head_dim_multiple == 1 ? "any of " + head_dims_words(s) : head_dims_words(s);
   std::vector<std::string> dims;
   for (int d : s.head_dims) dims.push_back(std::to_string(d));
   return listed(dims);

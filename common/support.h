@@ -15,6 +15,28 @@ struct Support {
   std::vector<Dtype> dtypes;      // {Dtype::f32}
   std::vector<int> head_dims;     // exact list, or empty for "any head_dim up to max_head_dim"
   int max_head_dim = 0;
+  int head_dim_multiple = 1;      // without a list: head_dim must be a multiple of this (8: 16-byte rows)
 };
+
+// Whether s takes head dim d: the one rule check_forward_args, the test sweeps and --help use.
+inline bool supports_head_dim(const Support& s, int d) {
+  if (!s.head_dims.empty()) {
+    for (int listed : s.head_dims)
+      if (listed == d) return true;
+    return false;
+  }
+  return d >= 1 && d <= s.max_head_dim && d % s.head_dim_multiple == 0;
+}
+
+// The supported head dims in words: "1..128", "multiples of 8 up to 256" or "64, 128".
+inline std::string head_dims_words(const Support& s) {
+  if (s.head_dims.empty())
+    return s.head_dim_multiple == 1 ? "1.." + std::to_string(s.max_head_dim)
+                                    : "multiples of " + std::to_string(s.head_dim_multiple) + " up to " +
+                                          std::to_string(s.max_head_dim);
+  std::string list;
+  for (int d : s.head_dims) list += (list.empty() ? "" : ", ") + std::to_string(d);
+  return list;
+}
 
 }  // namespace fa

@@ -48,10 +48,7 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
 
 bool supports(const Support& s, const Problem& p) {
   const bool dtype = std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) != s.dtypes.end();
-  const bool head_dim = s.head_dims.empty()
-                            ? p.head_dim <= s.max_head_dim
-                            : std::find(s.head_dims.begin(), s.head_dims.end(), p.head_dim) != s.head_dims.end();
-  return dtype && head_dim;
+  return dtype && supports_head_dim(s, p.head_dim);
 }
 
 // A teacher's hidden cases (README: For teachers), read from outside the repository.
@@ -176,6 +173,8 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
   add("NonPositiveScale", [](Problem& p) { p.softmax_scale = 0.0f; }, "softmax_scale");
   const int unsupported_d = s.head_dims.empty() ? s.max_head_dim + 1 : s.head_dims.back() + 8;
   add("UnsupportedHeadDim", [&](Problem& p) { p.head_dim = unsupported_d; }, "head_dim");
+  if (s.head_dims.empty() && s.head_dim_multiple > 1)  // a head dim below the maximum, off the multiple
+    add("HeadDimNotMultiple", [&](Problem& p) { p.head_dim = s.head_dim_multiple + 1; }, "head_dim");
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
       add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");

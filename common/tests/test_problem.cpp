@@ -1,8 +1,9 @@
 // Tests of common/problem.h: validation, the default softmax scale, FLOP counting, the causal
-// visibility rule and dtype names.
+// visibility rule, dtype names, and the head-dim rule of common/support.h.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Problem*'
 #include "common/problem.h"
+#include "common/support.h"
 
 #include <gtest/gtest.h>
 
@@ -192,6 +193,24 @@ TEST(DtypeNames, RefusesInt8) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("int8"), std::string::npos) << e.what();
   }
+}
+
+// A list is exact; without one, 1..max, or multiples of head_dim_multiple up to max.
+TEST(SupportHeadDims, ListRangeAndMultiple) {
+  const Support list{.chapter = "x", .dtypes = {Dtype::bf16}, .head_dims = {64, 128}, .max_head_dim = 128};
+  EXPECT_TRUE(supports_head_dim(list, 64));
+  EXPECT_FALSE(supports_head_dim(list, 96));
+  EXPECT_EQ(head_dims_words(list), "64, 128");
+  const Support range{.chapter = "x", .dtypes = {Dtype::f32}, .head_dims = {}, .max_head_dim = 256};
+  EXPECT_TRUE(supports_head_dim(range, 1));
+  EXPECT_TRUE(supports_head_dim(range, 255));
+  EXPECT_FALSE(supports_head_dim(range, 257));
+  EXPECT_FALSE(supports_head_dim(range, 0));
+  EXPECT_EQ(head_dims_words(range), "1..256");
+  const Support eights{
+      .chapter = "x", .dtypes = {Dtype::bf16}, .head_dims = {}, .max_head_dim = 256, .head_dim_multiple = 8};
+  for (int d = 1; d <= 264; ++d) EXPECT_EQ(supports_head_dim(eights, d), d % 8 == 0 && d <= 256) << d;
+  EXPECT_EQ(head_dims_words(eights), "multiples of 8 up to 256");
 }
 
 }  // namespace
