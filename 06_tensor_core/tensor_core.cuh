@@ -48,10 +48,11 @@ namespace tensor_core {
 // registers, step v4) and Bc = 64 above; D = 256: 16 rows per warp, or O_i alone would take
 // 256 registers. Only D = 32 has registers left for Q_i's fragments. The lazy rescale (step v6)
 // at D = 128, where it measured 3-7% faster; at D = 64 it measured 1-3% slower.
-template <class T, int kD>
+// kPadded: a head dim below kD runs in this tile (tensor_core.cu: dispatch).
+template <class T, int kD, bool kPadded = false>
 using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : (kD <= 128 ? 64 : 32),
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/2, /*kSwizzle=*/true,
-                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/kD == 128>;
+                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/kD == 128, kPadded>;
 
 // One (query tile, head) block's view of global memory.
 template <class C>
@@ -63,9 +64,10 @@ struct BlockInputs {
   __device__ __forceinline__ BlockInputs(const Params& prm, int i0) : bh(fa::cuda::grid_row()) {
     using T = typename C::T;
     const std::int64_t kv_bh = bh / prm.group_size;  // b * Hkv + h / (H / Hkv)
-    Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * prm.head_dim;
-    K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * prm.head_dim;
-    V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * prm.head_dim;
+    const int D = head_dim_of<C>(prm);
+    Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * D;
+    K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * D;
+    V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * D;
   }
 };
 
@@ -89,7 +91,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
   const BlockInputs<C> in(prm, i0);
-  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = prm.head_dim;  // D <= kD: the tile is zero-padded
+  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = head_dim_of<C>(prm);  // D <= kD: the tile is zero-padded
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 

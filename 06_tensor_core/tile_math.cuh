@@ -36,7 +36,7 @@ struct Params {
 // Tile sizes and switches. The step-by-step versions of the README are this kernel with some
 // switches off (steps/steps.cu); the chapter's choice per head dim is ChapterConfig (tensor_core.cuh).
 template <class T_, int kD_, int kBc, int kMTiles_, int kStages_ = 2, bool kSwizzle_ = true,
-          bool kQInRegs_ = false, bool kLazyRescale_ = false>
+          bool kQInRegs_ = false, bool kLazyRescale_ = false, bool kPadded_ = false>
 struct Config {
   using T = T_;
   static constexpr int kD = kD_;
@@ -50,9 +50,20 @@ struct Config {
   static constexpr bool kSwizzle = kSwizzle_;
   static constexpr bool kQInRegs = kQInRegs_;  // Q_i's A fragments loaded once, kept in registers
   static constexpr bool kLazyRescale = kLazyRescale_;  // O_i *= alpha only when some row's max grew
+  // The head dim is below kD (Params::head_dim, a multiple of 8). Without it the head dim is kD, a
+  // compile-time constant: the exact tile widths keep constant strides and no column checks
+  // (measured 2-3% faster at D = 128 than reading the head dim at run time).
+  static constexpr bool kPadded = kPadded_;
   static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2;
   static_assert(kD % 16 == 0 && Bc % 16 == 0 && kStages >= 1 && kStages <= 2);
 };
+
+// The head dim the kernel of C addresses global memory with: Params::head_dim for a padded tile,
+// else the constant kD.
+template <class C>
+__device__ __forceinline__ int head_dim_of(const Params& prm) {
+  return C::kPadded ? prm.head_dim : C::kD;
+}
 
 // Stages rows [0, rows) of a row-major (rows, D) global matrix into a (kRows, kCols) smem tile
 // with 16-byte cp.async; rows past `rows` are zero-filled (src-size 0: nothing is read), so a
@@ -248,7 +259,7 @@ __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_
 template <class C>
 __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& prm, std::int64_t bh, int row, int t) {
   using T = typename C::T;
-  const int D = prm.head_dim;                               // <= C::kD: columns past D are not written
+  const int D = head_dim_of<C>(prm);                        // <= C::kD: columns past D are not written
   T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * D;  // (Sq, D) global
   const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
@@ -263,7 +274,7 @@ __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& p
       const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
 #pragma unroll
       for (int nt = 0; nt < C::kD / 8; ++nt)  // a quad writes 16 contiguous bytes
-        if (8 * nt < D)
+        if (!C::kPadded || 8 * nt < D)
           *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * D + 8 * nt + 2 * t) =
               pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
       if (t == 0)

@@ -21,7 +21,7 @@
 
 namespace block_sparse {
 
-constexpr int kBlockQ = 128;  // query rows per mask block: the kernel's Br for head dims <= 128
+constexpr int kBlockQ = 128;  // query rows per mask block: the kernel's Br (two of its Br = 64 above D = 128)
 
 // Which problem a mask fits.
 struct MaskShape {

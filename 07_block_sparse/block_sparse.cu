@@ -24,25 +24,39 @@ std::vector<std::uint8_t> bytes_of(const std::vector<int>& values) {
   return bytes;
 }
 
-// The tiles per key block. A 128-key block runs 06's configuration for the head dim (Bc = 64 at
-// D = 128: two kernel tiles per block); a 64-key block needs Bc = 64, so D = 64 then keeps the
-// 128 x 64 tiles with Q_i in registers (06's step v4).
-template <class T, int kD>
+// The tiles per key block: 06's configuration for the head dim's tile width (tensor_core.cu's
+// choice: 32, 64, 96, 128, 192, 256), with Bc = 32 or 64 dividing both block sizes. At D = 64
+// 06 takes Bc = 128; a 64-key block then needs Bc = 64, so D = 64 keeps the 128 x 64 tiles with
+// Q_i in registers (06's step v4).
+template <class T, int kD, bool kPadded>
 void launch_for(int block_k, const Params& prm, cudaStream_t stream) {
-  using C128 = ChapterConfig<T, kD>;
-  using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/kD <= 64, /*kLazyRescale=*/kD == 128>;
-  static_assert(C128::Br == kBlockQ && C64::Br == kBlockQ, "a query block of the mask is one block of the grid");
-  static_assert(128 % C128::Bc == 0, "a key block is whole kernel tiles");
-  if (block_k == 64) return launch<C64, 1>(prm, stream);
-  launch<C128, 128 / C128::Bc>(prm, stream);
+  using C = ChapterConfig<T, kD, kPadded>;
+  if constexpr (C::Bc == 128) {
+    using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/true, /*kLazyRescale=*/false, kPadded>;
+    if (block_k == 64) return launch<C64, 1>(prm, stream);
+    return launch<C, 1>(prm, stream);
+  } else {
+    static_assert(64 % C::Bc == 0, "a key block is whole kernel tiles");
+    if (block_k == 64) return launch<C, 64 / C::Bc>(prm, stream);
+    return launch<C, 128 / C::Bc>(prm, stream);
+  }
+}
+
+template <class T, int kD>
+void launch_tile(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
+  if (p.head_dim == kD) return launch_for<T, kD, false>(block_k, prm, stream);  // the head dim a constant
+  launch_for<T, kD, true>(block_k, prm, stream);
 }
 
 template <class T>
 void dispatch(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
-  switch (p.head_dim) {
-    case 64: return launch_for<T, 64>(block_k, prm, stream);
-    case 128: return launch_for<T, 128>(block_k, prm, stream);
-  }
+  const int d = p.head_dim;  // a multiple of 8: the next tile width up (06's dispatch)
+  if (d <= 32) return launch_tile<T, 32>(p, block_k, prm, stream);
+  if (d <= 64) return launch_tile<T, 64>(p, block_k, prm, stream);
+  if (d <= 96) return launch_tile<T, 96>(p, block_k, prm, stream);
+  if (d <= 128) return launch_tile<T, 128>(p, block_k, prm, stream);
+  if (d <= 192) return launch_tile<T, 192>(p, block_k, prm, stream);
+  return launch_tile<T, 256>(p, block_k, prm, stream);
 }
 
 void dense_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
@@ -71,9 +85,13 @@ DeviceBlockMask::DeviceBlockMask(const BlockMask& mask) : shape_(mask.shape), nn
 
 const fa::Chapter& chapter() {
   static const fa::Chapter c{
-      .support = {.chapter = kChapter, .dtypes = {fa::Dtype::bf16, fa::Dtype::f16}, .head_dims = {64, 128}, .max_head_dim = 128},
+      .support = {.chapter = kChapter,
+                  .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
+                  .head_dims = {},
+                  .max_head_dim = 256,
+                  .head_dim_multiple = 8},
       .forward = dense_forward,
-      .test_head_dims = {64, 128},
+      .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};
   return c;
 }

@@ -37,14 +37,15 @@ using namespace tensor_core;
 
 // 06's arguments and the block mask.
 struct Params : tensor_core::Params {
-  const int* row_offsets;  // [B * H * Tr + 1] the block mask's CSR rows (Tr = ceil(Sq / Br))
+  const int* row_offsets;  // [B * H * Tq + 1] the block mask's CSR rows (Tq = ceil(Sq / kBlockQ))
   const int* col_indices;  // [nnz] each row's active key blocks, ascending
 };
 
 // 06's kernel with the key loop over the active tiles (the lines marked "07:" are new).
 // grid: Tr along x by B*H rows over y and z; block: 4 warps, each owning 16 kMTiles rows of Q_i.
-// kTpb: kernel tiles of Bc keys per mask key block (1 or 2), a constant so that walk_tile's
-// division is a shift and costs no register.
+// kTpb: kernel tiles of Bc keys per mask key block (1, 2 or 4), a constant so that walk_tile's
+// division is a shift and costs no register. A mask query block is kBlockQ / Br grid blocks
+// (1; 2 for head dims above 128, where 06's tiles have Br = 64).
 template <class C, int kTpb>
 __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Params prm) {
   if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
@@ -58,26 +59,27 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
   const BlockInputs<C> in(prm, i0);
-  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k;
+  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = head_dim_of<C>(prm);  // D <= kD: 06's zero-padded tile
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
+  static_assert(kBlockQ % Br == 0, "a query block of the mask is whole blocks of the grid");
   // 07: this query block's active key blocks, cut to the tiles before Tc_end (sparse_tiles.h).
-  // BEGIN SOLUTION: cols = this block's CSR row (b, h, i_tile) of active key blocks; n_end = walk_length(...) of it before Tc_end
+  // BEGIN SOLUTION: cols = this block's CSR row (b, h, query block i_tile / (kBlockQ / Br)) of active key blocks; n_end = walk_length(...) of it before Tc_end
   // STUB: const int* cols = prm.col_indices;
   // STUB: const int n_end = 0;
   // STUB: if (n_end == 0) return;  // the stub walks nothing and writes no O, no LSE
-  const std::int64_t row = in.bh * gridDim.x + i_tile;  // the CSR row: (b, h, query block)
+  const std::int64_t row = in.bh * ceil_div(Sq, kBlockQ) + i_tile / (kBlockQ / Br);  // the CSR row: (b, h, query block)
   const int* cols = prm.col_indices + prm.row_offsets[row];  // [count] key blocks, ascending
   const int n_end = walk_length(cols, prm.row_offsets[row + 1] - prm.row_offsets[row], kTpb, Tc_end);
   // END SOLUTION
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, the first active K_j and V_j in the next.
-  copy_tile<C, Br>(Q_s, in.Q, Sq - i0);
+  copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D);
   cp_async_commit();
   if (n_end > 0) {
     const int j0 = walk_tile(cols, 0, kTpb) * Bc;  // 07: the first active tile
-    copy_tile<C, Bc>(K_s, in.K + j0 * kD, Sk - j0);
-    copy_tile<C, Bc>(V_s, in.V + j0 * kD, Sk - j0);
+    copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
+    copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
   }
   cp_async_commit();
 
@@ -106,8 +108,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
     if constexpr (C::kStages == 1) {
       if (n > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
-        copy_tile<C, Bc>(K_s, in.K + j0 * kD, Sk - j0);
-        copy_tile<C, Bc>(V_s, in.V + j0 * kD, Sk - j0);
+        copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
+        copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
         cp_async_commit();
       }
     }
@@ -118,8 +120,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
       if (n + 1 < n_end) {  // 07: the next *active* K_j, V_j fly while this tile is computed
         const std::uint32_t next = (1 - stage) * kTileBytes;
         const int j1 = j_next * Bc;
-        copy_tile<C, Bc>(K_s + next, in.K + j1 * kD, Sk - j1);
-        copy_tile<C, Bc>(V_s + next, in.V + j1 * kD, Sk - j1);
+        copy_tile<C, Bc>(K_s + next, in.K + j1 * D, Sk - j1, D);
+        copy_tile<C, Bc>(V_s + next, in.V + j1 * D, Sk - j1, D);
       }
       cp_async_commit();
     }

@@ -186,7 +186,7 @@ const fa::BackwardChapter& chapter() {
                   .max_head_dim = 256},
       .forward = forward,
       .backward = backward,
-      .test_head_dims = {64, 128},
+      .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128},
       .defaults = fa::default_problem(fa::Dtype::f32),
       .deterministic = backward_deterministic};
   return c;
@@ -241,7 +241,7 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   auto* dvf = static_cast<float*>(dv);
 
   const std::int64_t rows = p.lse_elems();
-  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, p.seqlen_q, p.seqlen_q, stream);
+  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, p.head_dim, p.seqlen_q, p.seqlen_q, stream);
 
   with_head_dim<32, 64, 96, 128, 192, 256>(p.head_dim, [&](auto d) {  // any head dim: the next size up
     launch<decltype(d)::value>(p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);

@@ -71,10 +71,10 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   const SmemTiles<C> sm(smem);
   const WarpTiles<C> w(threadIdx.x / 32, threadIdx.x % 32);
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, j0 = j_tile * Bc;
-  const int Tr = ceil_div(Sq, Br);
+  const int Tr = ceil_div(Sq, Br), D = head_dim_of<C>(prm);  // D <= kD: columns D .. kD - 1 are zero-filled
 
-  copy_tile<C, Bc>(sm.K_s, static_cast<const T*>(prm.k) + (kv_bh * Sk + j0) * kD, Sk - j0);
-  copy_tile<C, Bc>(sm.V_s, static_cast<const T*>(prm.v) + (kv_bh * Sk + j0) * kD, Sk - j0);
+  copy_tile<C, Bc>(sm.K_s, static_cast<const T*>(prm.k) + (kv_bh * Sk + j0) * D, Sk - j0, D);
+  copy_tile<C, Bc>(sm.V_s, static_cast<const T*>(prm.v) + (kv_bh * Sk + j0) * D, Sk - j0, D);
   Step st = walk.first();
   if (walk.n_steps > 0) stage_rows(sm, prm, st, 0);
   cp_async_commit();
@@ -123,8 +123,8 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   cp_async_wait<0>();  // a block with no query tile to visit still has K_j, V_j in flight
 
   // Epilogue: dK_j * scale and dV_j, once, after every query head of the group.
-  write_key_grads<C>(static_cast<T*>(prm.dk) + (kv_bh * Sk + j0) * kD, static_cast<T*>(prm.dv) + (kv_bh * Sk + j0) * kD,
-                     dK_j, dV_j, w, Sk - j0, prm.scale);
+  write_key_grads<C>(static_cast<T*>(prm.dk) + (kv_bh * Sk + j0) * D, static_cast<T*>(prm.dv) + (kv_bh * Sk + j0) * D,
+                     dK_j, dV_j, w, Sk - j0, D, prm.scale);
 }
 
 // The dense walk of the block's key tile (tc_tile_math.cuh: DenseWalk).
@@ -165,16 +165,18 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_sparse_kernel(cons
   key_tile_backward<C, kTurns>(prm, walk, kv_bh, blockIdx.x);
 }
 
-// dQ = scale * dQ_accum, rounded to T once, 4 elements per thread (D is a multiple of 4). dQ_accum
-// has dq_rows rows per head (the padding past Sq is skipped), dQ has Sq.
+// dQ = scale * dQ_accum, rounded to T once, 4 elements per thread (D is a multiple of 8). dQ_accum
+// has dq_rows rows per head (the padding past Sq is skipped) of kD columns (past D: skipped), dQ
+// has Sq rows of D.
 template <class T>
-__global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B, H, dq_rows, D / 4] global
+__global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B, H, dq_rows, kD / 4] global
                                      uint2* __restrict__ dq,               // [B, H, Sq, D / 4] global, 4 T each
-                                     std::int64_t quads, int quads_per_row, int Sq, int dq_rows, float scale) {
+                                     std::int64_t quads, int quads_per_row, int acc_quads_per_row, int Sq,
+                                     int dq_rows, float scale) {
   const std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (n >= quads) return;
   const std::int64_t row = n / quads_per_row;  // b * H * Sq + h * Sq + i
-  const float4 a = dq_accum[(row / Sq * dq_rows + row % Sq) * quads_per_row + n % quads_per_row];
+  const float4 a = dq_accum[(row / Sq * dq_rows + row % Sq) * acc_quads_per_row + n % quads_per_row];
   dq[n] = make_uint2(pack2<T>(scale * a.x, scale * a.y), pack2<T>(scale * a.z, scale * a.w));
 }
 
@@ -192,13 +194,15 @@ void launch(const TcParams& prm, dim3 grid, cudaStream_t stream) {
   FA_CHECK_LAUNCH();
 }
 
-template <class T, int kD>
+template <class T, int kD, bool kPadded>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
          const void* dout, void* dq, void* dk, void* dv, bool deterministic, const DeviceSparseWalk* walk,
          cudaStream_t stream) {
-  // Dense: FlashAttention-2's tiles for kD (TcConfig). Sparse: the walk's 64-row query tiles.
-  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, 2, kD == 64 ? 4 : 2>;
-  using Sparse = TcConfig<T, kD>;
+  // Dense: FlashAttention-2's tiles for kD (TcConfig). Sparse: the walk's 64-row query tiles. At
+  // kD = 96 a warp's dQ tile of 32 x 24 would not be whole 16-column ldmatrix steps: 4 warps split
+  // the rows instead of 2 (16 x 48; 48 columns: WarpTiles adds the corner per ldmatrix).
+  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, 2, kD == 128 ? 2 : 4, kPadded>;
+  using Sparse = TcConfig<T, kD, 64, 2, kD == 96 ? 4 : 2, kPadded>;
   static_assert(Sparse::Br == kSparseBr && Sparse::Bc == kSparseBc, "the sparse walk is listed in the kernel's tiles");
   static_assert(Dense::Bc == Sparse::Bc && Dense::Br >= Sparse::Br);
   const int Tr = ceil_div(p.seqlen_q, Sparse::Br);  // the most query tiles either kernel walks
@@ -217,7 +221,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   if (dq_turn) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, turn_bytes, stream));
 
   const std::int64_t rows = p.lse_elems();
-  dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, kD, p.seqlen_q, dq_rows,
+  dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, p.head_dim, kD, p.seqlen_q, dq_rows,
            stream);
 
   const TcParams prm{q,
@@ -238,6 +242,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      p.seqlen_k,
                      p.group_size(),
                      dq_rows,
+                     p.head_dim,
                      p.causal,
                      p.scale(),
                      p.scale() * kLog2e};
@@ -250,7 +255,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
 
   const std::int64_t quads = p.q_elems() / 4;
   tc_convert_dq_kernel<T><<<fa::cuda::blocks_1d((quads + 255) / 256, "08_backward"), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads, kD / 4, p.seqlen_q, dq_rows,
+      reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads, p.head_dim / 4, kD / 4, p.seqlen_q, dq_rows,
       p.scale());
   FA_CHECK_LAUNCH();
 }
@@ -261,21 +266,26 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
                           const float* lse, const void* dout, void* dq, void* dk, void* dv,
                           const BackwardOptions& options, cudaStream_t stream, const DeviceSparseWalk* walk) {
   // Checks that need no GPU come first, so the refusal tests run anywhere.
-  const std::vector<int>& dims = tensor_core_support().head_dims;  // 64 and 128: what run<> below instantiates
-  if (std::find(dims.begin(), dims.end(), p.head_dim) == dims.end())
-    throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim 64 and 128, not " +
-                                std::to_string(p.head_dim));
+  if (!fa::supports_head_dim(tensor_core_support(), p.head_dim))
+    throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim " +
+                                fa::head_dims_words(tensor_core_support()) + ", not " + std::to_string(p.head_dim));
   for (const void* ptr : std::initializer_list<const void*>{q, k, v, o, dout, dq, dk, dv})
     if (!aligned16(ptr)) throw std::invalid_argument("08_backward: every tensor must be 16-byte aligned (f16/bf16)");
   fa::cuda::require_compute_capability(80, "08_backward", "its f16/bf16 path uses mma.sync, ldmatrix and cp.async");
   const bool det = options.deterministic;
-  if (p.dtype == fa::Dtype::bf16) {
-    if (p.head_dim == 64) run<__nv_bfloat16, 64>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    else run<__nv_bfloat16, 128>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-  } else {
-    if (p.head_dim == 64) run<__half, 64>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    else run<__half, 128>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-  }
+  // The tile width: the next of 64, 96, 128 (columns past the head dim zero-filled, never written);
+  // 64 and 128 exactly run kernels compiled for that head dim (TcConfig::kPadded).
+  auto run_for = [&](auto type) {
+    using T = decltype(type);
+    const int d = p.head_dim;
+    if (d == 64) return run<T, 64, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d < 64) return run<T, 64, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d <= 96) return run<T, 96, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d == 128) return run<T, 128, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    run<T, 128, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+  };
+  if (p.dtype == fa::Dtype::bf16) run_for(__nv_bfloat16{});
+  else run_for(__half{});
 }
 
 DeviceSparseWalk::DeviceSparseWalk(const fa::Problem& p, const block_sparse::BlockMask& mask)

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,17 @@ int main(int argc, char** argv) {
       break;
     }
   }
+  std::vector<int> head_dims = {64, 128};  // --head-dims 64,96,128: heads = 2048 / D each
+  for (int a = 1; a + 1 < argc; ++a) {
+    if (std::strcmp(argv[a], "--head-dims") == 0) {
+      head_dims.clear();
+      std::stringstream dims(argv[a + 1]);
+      for (std::string d; std::getline(dims, d, ',');) head_dims.push_back(std::atoi(d.c_str()));
+      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
+      argc -= 2;
+      break;
+    }
+  }
   const std::string reason = fa::cuda::unavailable_reason();
   if (!reason.empty()) {
     std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
@@ -180,7 +192,8 @@ int main(int argc, char** argv) {
                               {fa::Dtype::f16, chapter.backward, name},
                               {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic"}};
   for (const Variant& variant : variants) {
-    for (int d : {64, 128}) {
+    for (int d : head_dims) {
+      if (variant.dtype != fa::Dtype::f32 && !fa::supports_head_dim(backward::tensor_core_support(), d)) continue;
       for (bool causal : {false, true}) {
         for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
           const fa::Problem p = fa2_shape(seqlen, d, causal, variant.dtype);

@@ -22,26 +22,25 @@ __global__ void __launch_bounds__(32 * kPreWarps)
     dot_do_o_kernel(const T* __restrict__ o,     // [B, H, Sq, D] global
                     const T* __restrict__ dout,  // [B, H, Sq, D] global
                     float* __restrict__ D_row,   // [B, H, Sq] global
-                    float* __restrict__ dq,      // [B, H, dq_rows, D] global, fp32: rows < Sq zeroed here
-                    std::int64_t rows, int D, int Sq, int dq_rows) {
+                    float* __restrict__ dq,      // [B, H, dq_rows, dq_cols] global, fp32: rows < Sq zeroed here
+                    std::int64_t rows, int D, int dq_cols, int Sq, int dq_rows) {
   const std::int64_t row = blockIdx.x * std::int64_t{kPreWarps} + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;  // the whole warp leaves: the shuffles below always see 32 lanes
-  float* dq_row = dq + (row / Sq * dq_rows + row % Sq) * D;  // dq_rows >= Sq: the tensor-core kernel pads
+  // dq_rows >= Sq and dq_cols >= D: the tensor-core kernel pads to whole query tiles and its tile width
+  float* dq_row = dq + (row / Sq * dq_rows + row % Sq) * dq_cols;
   float acc = 0.0f;
-  for (int c = lane; c < D; c += 32) {
-    acc = fmaf(static_cast<float>(dout[row * D + c]), static_cast<float>(o[row * D + c]), acc);
-    dq_row[c] = 0.0f;
-  }
+  for (int c = lane; c < D; c += 32) acc = fmaf(static_cast<float>(dout[row * D + c]), static_cast<float>(o[row * D + c]), acc);
+  for (int c = lane; c < dq_cols; c += 32) dq_row[c] = 0.0f;
   acc = fa::cuda::warp_sum(acc);
   if (lane == 0) D_row[row] = acc;
 }
 
 template <class T>
-void dot_do_o(const T* o, const T* dout, float* D_row, float* dq, std::int64_t rows, int D, int Sq, int dq_rows,
-              cudaStream_t stream) {
+void dot_do_o(const T* o, const T* dout, float* D_row, float* dq, std::int64_t rows, int D, int dq_cols, int Sq,
+              int dq_rows, cudaStream_t stream) {
   dot_do_o_kernel<T><<<fa::cuda::blocks_1d((rows + kPreWarps - 1) / kPreWarps, "08_backward"), 32 * kPreWarps, 0,
-                       stream>>>(o, dout, D_row, dq, rows, D, Sq, dq_rows);
+                       stream>>>(o, dout, D_row, dq, rows, D, dq_cols, Sq, dq_rows);
   FA_CHECK_LAUNCH();
 }
 

@@ -19,10 +19,10 @@ namespace backward::tc {
 template <class C>
 __device__ __forceinline__ void stage_rows(const SmemTiles<C>& sm, const TcParams& prm, const Step& st, int buf) {
   using T = typename C::T;
-  constexpr int Br = C::Br, kD = C::kD;
-  const int Sq = prm.seqlen_q, i0 = st.i_tile * Br;
-  copy_tile<C, Br>(sm.Q_s + buf * C::kRowBytes, static_cast<const T*>(prm.q) + (st.bh * Sq + i0) * kD, Sq - i0);
-  copy_tile<C, Br>(sm.dO_s + buf * C::kRowBytes, static_cast<const T*>(prm.dout) + (st.bh * Sq + i0) * kD, Sq - i0);
+  constexpr int Br = C::Br;
+  const int Sq = prm.seqlen_q, i0 = st.i_tile * Br, D = head_dim_of<C>(prm);  // columns D .. kD - 1 zero-filled
+  copy_tile<C, Br>(sm.Q_s + buf * C::kRowBytes, static_cast<const T*>(prm.q) + (st.bh * Sq + i0) * D, Sq - i0, D);
+  copy_tile<C, Br>(sm.dO_s + buf * C::kRowBytes, static_cast<const T*>(prm.dout) + (st.bh * Sq + i0) * D, Sq - i0, D);
   if (threadIdx.x < 2 * Br) {  // threads 0..Br-1: LSE_i, Br..2Br-1: D_i; zero past Sq
     const int r = threadIdx.x % Br, i = i0 + r;
     const float* src = (threadIdx.x < Br ? prm.lse : prm.D_row) + st.bh * Sq;
@@ -128,7 +128,7 @@ __device__ __forceinline__ void dq_product(DqTile<C>& dQ, const SmemTiles<C>& sm
 #pragma unroll
     for (int nb = 0; nb < C::kQN / 2; ++nb) {
       std::uint32_t b[4];  // dims 16nb..+7: {b[0], b[1]}; dims 16nb+8..+15: {b[2], b[3]}
-      ldmatrix_x4_trans(b, sm.K_s + ldsm_address(w.lane_q_b, 16 * kk, 16 * nb, C::kCols));
+      ldmatrix_x4_trans(b, sm.K_s + w.q_b(16 * kk, 16 * nb));
 #pragma unroll
       for (int mt = 0; mt < C::kQM; ++mt) {
         mma_16816<typename C::T>(dQ[mt][2 * nb], a[mt], b[0], b[1]);
@@ -204,7 +204,7 @@ __device__ __forceinline__ void key_grads(KeyTile<C>& acc, std::uint32_t A_s, st
 #pragma unroll
     for (int nb = 0; nb < C::kVN / 2; ++nb) {
       std::uint32_t b[4];
-      ldmatrix_x4_trans(b, B_s + ldsm_address(w.lane_v_b, 16 * kk, 16 * nb, C::kCols));
+      ldmatrix_x4_trans(b, B_s + w.v_b(16 * kk, 16 * nb));
 #pragma unroll
       for (int mt = 0; mt < C::kVM; ++mt) {
         mma_16816<typename C::T>(acc[mt][2 * nb], a[mt], b[0], b[1]);
@@ -215,10 +215,11 @@ __device__ __forceinline__ void key_grads(KeyTile<C>& acc, std::uint32_t A_s, st
 }
 
 // dK_j * scale and dV_j, written once in T after the whole walk. dK_g, dV_g: (Bc, D) global;
-// keys: the keys left in the problem.
+// keys: the keys left in the problem; columns D .. kD - 1 (the tile's padding) are not written.
 template <class C>
 __device__ __forceinline__ void write_key_grads(typename C::T* dK_g, typename C::T* dV_g, const KeyTile<C>& dK_j,
-                                                const KeyTile<C>& dV_j, const WarpTiles<C>& w, int keys, float scale) {
+                                                const KeyTile<C>& dV_j, const WarpTiles<C>& w, int keys, int D,
+                                                float scale) {
   using T = typename C::T;
 #pragma unroll
   for (int mt = 0; mt < C::kVM; ++mt) {
@@ -229,9 +230,10 @@ __device__ __forceinline__ void write_key_grads(typename C::T* dK_g, typename C:
 #pragma unroll
       for (int nt = 0; nt < C::kVN; ++nt) {  // a quad writes 16 contiguous bytes
         const int col = w.v_col0 + 8 * nt + 2 * w.t;
-        *reinterpret_cast<std::uint32_t*>(dK_g + key * C::kD + col) =
+        if (C::kPadded && w.v_col0 + 8 * nt >= D) continue;  // D a multiple of 8: 8 columns all in or out
+        *reinterpret_cast<std::uint32_t*>(dK_g + key * D + col) =
             pack2<T>(scale * dK_j[mt][nt][2 * h], scale * dK_j[mt][nt][2 * h + 1]);
-        *reinterpret_cast<std::uint32_t*>(dV_g + key * C::kD + col) = pack2<T>(dV_j[mt][nt][2 * h], dV_j[mt][nt][2 * h + 1]);
+        *reinterpret_cast<std::uint32_t*>(dV_g + key * D + col) = pack2<T>(dV_j[mt][nt][2 * h], dV_j[mt][nt][2 * h + 1]);
       }
     }
   }

@@ -22,10 +22,14 @@ using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, t
 // D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 64 x 32,
 // dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64). S tiles
 // of 32 x 64 at D = 64 need as many ldmatrix but spilled 32 bytes once add_dq had no branch.
-template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2>
+template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2, bool kPadded_ = false>
 struct TcConfig {
   using T = T_;
   static constexpr int kD = kD_;
+  // kPadded: the head dim is below kD (a multiple of 8, TcParams::head_dim), its rows that long in
+  // global memory. Without it the head dim is kD, a constant: the exact dims (64, 96, 128) keep
+  // compile-time strides and no column checks (measured 2-3% faster at D = 128).
+  static constexpr bool kPadded = kPadded_;
   static constexpr int kCols = smem_cols(kD);  // smem row length: kD for 64 and 128
   static constexpr bool kSwizzle = true;
   static constexpr int kWarps = 8;
@@ -36,6 +40,9 @@ struct TcConfig {
   static constexpr int kSdpWarpsM = kSdpWarpsM_, kSRows = Br / kSdpWarpsM, kSKeys = Bc * kSdpWarpsM / kWarps;
   static constexpr int kKvWarpsN = 4, kVKeys = Bc / kKvWarpsN, kVCols = kD * kKvWarpsN / kWarps;
   static constexpr int kDqWarpsM = kDqWarpsM_, kQRows = Br / kDqWarpsM, kQCols = kD * kDqWarpsM / kWarps;
+  // A warp's column corner folds into its ldmatrix lane offsets (swizzle.h: ldsm_warp_offset) when
+  // its width is a power of two; at kD = 96 (48 columns a warp) the corner is added per ldmatrix.
+  static constexpr bool kFoldVCols = (kVCols & (kVCols - 1)) == 0, kFoldQCols = (kQCols & (kQCols - 1)) == 0;
   static constexpr int kSM = kSRows / 16, kSN = kSKeys / 8;  // mma tiles of a warp's S, dP
   static constexpr int kVM = kVKeys / 16, kVN = kVCols / 8;  // ... of dV_j, dK_j
   static constexpr int kQM = kQRows / 16, kQN = kQCols / 8;  // ... of dQ_i
@@ -61,7 +68,7 @@ struct TcParams {
   const void* dout;       // [B, H, Sq, D] global
   const float* lse;       // [B, H, Sq] global, natural log
   const float* D_row;     // [B, H, Sq] global: rowsum(dO o O)
-  float* dq_accum;        // [B, H, dq_rows, D] global, fp32: zeroed, += by atomics
+  float* dq_accum;        // [B, H, dq_rows, kD] global, fp32: zeroed, += by atomics
   int* dq_turn;           // [B, H, Tr] global: the deterministic kernels' turn counters
   const int* walk_offsets;          // sparse: [B * Hkv * Tc + 1] each block's steps (sparse_walk.h)
   const std::uint32_t* walk_steps;  // sparse: [n] pack_step(head in group, query tile, halves)
@@ -71,9 +78,17 @@ struct TcParams {
   std::int64_t batch_kv_heads;  // B * Hkv: the grid's rows (common/device/grid.cuh)
   int seqlen_q, seqlen_k, group_size;
   int dq_rows;  // rows per head of dq_accum: Sq rounded up to whole query tiles (add_dq checks no row)
+  int head_dim;  // D: the rows' length in q, k, v, dout, dk, dv (<= kD; dq_accum rows are kD long)
   bool causal;
   float scale, scale_log2;
 };
+
+// The head dim the kernels of C address global memory with: TcParams::head_dim when C is padded,
+// else the constant kD.
+template <class C>
+__device__ __forceinline__ int head_dim_of(const TcParams& prm) {
+  return C::kPadded ? prm.head_dim : C::kD;
+}
 
 // The block's shared memory, carved as the kernels use it.
 template <class C>
@@ -155,10 +170,19 @@ struct WarpTiles {
     lane_s_a = ldsm_warp_offset(rows_k, s_row0, 0, kCols);  // Q_i, dO_i as A of S, dP
     lane_s_b = ldsm_warp_offset(cols_k, s_key0, 0, kCols);  // K_j, V_j as B of S, dP
     lane_q_a = ldsm_warp_offset(ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, Bc, true), q_row0, 0, Bc);  // dS_ij
-    lane_q_b = ldsm_warp_offset(rows_k, 0, q_col0, kCols);  // K_j as B of dQ (.trans)
+    lane_q_b = C::kFoldQCols ? ldsm_warp_offset(rows_k, 0, q_col0, kCols) : rows_k;  // K_j as B of dQ (.trans)
     lane_v_a = ldsm_warp_offset(ldsm_lane_offset(lane, LdsmOrder::kColsFirst, Bc, true), 0, v_key0, Bc);  // P^T, dS^T
-    lane_v_b = ldsm_warp_offset(rows_k, 0, v_col0, kCols);  // dO_i, Q_i as B of dV, dK (.trans)
+    lane_v_b = C::kFoldVCols ? ldsm_warp_offset(rows_k, 0, v_col0, kCols) : rows_k;  // dO_i, Q_i as B of dV, dK (.trans)
     lane_store = 2 * tile_offset(s_row0 + g, s_key0 + 2 * t, Bc, true);  // P_ij, dS_ij pairs (pair_address)
+  }
+  // Byte offsets of the ldmatrix blocks (r0, c0) of the warp's columns: K_j for dQ_i (q_b), dO_i or
+  // Q_i for dV_j, dK_j (v_b). Folded corners: constants added to the lane offset; else (kD = 96)
+  // the corner joins c0 in the swizzle.
+  __device__ __forceinline__ int q_b(int r0, int c0) const {
+    return ldsm_address(lane_q_b, r0, C::kFoldQCols ? c0 : q_col0 + c0, C::kCols);
+  }
+  __device__ __forceinline__ int v_b(int r0, int c0) const {
+    return ldsm_address(lane_v_b, r0, C::kFoldVCols ? c0 : v_col0 + c0, C::kCols);
   }
 };
 

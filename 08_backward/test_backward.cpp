@@ -1,6 +1,6 @@
 // Chapter 08's backward against the float64 reference on the shared shapes: ctest -L 08_backward
-//   Backward:      f32, f16, bf16 at head dims 64 and 128 (both kernels)
-//   BackwardFp32:  f32 at the head dims only the fp32 kernel has (7, 32, 96)
+//   Backward:      f32, f16, bf16 at head dims 8 .. 128, multiples of 8 (both kernels)
+//   BackwardFp32:  f32 at head dims of the fp32 kernel (7, 32, 96, 160, 256; 7, 160, 256 only it has)
 //   Deterministic: the f16/bf16 deterministic mode, twice, byte for byte, and against the reference
 #include <gtest/gtest.h>
 
@@ -26,7 +26,7 @@ using fa::testing::BackwardRefusalCase;
 std::vector<BackwardRefusalCase> tensor_core_refusals() {
   std::vector<BackwardRefusalCase> cases;
   for (fa::Dtype dtype : {fa::Dtype::f16, fa::Dtype::bf16}) {
-    for (int d : {32, 96}) {
+    for (int d : {36, 136, 256}) {  // not a multiple of 8; above 128 (the fp32 kernel takes both)
       fa::Problem p = backward::chapter().defaults;
       p.dtype = dtype;
       p.head_dim = d;
@@ -66,7 +66,7 @@ std::vector<DetCase> deterministic_cases() {
   // Many key tiles per query tile (the order matters), GQA, causal with Sq != Sk, partial tiles.
   for (const Shape& s : {Shape{1, 4, 2, 1013, 1013, true}, Shape{2, 2, 1, 300, 517, false}}) {
     for (fa::Dtype dtype : {fa::Dtype::f16, fa::Dtype::bf16}) {
-      for (int d : {64, 128}) {
+      for (int d : {40, 64, 96, 128}) {  // 40: the 64 tile, zero-padded; 96: its own tile
         fa::Problem p;
         p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads;
         p.seqlen_q = s.seqlen_q, p.seqlen_k = s.seqlen_k, p.head_dim = d, p.causal = s.causal, p.dtype = dtype;
