@@ -9,24 +9,14 @@
 namespace tensor_core {
 namespace {
 
-// The tile width for head dim D (a multiple of 8): the next of 32, 64, 96, 128, 192, 256. The
-// columns D .. kD - 1 are zero-filled in shared memory and never read from or written to global
-// memory (copy_tile, write_rows); README: "Every head dim".
-template <class T, int kD>
-void launch_tile(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
-  if (p.head_dim == kD) return launch<ChapterConfig<T, kD>>(prm, stream);  // the head dim a constant
-  launch<ChapterConfig<T, kD, /*kPadded=*/true>>(prm, stream);
-}
-
+// The tile for head dim D (a multiple of 8): with_tile (tensor_core.cuh) picks the next of 32, 64,
+// 96, 128, 192, 256. The columns D .. kD - 1 are zero-filled in shared memory and never read from
+// or written to global memory (copy_tile, write_rows); README: "Every head dim".
 template <class T>
 void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
-  const int d = p.head_dim;
-  if (d <= 32) return launch_tile<T, 32>(p, prm, stream);
-  if (d <= 64) return launch_tile<T, 64>(p, prm, stream);
-  if (d <= 96) return launch_tile<T, 96>(p, prm, stream);
-  if (d <= 128) return launch_tile<T, 128>(p, prm, stream);
-  if (d <= 192) return launch_tile<T, 192>(p, prm, stream);
-  return launch_tile<T, 256>(p, prm, stream);
+  with_tile(p.head_dim, [&](auto kd, auto padded) {
+    launch<ChapterConfig<T, decltype(kd)::value, decltype(padded)::value>>(prm, stream);
+  });
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "06_tensor_core/tile_math.cuh"  // Params, Config and the steps of one key tile
 #include "common/cuda_check.h"
@@ -53,6 +54,23 @@ template <class T, int kD, bool kPadded = false>
 using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : (kD <= 128 ? 64 : 32),
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/2, /*kSwizzle=*/true,
                              /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/kD == 128, kPadded>;
+
+// The tile that runs head dim d (a multiple of 8 up to 256): the next of the six widths, padded
+// unless d is the width itself. Calls f(std::integral_constant<int, kD>, std::bool_constant<kPadded>);
+// 06's forward and 07's launch through it (README: "Every head dim").
+template <class F>
+void with_tile(int d, F&& f) {
+  auto tile = [&](auto kd) {
+    if (d == decltype(kd)::value) return f(kd, std::false_type{});  // the head dim a constant
+    f(kd, std::true_type{});
+  };
+  if (d <= 32) return tile(std::integral_constant<int, 32>{});
+  if (d <= 64) return tile(std::integral_constant<int, 64>{});
+  if (d <= 96) return tile(std::integral_constant<int, 96>{});
+  if (d <= 128) return tile(std::integral_constant<int, 128>{});
+  if (d <= 192) return tile(std::integral_constant<int, 192>{});
+  tile(std::integral_constant<int, 256>{});
+}
 
 // One (query tile, head) block's view of global memory.
 template <class C>

@@ -42,21 +42,11 @@ void launch_for(int block_k, const Params& prm, cudaStream_t stream) {
   }
 }
 
-template <class T, int kD>
-void launch_tile(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
-  if (p.head_dim == kD) return launch_for<T, kD, false>(block_k, prm, stream);  // the head dim a constant
-  launch_for<T, kD, true>(block_k, prm, stream);
-}
-
 template <class T>
 void dispatch(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
-  const int d = p.head_dim;  // a multiple of 8: the next tile width up (06's dispatch)
-  if (d <= 32) return launch_tile<T, 32>(p, block_k, prm, stream);
-  if (d <= 64) return launch_tile<T, 64>(p, block_k, prm, stream);
-  if (d <= 96) return launch_tile<T, 96>(p, block_k, prm, stream);
-  if (d <= 128) return launch_tile<T, 128>(p, block_k, prm, stream);
-  if (d <= 192) return launch_tile<T, 192>(p, block_k, prm, stream);
-  return launch_tile<T, 256>(p, block_k, prm, stream);
+  with_tile(p.head_dim, [&](auto kd, auto padded) {  // 06's tile for the head dim
+    launch_for<T, decltype(kd)::value, decltype(padded)::value>(block_k, prm, stream);
+  });
 }
 
 void dense_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
