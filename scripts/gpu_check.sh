@@ -118,11 +118,15 @@ if want pytorch; then
   step "PyTorch SDPA"
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32,bf16,f16 --backends math,efficient,flash,cudnn \
     --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
-  # Backward anchors: fp32 for 08's fp32 kernel, bf16 for the tensor-core backward.
+  # Backward anchors: fp32 for 08's fp32 kernel, bf16 and f16 for the tensor-core backward.
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
     --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
-  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16 --backends flash,cudnn \
-    --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 || tail -5 "$out/pytorch_bwd_bf16.log"
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash,cudnn \
+    --head-dims 64,96,128 --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
+    tail -5 "$out/pytorch_bwd_bf16.log"
+  # The forward's other tile widths (06 at D 96, 192, 256; bench_all.sh times them).
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16,f16 --backends flash,cudnn --head-dims 96,192,256 \
+    --out "$out/pytorch_dims.json" >"$out/pytorch_dims.log" 2>&1 || tail -5 "$out/pytorch_dims.log"
 fi
 if want bench; then
   step "benchmarks"
