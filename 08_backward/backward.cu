@@ -186,7 +186,7 @@ const fa::BackwardChapter& chapter() {
                   .max_head_dim = 256},
       .forward = forward,
       .backward = backward,
-      .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128},
+      .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::f32),
       .deterministic = backward_deterministic};
   return c;

@@ -201,10 +201,14 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   // Dense: FlashAttention-2's tiles for kD (TcConfig). Sparse: the walk's 64-row query tiles. At
   // kD = 96 a warp's dQ tile of 32 x 24 would not be whole 16-column ldmatrix steps: 4 warps split
   // the rows instead of 2 (16 x 48; 48 columns: WarpTiles adds the corner per ldmatrix).
-  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, 2, kD == 128 ? 2 : 4, kPadded>;
+  // Above kD = 128, Bc = 64 keys a block: K_j, V_j and two stages of Q_i, dO_i of 256 columns take
+  // 192 KiB, and dK_j, dV_j of 64 x 256 take 128 fp32 registers a thread (FlashAttention-2's sm80
+  // hdim256 backward: Br = Bc = 64, 8 warps). The block-sparse walk lists 128-key tiles: dense only.
+  constexpr bool kWide = kD > 128;
+  using Dense = TcConfig<T, kD, kD == 64 ? 128 : 64, 2, kD == 128 || kWide ? 2 : 4, kPadded, kWide ? 64 : 128>;
   using Sparse = TcConfig<T, kD, 64, 2, kD == 96 ? 4 : 2, kPadded>;
-  static_assert(Sparse::Br == kSparseBr && Sparse::Bc == kSparseBc, "the sparse walk is listed in the kernel's tiles");
-  static_assert(Dense::Bc == Sparse::Bc && Dense::Br >= Sparse::Br);
+  static_assert(kWide || (Sparse::Br == kSparseBr && Sparse::Bc == kSparseBc), "the sparse walk is listed in the kernel's tiles");
+  static_assert(kWide || (Dense::Bc == Sparse::Bc && Dense::Br >= Sparse::Br));
   const int Tr = ceil_div(p.seqlen_q, Sparse::Br);  // the most query tiles either kernel walks
   // Workspace: D_i [B, H, Sq] and dQ_accum [B, H, dq_rows, D] in fp32 (whole query tiles of the
   // larger Br, so neither kernel's add_dq checks a row); deterministic mode adds one turn counter
@@ -248,10 +252,17 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      p.scale() * kLog2e};
   const dim3 grid =
       fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, Dense::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
-  if (walk && deterministic) launch<Sparse, backward_tc_sparse_kernel<Sparse, true>>(prm, grid, stream);
-  else if (walk) launch<Sparse, backward_tc_sparse_kernel<Sparse, false>>(prm, grid, stream);
-  else if (deterministic) launch<Dense, backward_tc_deterministic_kernel<Dense>>(prm, grid, stream);
-  else launch<Dense, backward_tc_kernel<Dense>>(prm, grid, stream);
+  const auto dense = [&] {
+    if (deterministic) launch<Dense, backward_tc_deterministic_kernel<Dense>>(prm, grid, stream);
+    else launch<Dense, backward_tc_kernel<Dense>>(prm, grid, stream);
+  };
+  if constexpr (kWide) {
+    dense();  // tensor_core_backward refused a walk above kD = 128
+  } else {
+    if (walk && deterministic) launch<Sparse, backward_tc_sparse_kernel<Sparse, true>>(prm, grid, stream);
+    else if (walk) launch<Sparse, backward_tc_sparse_kernel<Sparse, false>>(prm, grid, stream);
+    else dense();
+  }
 
   const std::int64_t quads = p.q_elems() / 4;
   tc_convert_dq_kernel<T><<<fa::cuda::blocks_1d((quads + 255) / 256, "08_backward"), 256, 0, stream>>>(
@@ -269,20 +280,28 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
   if (!fa::supports_head_dim(tensor_core_support(), p.head_dim))
     throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim " +
                                 fa::head_dims_words(tensor_core_support()) + ", not " + std::to_string(p.head_dim));
+  if (walk && p.head_dim > 128)
+    throw std::invalid_argument("08_backward: the block-sparse backward supports head_dim up to 128, not " +
+                                std::to_string(p.head_dim) + " (its walk lists 128-key tiles)");
   for (const void* ptr : std::initializer_list<const void*>{q, k, v, o, dout, dq, dk, dv})
     if (!aligned16(ptr)) throw std::invalid_argument("08_backward: every tensor must be 16-byte aligned (f16/bf16)");
   fa::cuda::require_compute_capability(80, "08_backward", "its f16/bf16 path uses mma.sync, ldmatrix and cp.async");
   const bool det = options.deterministic;
-  // The tile width: the next of 64, 96, 128 (columns past the head dim zero-filled, never written);
-  // 64 and 128 exactly run kernels compiled for that head dim (TcConfig::kPadded).
+  // The tile width: the next of 64, 96, 128, 192, 256 (columns past the head dim zero-filled, never
+  // written); the widths themselves run kernels compiled for that head dim (TcConfig::kPadded).
   auto run_for = [&](auto type) {
     using T = decltype(type);
     const int d = p.head_dim;
     if (d == 64) return run<T, 64, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
     if (d < 64) return run<T, 64, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d <= 96) return run<T, 96, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d == 96) return run<T, 96, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d < 96) return run<T, 96, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
     if (d == 128) return run<T, 128, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    run<T, 128, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d < 128) return run<T, 128, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d == 192) return run<T, 192, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d < 192) return run<T, 192, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    if (d == 256) return run<T, 256, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    run<T, 256, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
   };
   if (p.dtype == fa::Dtype::bf16) run_for(__nv_bfloat16{});
   else run_for(__half{});

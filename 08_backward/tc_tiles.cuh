@@ -17,28 +17,34 @@ using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, t
 // The members copy_tile (06) reads, the backward's tiles, and how the 8 warps split each product
 // (FlashAttention-2's sm80 backward: Flash_bwd_kernel_traits<D, Br, Bc, 8, SdP, dKV, dQ>).
 //   S, dP (Br x Bc):   kSdpWarpsM warps along query rows x the rest along keys
-//   dV, dK (Bc x D):   4 warps along keys x 2 along d
+//   dV, dK (Bc x D):   kKvWarpsN warps along keys (4; 2 at Bc = 64) x the rest along d
 //   dQ (Br x D):       kDqWarpsM warps along query rows x the rest along d
 // D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 64 x 32,
 // dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64). S tiles
 // of 32 x 64 at D = 64 need as many ldmatrix but spilled 32 bytes once add_dq had no branch.
-template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2, bool kPadded_ = false>
+// D = 192, 256: Bc = 64, Br = 64, S tiles 32 x 16, dV/dK 32 x 48 (192) or 32 x 64 (256), dQ 32 x
+// 48 or 32 x 64.
+template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2, bool kPadded_ = false,
+          int Bc_ = 128>
 struct TcConfig {
   using T = T_;
   static constexpr int kD = kD_;
   // kPadded: the head dim is below kD (a multiple of 8, TcParams::head_dim), its rows that long in
-  // global memory. Without it the head dim is kD, a constant: the exact dims (64, 96, 128) keep
+  // global memory. Without it the head dim is kD, a constant: the exact dims (64 .. 256) keep
   // compile-time strides and no column checks (measured 2-3% faster at D = 128).
   static constexpr bool kPadded = kPadded_;
   static constexpr int kCols = smem_cols(kD);  // smem row length: kD for 64 and 128
   static constexpr bool kSwizzle = true;
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
-  static constexpr int Bc = 128;                      // keys per block
+  static constexpr int Bc = Bc_;                      // keys per block: 128; 64 above kD = 128
   static constexpr int Br = Br_;                      // query rows per step
   // Warp tiles: rows x keys of S and dP, keys x columns of dV and dK, rows x columns of dQ.
   static constexpr int kSdpWarpsM = kSdpWarpsM_, kSRows = Br / kSdpWarpsM, kSKeys = Bc * kSdpWarpsM / kWarps;
-  static constexpr int kKvWarpsN = 4, kVKeys = Bc / kKvWarpsN, kVCols = kD * kKvWarpsN / kWarps;
+  // dV_j, dK_j: 4 warps along keys at Bc = 128, 2 at Bc = 64 (FlashAttention-2's AtomLayoutNdKV = 2
+  // at hdim 256): 32 x 64 warp tiles read a third less of P^T/dS^T and dO/Q from shared memory than
+  // 16 x 128 ones (measured 1.05x at D = 256, 1.01-1.02x at D = 192).
+  static constexpr int kKvWarpsN = Bc == 64 ? 2 : 4, kVKeys = Bc / kKvWarpsN, kVCols = kD * kKvWarpsN / kWarps;
   static constexpr int kDqWarpsM = kDqWarpsM_, kQRows = Br / kDqWarpsM, kQCols = kD * kDqWarpsM / kWarps;
   // A warp's column corner folds into its ldmatrix lane offsets (swizzle.h: ldsm_warp_offset) when
   // its width is a power of two; at kD = 96 (48 columns a warp) the corner is added per ldmatrix.

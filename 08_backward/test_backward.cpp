@@ -26,7 +26,7 @@ using fa::testing::BackwardRefusalCase;
 std::vector<BackwardRefusalCase> tensor_core_refusals() {
   std::vector<BackwardRefusalCase> cases;
   for (fa::Dtype dtype : {fa::Dtype::f16, fa::Dtype::bf16}) {
-    for (int d : {36, 136, 256}) {  // not a multiple of 8; above 128 (the fp32 kernel takes both)
+    for (int d : {36, 100}) {  // not a multiple of 8 (the fp32 kernel takes both)
       fa::Problem p = backward::chapter().defaults;
       p.dtype = dtype;
       p.head_dim = d;
@@ -66,7 +66,7 @@ std::vector<DetCase> deterministic_cases() {
   // Many key tiles per query tile (the order matters), GQA, causal with Sq != Sk, partial tiles.
   for (const Shape& s : {Shape{1, 4, 2, 1013, 1013, true}, Shape{2, 2, 1, 300, 517, false}}) {
     for (fa::Dtype dtype : {fa::Dtype::f16, fa::Dtype::bf16}) {
-      for (int d : {40, 64, 96, 128}) {  // 40: the 64 tile, zero-padded; 96: its own tile
+      for (int d : {40, 64, 96, 128, 200, 256}) {  // 40, 200: padded tiles; 256: Bc = 64
         fa::Problem p;
         p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads;
         p.seqlen_q = s.seqlen_q, p.seqlen_k = s.seqlen_k, p.head_dim = d, p.causal = s.causal, p.dtype = dtype;

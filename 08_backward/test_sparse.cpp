@@ -196,4 +196,25 @@ TEST(SparseRefused, F32AndAWalkOfAnotherProblem) {
   refused(f32, "f32");
 }
 
+// Above D = 128 the dense backward runs 64-key blocks; the walk lists 128-key tiles, so a walk at
+// D = 136 .. 256 is refused by name (the dense backward at those dims is tested in test_backward).
+TEST(SparseRefused, HeadDimAbove128) {
+  const std::string reason = fa::cuda::unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  for (int d : {136, 192, 256}) {
+    fa::Problem p = backward::chapter().defaults;
+    p.seqlen_q = p.seqlen_k = 300;
+    p.head_dim = d;
+    p.dtype = fa::Dtype::bf16;
+    const backward::DeviceSparseWalk walk(p, bs::make_mask(p, 128, {{bs::Pattern::dense}}));
+    alignas(16) static float dummy[4];  // never dereferenced
+    try {
+      backward::backward(p, walk, dummy, dummy, dummy, dummy, dummy, dummy, dummy, dummy, dummy, nullptr);
+      ADD_FAILURE() << "accepted " << p.describe();
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("up to 128"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
