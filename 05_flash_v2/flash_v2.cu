@@ -118,7 +118,7 @@ const fa::Chapter& chapter() {
   static const fa::Chapter c{
       .support = {.chapter = "05_flash_v2", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
       .forward = forward,
-      .test_head_dims = {7, 32, 64, 96, 128, 160, 256},
+      .test_head_dims = {7, 8, 32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::f32)};
   return c;
 }

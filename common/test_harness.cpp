@@ -27,11 +27,16 @@ std::vector<ForwardCase> step_cases(const std::vector<Step>& steps) {
                                {{3, 2, 2, 1, 1013, true}, "Sq1_Sk1013_causal"}};
   std::vector<ForwardCase> cases;
   for (const Step& step : steps) {
-    for (int d : step.chapter.test_head_dims) {
-      for (const NamedShape& s : shapes) {
-        const Problem p = problem_of(s.shape, d, step.chapter.support.dtypes.front());
-        cases.push_back(
-            {.chapter = &step.chapter, .problem = p, .name = step.name + "_D" + std::to_string(d) + "_" + s.name});
+    for (Dtype dtype : step.chapter.support.dtypes) {  // the first dtype unnamed: "v2_swizzle_D64_..."
+      const bool first = dtype == step.chapter.support.dtypes.front();
+      const std::string suffix = first ? std::string() : std::string("_") + dtype_name(dtype);
+      for (int d : step.chapter.test_head_dims) {
+        for (const NamedShape& s : shapes) {
+          const Problem p = problem_of(s.shape, d, dtype);
+          cases.push_back({.chapter = &step.chapter,
+                           .problem = p,
+                           .name = step.name + "_D" + std::to_string(d) + "_" + s.name + suffix});
+        }
       }
     }
   }

@@ -20,21 +20,23 @@ for dir in [0-9][0-9]_*/; do
   limit=()  # each benchmark's own range (16k; 32k for 07), but 01 and 02 stop at naive_max
   [[ $ch == 01_* || $ch == 02_* ]] && limit=(--max-seqlen "$naive_max")
   # Head dims beyond 64 and 128 where a chapter's tiles differ (06: the 96, 192, 256 tiles; 08's
-  # tensor-core backward: the 96 tile): the rows docs/results_h100.md adds for them.
+  # tensor-core backward: the 96, 192, 256 tiles): the rows docs/results_h100.md adds for them.
   [[ $ch == 06_* ]] && limit+=(--head-dims 64,96,128,192,256)
-  [[ $ch == 08_* ]] && limit+=(--head-dims 64,96,128)
+  [[ $ch == 08_* ]] && limit+=(--head-dims 64,96,128,192,256)
   echo "== $(date +%T) $ch ${limit[*]}"
   "$bench" "${limit[@]}" --benchmark_out="$out/bench_$ch.json" --benchmark_out_format=json \
     2>&1 | tee "$out/bench_$ch.log" | grep -E "^(fwd|bwd|mem)/" | awk '{printf "   %-60s %s %s\n", $1, $2, $3}'
   ((PIPESTATUS[0] == 0)) || status=1
 done
 # Step-by-step versions: `--step NAME` each; the binary lists its steps when run without one.
+# Steps at D 64 and 128 are timed at seqlen 4096; a step for D = 512 (06's alt_split_d512, which
+# takes that head dim only) at every seqlen, for its comparison with PyTorch.
 for steps in "$build"/[0-9][0-9]_*/[0-9][0-9]_*_steps_bench; do
   [[ -x $steps ]] || continue
   ch=$(basename "$steps" _steps_bench)
   for s in $("$steps" 2>&1 | awk -F: '/^  [a-z0-9_]+:/ {gsub(/ /, "", $1); print $1}'); do
     echo "== $(date +%T) $ch step $s"
-    "$steps" --step "$s" --benchmark_filter='fwd/.*/D(64|128)/(full|causal)/seqlen:4096/' \
+    "$steps" --step "$s" --head-dims 64,128,512 --benchmark_filter='fwd/.*/(D(64|128)/(full|causal)/seqlen:4096|D512)/' \
       --benchmark_out="$out/steps_${ch}_$s.json" --benchmark_out_format=json >"$out/steps_${ch}_$s.log" 2>&1 ||
       { status=1; tail -3 "$out/steps_${ch}_$s.log"; }
   done
@@ -44,8 +46,12 @@ import glob, json, os, sys
 out = sys.argv[1]
 merged = {"context": None, "benchmarks": []}
 for path in sorted(glob.glob(os.path.join(out, "bench_*.json")) + glob.glob(os.path.join(out, "steps_*.json"))):
-    with open(path) as f:
-        data = json.load(f)
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except ValueError:  # a benchmark that ran no case leaves an empty file
+        print(f"skipped {path}: not a benchmark JSON (no case ran)")
+        continue
     merged["context"] = merged["context"] or data.get("context")
     merged["benchmarks"] += data.get("benchmarks", [])
 with open(os.path.join(out, "benchmarks.json"), "w") as f:

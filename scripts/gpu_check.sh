@@ -122,11 +122,14 @@ if want pytorch; then
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
     --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash,cudnn \
-    --head-dims 64,96,128 --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
+    --head-dims 64,96,128,192,256 --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
     tail -5 "$out/pytorch_bwd_bf16.log"
   # The forward's other tile widths (06 at D 96, 192, 256; bench_all.sh times them).
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16,f16 --backends flash,cudnn --head-dims 96,192,256 \
     --out "$out/pytorch_dims.json" >"$out/pytorch_dims.log" 2>&1 || tail -5 "$out/pytorch_dims.log"
+  # D = 512 (06's step alt_split_d512): FLASH stops at 256, so the backends that take it.
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16 --backends efficient,cudnn,math --head-dims 512 \
+    --out "$out/pytorch_d512.json" >"$out/pytorch_d512.log" 2>&1 || tail -5 "$out/pytorch_d512.log"
 fi
 if want bench; then
   step "benchmarks"

@@ -26,8 +26,11 @@ def load_chapters(folder):
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
     sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
-        with open(path) as f:
-            data = json.load(f)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except ValueError:  # a benchmark that ran no case leaves an empty file
+            continue
         context = data.get("context", context)
         for b in data.get("benchmarks", []):
             parts = b["name"].split("/")

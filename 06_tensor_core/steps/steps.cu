@@ -1,12 +1,15 @@
-// The step-by-step versions of chapter 06 (steps.h): one Config per step and head dim.
+// The step-by-step versions of chapter 06 (steps.h): one Config per step and head dim, and the
+// head dim 512 alternative (split_d.cuh) with its own forward.
 #include "06_tensor_core/steps/steps.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <stdexcept>
 #include <type_traits>
 
 #include "06_tensor_core/steps/pingpong.cuh"
+#include "06_tensor_core/steps/split_d.cuh"
 #include "06_tensor_core/tensor_core.cuh"
 
 namespace tensor_core::steps {
@@ -63,6 +66,34 @@ Step make(const std::string& name, const std::string& what) {
                       .defaults = defaults}};
 }
 
+// alt_split_d512: head dim 512 only, bf16 and f16 (split_d.cuh).
+const fa::Support& split_d512_support() {
+  static const fa::Support support{.chapter = "06_tensor_core.alt_split_d512",
+                                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
+                                   .head_dims = {512},
+                                   .max_head_dim = 512};
+  return support;
+}
+
+void forward_split_d512(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                        cudaStream_t stream) {
+  fa::check_forward_args(split_d512_support(), p, q, k, v, o, lse);
+  const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core (steps)");
+  if (p.dtype == fa::Dtype::bf16) launch_split_d<SplitD512<bf16>>(prm, stream);
+  else launch_split_d<SplitD512<__half>>(prm, stream);
+}
+
+Step make_split_d512() {
+  fa::Problem defaults = fa::default_problem(fa::Dtype::bf16);
+  defaults.head_dim = 512;
+  return {.name = "alt_split_d512",
+          .what = "D = 512: 8 warps split S_ij by keys and O_i by columns, row max shared through smem (Br = Bc = 64)",
+          .chapter = {.support = split_d512_support(),
+                      .forward = forward_split_d512,
+                      .test_head_dims = {512},
+                      .defaults = defaults}};
+}
+
 }  // namespace
 
 const std::vector<Step>& all() {
@@ -75,6 +106,7 @@ const std::vector<Step>& all() {
       make<V6_64, V6_128>("v6_lazy_rescale", "v5 / v3 + O_i rescaled only when some row's max grew (the chapter's kernel at D = 128)"),
       make<Pp_64, Pp_128>("alt_pingpong", "v5 / v3 with 8 warps in two groups of 4 that take turns on the tensor cores (Br = 256)"),
       make<Bc32_64, Bc32_128>("alt_bc32", "v3 with Bc = 32 (fewer registers, twice the softmax bookkeeping per key)"),
+      make_split_d512(),
   };
   return steps;
 }
