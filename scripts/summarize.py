@@ -73,6 +73,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder")
     ap.add_argument("--readmes", metavar="REPO", help="rewrite the results tables of REPO's READMEs")
+    ap.add_argument("--note", default="", help="a paragraph on how the run was made, first in summary.md")
     args = ap.parse_args()
     folder = args.folder
     fwd, mem, bwd, steps, context = load_chapters(folder)
@@ -109,7 +110,7 @@ def main():
     print(text)
     extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta) for c in sorted(steps))
     with open(os.path.join(folder, "summary.md"), "w") as f:
-        f.write(text + extra)
+        f.write((args.note + "\n\n" if args.note else "") + text + extra)
     print(extra)
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
     if args.readmes:
@@ -181,8 +182,8 @@ def replace_between_markers(path, body, marker="results"):
 
 def config_line(meta, dtype):
     return (f"{meta.get('gpu', '?')}, CUDA {meta.get('cuda', '?')}, {dtype}, FlashAttention-2's shapes "
-            "(batch = 16384/seqlen, heads = 2048/D); PyTorch {0} SDPA measured in the same run "
-            "by `scripts/gpu_check.sh`.").format(meta.get("torch", "?"))
+            "(batch = 16384/seqlen, heads = 2048/D); PyTorch {0} SDPA measured on the same GPU "
+            "by `scripts/gpu_check.sh` (docs/results_h100.md names the run).").format(meta.get("torch", "?"))
 
 
 # The root README's chapter table: what each chapter teaches, next to its measured speed.
