@@ -46,17 +46,16 @@ namespace tensor_core {
 
 // The chapter's choice (README: "Choosing the tiles"). D <= 128: Br = 128 (32 rows per warp),
 // FlashAttention-2's blocks, with Bc = 128 at D = 64 (measured faster than Bc = 64 with Q_i in
-// registers, step v4) and Bc = 64 above; D = 256: 16 rows per warp, or O_i alone would take
-// 256 registers. Only D = 32 has registers left for Q_i's fragments. The lazy rescale (step v6)
-// at D = 128, where it measured 3-7% faster; at D = 64 it measured 1-3% slower. D = 256: Bc = 64
-// in one stage (K_j, V_j then wait; 96 KiB, still two blocks per SM, whose turns hide each
-// other's copies) with the lazy rescale, measured 1.04-1.08x over Bc = 32 double-buffered;
-// D = 192 keeps Bc = 32 in two stages (not measured otherwise).
+// registers, step v4) and Bc = 64 above; D = 192, 256: 16 rows per warp, or O_i alone would take
+// 192 or 256 registers. Only D = 32 has registers left for Q_i's fragments. The lazy rescale (step
+// v6) at D >= 128, where it measured 3-7% faster (D = 128); at D = 64 it measured 1-3% slower.
+// D = 192, 256: Bc = 64 in one stage (K_j, V_j, then wait; 96 KB, still two blocks per SM, whose
+// turns hide each other's copies), measured 1.04-1.10x over Bc = 32 double-buffered.
 // kPadded: a head dim below kD runs in this tile (tensor_core.cu: dispatch).
 template <class T, int kD, bool kPadded = false>
-using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : (kD <= 128 || kD == 256 ? 64 : 32),
-                             /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/kD == 256 ? 1 : 2, /*kSwizzle=*/true,
-                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/kD == 128 || kD == 256, kPadded>;
+using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : 64,
+                             /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/(kD > 128 ? 1 : 2), /*kSwizzle=*/true,
+                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/(kD >= 128), kPadded>;
 
 // The tile that runs head dim d (a multiple of 8 up to 256): the next of the six widths, padded
 // unless d is the width itself. Calls f(std::integral_constant<int, kD>, std::bool_constant<kPadded>);
