@@ -54,6 +54,18 @@ FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw128_desc(std::uint32_t tile_star
   return wgmma_desc(tile_start + atom + within, 16, kSwizzleAtomBytes, SmemSwizzle::b128);
 }
 
+// The descriptor of an MN-major, 128-byte-swizzled operand (V_j in O += P V, wgmma's B with
+// imm-trans-b = 1): stored like a K-major tile, rows = the k index (keys), 64-column atoms along N
+// (D). A k-step of 16 rows is 2048 bytes down the atom; columns n0 .. n0 + 63 are atom n0 / 64.
+// MN-major fields (PTX ISA): the leading byte offset steps between 64-wide atoms along N (here
+// k_rows * 128 bytes), the stride byte offset between groups of 8 k rows (1024 bytes).
+FA_HOST_DEVICE constexpr std::uint64_t mnmajor_sw128_desc(std::uint32_t tile_start, int k_rows, int k0, int n0) {
+  const std::uint32_t atom_bytes = static_cast<std::uint32_t>(k_rows) * 128u;
+  const std::uint32_t start = tile_start + static_cast<std::uint32_t>(n0 / kAtomCols) * atom_bytes +
+                              static_cast<std::uint32_t>(k0) * 128u;
+  return wgmma_desc(start, atom_bytes, kSwizzleAtomBytes, SmemSwizzle::b128);
+}
+
 // Where the 128-byte swizzle puts byte `offset` of a tile that starts on a 1024-byte boundary.
 FA_HOST_DEVICE constexpr std::uint32_t swizzle_128b(std::uint32_t offset) {
   return offset ^ (((offset >> 7) & 7u) << 4);

@@ -94,5 +94,20 @@ TEST(WgmmaLayout, KMajorDescriptorStepsThroughAtomsAndKSteps) {
   }
 }
 
+TEST(WgmmaLayout, MNMajorDescriptorStepsDownKAndAcrossAtoms) {
+  const std::uint32_t tile = 0x8000;
+  const int k_rows = 128;  // Bc keys
+  for (int n0 : {0, 64, 128, 192})
+    for (int k0 = 0; k0 < k_rows; k0 += 16) {
+      const std::uint64_t d = mnmajor_sw128_desc(tile, k_rows, k0, n0);
+      const std::uint32_t start = static_cast<std::uint32_t>(bits(d, 0, 14) << 4);
+      EXPECT_EQ(start, tile + kmajor_sw128_offset(k0, n0, k_rows)) << k0 << ", " << n0;  // (key k0, column n0)
+      EXPECT_EQ(start % kSwizzleAtomBytes, 0u);            // a k-step of 16 rows keeps base offset 0
+      EXPECT_EQ(bits(d, 16, 14) << 4, 128u * k_rows);      // next 64-wide atom along N
+      EXPECT_EQ(bits(d, 32, 14) << 4, kSwizzleAtomBytes);  // next 8 keys
+      EXPECT_EQ(bits(d, 62, 2), 1u);
+    }
+}
+
 }  // namespace
 }  // namespace fa::cuda

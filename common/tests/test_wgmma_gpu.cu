@@ -1,0 +1,130 @@
+// GPU tests of the Hopper vocabulary (common/device/wgmma.cuh, wgmma_layout.h) before any chapter
+// builds on it: one warpgroup multiplies 64 x 64 bf16 tiles, stored in shared memory in the
+// 128-byte-swizzled layouts, with wgmma; the result must match a float64 product. Three forms,
+// the three that FlashAttention-3's forward uses:
+//   KK: A K-major, B K-major, both from shared memory       (S = Q K^T)
+//   RK: A from registers, B K-major                        (the same product, A as fragments)
+//   KN: A K-major, B MN-major (imm-trans-b = 1)             (O = P V, V stored keys x columns)
+// Built for sm_90a only; skipped without a GPU of compute capability 9.0.
+//   ./build/common/common_hopper_tests
+#include <cuda_bf16.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cuda_check.h"
+#include "common/device/mma.cuh"  // smem_u32, pack2
+#include "common/device/wgmma.cuh"
+#include "common/device/wgmma_layout.h"
+
+namespace fa::cuda {
+namespace {
+
+constexpr int kM = 64, kN = 64, kK = 64;  // C (kM x kN) = A (kM x kK) B (kK x kN)
+enum class Form { KK, RK, KN };
+
+// a: [kM, kK] row-major. b: KK/RK: [kN, kK] row-major (B^T, like K_j); KN: [kK, kN] row-major
+// (like V_j). c: [kM, kN] fp32. One block of 128 threads: one warpgroup.
+template <Form kForm>
+__global__ void __launch_bounds__(128) wgmma_tile_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c) {
+  __shared__ __align__(1024) unsigned char A_s[kM * kK * 2];  // (kM, kK) K-major, 128-byte swizzle
+  __shared__ __align__(1024) unsigned char B_s[kN * kK * 2];  // (kN, kK) K-major, or (kK, kN) MN-major
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = tid; i < kM * kK; i += 128)
+    *reinterpret_cast<__nv_bfloat16*>(A_s + kmajor_sw128_offset(i / kK, i % kK, kM)) = a[i];
+  constexpr int kBRows = kForm == Form::KN ? kK : kN, kBCols = kForm == Form::KN ? kN : kK;
+  for (int i = tid; i < kBRows * kBCols; i += 128)
+    *reinterpret_cast<__nv_bfloat16*>(B_s + kmajor_sw128_offset(i / kBCols, i % kBCols, kBRows)) = b[i];
+  fence_proxy_async();  // the st.shared above become visible to wgmma's (async proxy) reads
+  __syncthreads();      // ... everyone's
+
+  // RK: the warp's A fragments of rows 16 warp + g (+8), per 16-wide k-step (mma.cuh's layout).
+  std::uint32_t a_frag[kK / 16][4];
+  const int r0 = 16 * warp + g;
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    const int k = 16 * ks + 2 * t;
+    a_frag[ks][0] = pack2<__nv_bfloat16>(__bfloat162float(a[r0 * kK + k]), __bfloat162float(a[r0 * kK + k + 1]));
+    a_frag[ks][1] = pack2<__nv_bfloat16>(__bfloat162float(a[(r0 + 8) * kK + k]), __bfloat162float(a[(r0 + 8) * kK + k + 1]));
+    a_frag[ks][2] = pack2<__nv_bfloat16>(__bfloat162float(a[r0 * kK + k + 8]), __bfloat162float(a[r0 * kK + k + 9]));
+    a_frag[ks][3] = pack2<__nv_bfloat16>(__bfloat162float(a[(r0 + 8) * kK + k + 8]), __bfloat162float(a[(r0 + 8) * kK + k + 9]));
+  }
+
+  float d[32] = {};
+  wgmma_fence();  // d and a_frag were written by ordinary instructions
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    const std::uint32_t A_u = smem_u32(A_s), B_u = smem_u32(B_s);
+    if constexpr (kForm == Form::KK)
+      wgmma_ss_m64n64k16<__nv_bfloat16, 0>(d, kmajor_sw128_desc(A_u, kM, 16 * ks), kmajor_sw128_desc(B_u, kN, 16 * ks), ks > 0);
+    else if constexpr (kForm == Form::RK)
+      wgmma_rs_m64n64k16<__nv_bfloat16, 0>(d, a_frag[ks], kmajor_sw128_desc(B_u, kN, 16 * ks), ks > 0);
+    else
+      wgmma_ss_m64n64k16<__nv_bfloat16, 1>(d, kmajor_sw128_desc(A_u, kM, 16 * ks), mnmajor_sw128_desc(B_u, kK, 16 * ks, 0), ks > 0);
+  }
+  wgmma_commit();
+  wgmma_wait<0>();  // d is final
+  for (int j = 0; j < kN / 8; ++j) {
+    const int col = 8 * j + 2 * t;
+    c[r0 * kN + col] = d[4 * j];
+    c[r0 * kN + col + 1] = d[4 * j + 1];
+    c[(r0 + 8) * kN + col] = d[4 * j + 2];
+    c[(r0 + 8) * kN + col + 1] = d[4 * j + 3];
+  }
+}
+
+template <Form kForm>
+void check_form() {
+  const std::string reason = unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  if (compute_capability() != 90) GTEST_SKIP() << "GPU test skipped: wgmma needs compute capability 9.0 (sm_90a)";
+  std::mt19937 rng(1234 + static_cast<int>(kForm));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<__nv_bfloat16> a(kM * kK), b(kN * kK);
+  for (auto& x : a) x = __float2bfloat16(uni(rng));
+  for (auto& x : b) x = __float2bfloat16(uni(rng));
+  // The float64 product of the bf16 inputs (exact in bf16 -> fp32 -> double).
+  std::vector<double> want(kM * kN, 0.0);
+  for (int m = 0; m < kM; ++m)
+    for (int n = 0; n < kN; ++n)
+      for (int k = 0; k < kK; ++k) {
+        const double bv = kForm == Form::KN ? __bfloat162float(b[k * kN + n]) : __bfloat162float(b[n * kK + k]);
+        want[m * kN + n] += static_cast<double>(__bfloat162float(a[m * kK + k])) * bv;
+      }
+  __nv_bfloat16 *a_d = nullptr, *b_d = nullptr;
+  float* c_d = nullptr;
+  FA_CUDA_CHECK(cudaMalloc(&a_d, a.size() * sizeof(a[0])));
+  FA_CUDA_CHECK(cudaMalloc(&b_d, b.size() * sizeof(b[0])));
+  FA_CUDA_CHECK(cudaMalloc(&c_d, kM * kN * sizeof(float)));
+  FA_CUDA_CHECK(cudaMemcpy(a_d, a.data(), a.size() * sizeof(a[0]), cudaMemcpyHostToDevice));
+  FA_CUDA_CHECK(cudaMemcpy(b_d, b.data(), b.size() * sizeof(b[0]), cudaMemcpyHostToDevice));
+  FA_CUDA_CHECK(cudaMemset(c_d, 0xFF, kM * kN * sizeof(float)));  // NaN: an unwritten element fails
+  wgmma_tile_kernel<kForm><<<1, 128>>>(a_d, b_d, c_d);
+  FA_CUDA_CHECK(cudaGetLastError());
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got(kM * kN);
+  FA_CUDA_CHECK(cudaMemcpy(got.data(), c_d, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  FA_CUDA_CHECK(cudaFree(a_d));
+  FA_CUDA_CHECK(cudaFree(b_d));
+  FA_CUDA_CHECK(cudaFree(c_d));
+  // Each product of two bf16 is exact in fp32; what differs from float64 is the accumulation of
+  // 64 of them (|sum| <= 64, typically ~5), a few fp32 roundings of ~1e-6 each, and whatever the
+  // tensor core's internal adder truncates. 1e-3 absolute allows all of that and is still far
+  // below a wrong layout: a misplaced or swapped element changes the sum by ~0.1-1.
+  int bad = 0;
+  for (int i = 0; i < kM * kN; ++i) {
+    const bool ok = std::isfinite(got[i]) && std::abs(got[i] - want[i]) <= 1e-3;
+    if (!ok && ++bad <= 5) ADD_FAILURE() << "C[" << i / kN << "][" << i % kN << "] = " << got[i] << ", want " << want[i];
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(HopperWgmma, KMajorTimesKMajor) { check_form<Form::KK>(); }
+TEST(HopperWgmma, RegistersTimesKMajor) { check_form<Form::RK>(); }
+TEST(HopperWgmma, KMajorTimesMNMajor) { check_form<Form::KN>(); }
+
+}  // namespace
+}  // namespace fa::cuda
