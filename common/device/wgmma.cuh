@@ -1,5 +1,5 @@
 // Hopper's warpgroup matrix multiply (sm_90a only), one thin wrapper each, for chapter 09 (issue
-// "09_flash_v3"; common/tests/test_wgmma_gpu.cu is its first user). Where the operands live in
+// "09_flash_v3"; common/tests/test_hopper_gpu.cu is its first user). Where the operands live in
 // shared memory and how a descriptor names them: wgmma_layout.h.
 //
 // A warpgroup is 4 consecutive warps (128 threads, the first warp a multiple of 4). wgmma.mma_async

@@ -5,6 +5,8 @@
 //   KK: A K-major, B K-major, both from shared memory       (S = Q K^T)
 //   RK: A from registers, B K-major                        (the same product, A as fragments)
 //   KN: A K-major, B MN-major (imm-trans-b = 1)             (O = P V, V stored keys x columns)
+// And TMA (common/device/tma.cuh): a 64 x 64 box, in bounds and hanging over the tensor's edge,
+// lands in the layout kmajor_sw128_offset describes, zeros outside the tensor.
 // Built for sm_90a only; skipped without a GPU of compute capability 9.0.
 //   ./build/common/common_hopper_tests
 #include <cuda_bf16.h>
@@ -14,10 +16,12 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/cuda_check.h"
 #include "common/device/mma.cuh"  // smem_u32, pack2
+#include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"
 #include "common/device/wgmma_layout.h"
 
@@ -120,6 +124,58 @@ void check_form() {
     if (!ok && ++bad <= 5) ADD_FAILURE() << "C[" << i / kN << "][" << i % kN << "] = " << got[i] << ", want " << want[i];
   }
   EXPECT_EQ(bad, 0);
+}
+
+// One TMA box of 64 x 64 from `src` ([rows, cols] bf16) at (col0, row0), then every element of it
+// compared with the global tensor (0 outside it) at the place the 128-byte swizzle gives it.
+// Mismatches are counted in *bad.
+__global__ void __launch_bounds__(128) tma_box_kernel(const __grid_constant__ CUtensorMap map, const __nv_bfloat16* src,
+                                                      int rows, int cols, int row0, int col0, int* bad) {
+  __shared__ __align__(1024) unsigned char tile[64 * 64 * 2];  // (64, 64) 128-byte swizzle
+  __shared__ __align__(8) std::uint64_t bar;
+  const std::uint32_t bar_u = smem_u32(&bar);
+  if (threadIdx.x == 0) {
+    mbarrier_init(bar_u, 1);
+    mbarrier_init_fence();
+  }
+  __syncthreads();  // the barrier is initialized before anyone waits on it
+  if (threadIdx.x == 0) {
+    mbarrier_arrive_expect_tx(bar_u, sizeof(tile));  // the box is counted whole, zeros included
+    tma_load_2d(smem_u32(tile), &map, col0, row0, bar_u);
+  }
+  mbarrier_wait(bar_u, 0);  // phase 0 completes when the box has landed
+  for (int i = threadIdx.x; i < 64 * 64; i += blockDim.x) {
+    const int r = i / 64, c = i % 64, gr = row0 + r, gc = col0 + c;
+    const float want = gr < rows && gc < cols ? __bfloat162float(src[gr * cols + gc]) : 0.0f;
+    const float got = __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(tile + kmajor_sw128_offset(r, c, 64)));
+    if (got != want) atomicAdd(bad, 1);
+  }
+}
+
+TEST(HopperTma, BoxLandsInThe128ByteSwizzleWithZerosOutside) {
+  const std::string reason = unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  if (compute_capability() != 90) GTEST_SKIP() << "GPU test skipped: TMA needs compute capability 9.0 (sm_90a)";
+  const int rows = 150, cols = 136;  // neither a multiple of 64: the last boxes hang over
+  std::vector<__nv_bfloat16> host(rows * cols);
+  for (int i = 0; i < rows * cols; ++i) host[i] = __float2bfloat16(static_cast<float>(i % 251 + 1));  // never 0
+  __nv_bfloat16* src = nullptr;
+  int* bad = nullptr;
+  FA_CUDA_CHECK(cudaMalloc(&src, host.size() * sizeof(host[0])));
+  FA_CUDA_CHECK(cudaMalloc(&bad, sizeof(int)));
+  FA_CUDA_CHECK(cudaMemcpy(src, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
+  const CUtensorMap map = make_tma_2d(src, true, rows, cols, 64, 64);
+  for (auto [row0, col0] : {std::pair{0, 0}, std::pair{64, 64}, std::pair{128, 128}, std::pair{100, 72}}) {
+    FA_CUDA_CHECK(cudaMemset(bad, 0, sizeof(int)));
+    tma_box_kernel<<<1, 128>>>(map, src, rows, cols, row0, col0, bad);
+    FA_CUDA_CHECK(cudaGetLastError());
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+    int mismatches = -1;
+    FA_CUDA_CHECK(cudaMemcpy(&mismatches, bad, sizeof(int), cudaMemcpyDeviceToHost));
+    EXPECT_EQ(mismatches, 0) << "box at row " << row0 << ", column " << col0;
+  }
+  FA_CUDA_CHECK(cudaFree(src));
+  FA_CUDA_CHECK(cudaFree(bad));
 }
 
 TEST(HopperWgmma, KMajorTimesKMajor) { check_form<Form::KK>(); }

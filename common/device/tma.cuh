@@ -1,0 +1,96 @@
+// Hopper's copy engine (sm_90a): mbarriers and TMA tile loads, for chapter 09 (issue
+// "09_flash_v3"; common/tests/test_hopper_gpu.cu is its first user).
+//
+// A TMA load copies a box of a global tensor into shared memory by itself, one instruction issued
+// by one thread, described by a tensor map (CUtensorMap, 128 bytes, made on the host by
+// cuTensorMapEncodeTiled and passed to the kernel as a __grid_constant__ parameter). With
+// CU_TENSOR_MAP_SWIZZLE_128B it writes the box in the 128-byte swizzle (wgmma_layout.h), so the
+// box's inner dimension may be at most 128 bytes: 64 bf16 columns, one atom. Elements outside the
+// tensor are written as zeros.
+// Completion is counted by an mbarrier in shared memory: a thread announces how many bytes will
+// land (arrive.expect_tx), the copies count them down (complete_tx), and the barrier's phase
+// flips when all have landed and every expected arrival came; waiters poll try_wait.parity.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and its enums (the types only: the driver is reached through the runtime)
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda_check.h"
+
+namespace fa::cuda {
+
+// ---- device --------------------------------------------------------------------------------
+
+__device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+}
+// After mbarrier_init and before any other thread or the copy engine uses the barrier (then a
+// __syncthreads): makes the initialized barrier visible to them.
+__device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+
+// One arrival, and `bytes` more to land before the phase completes.
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+
+// Waits until the phase with parity `phase` (0, 1, 0, ...) of the barrier has completed.
+__device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t phase) {
+  std::uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(phase)
+        : "memory");
+}
+
+// TMA: the box of `map` whose first element is (column c0, row c1) to shared address dst (1024-byte
+// aligned for the 128-byte swizzle), counted on barrier bar.
+__device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, std::uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
+      : "memory");
+}
+
+// ---- host ----------------------------------------------------------------------------------
+
+// A tensor map of a row-major (rows, cols) matrix of 2-byte elements (bf16 or fp16), boxes of
+// (box_rows, box_cols) written in the 128-byte swizzle. box_cols * 2 <= 128; rows of 16-byte
+// multiples. cuTensorMapEncodeTiled is a driver function: it is looked up through the runtime
+// (cudaGetDriverEntryPointByVersion), so nothing links libcuda.
+inline CUtensorMap make_tma_2d(const void* base, bool bf16, std::uint64_t rows, std::uint64_t cols,
+                               std::uint32_t box_rows, std::uint32_t box_cols) {
+  using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+  static const Encode encode = [] {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    FA_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || fn == nullptr)
+      throw std::runtime_error("cuTensorMapEncodeTiled is not available from this driver");
+    return reinterpret_cast<Encode>(fn);
+  }();
+  if (box_cols * 2 > 128 || (cols * 2) % 16 != 0)
+    throw std::invalid_argument("make_tma_2d: a 128-byte-swizzled box is at most 64 columns; rows must be 16-byte multiples");
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {cols, rows};       // innermost first
+  const cuuint64_t strides[1] = {cols * 2};      // bytes between rows (dimension 0's stride is the element)
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t steps[2] = {1, 1};
+  const CUresult r = encode(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+                            const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out of bounds: zeros
+  if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
+  return map;
+}
+
+}  // namespace fa::cuda
