@@ -59,14 +59,25 @@ __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap
       : "memory");
 }
 
+// The same for a 3-D map: the box at (column c0, row c1, matrix c2). Attention's tensors as
+// [B * H][S][D]: a box never crosses into the next head, and rows past S land as zeros.
+__device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                            std::uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
+}
+
 // ---- host ----------------------------------------------------------------------------------
 
-// A tensor map of a row-major (rows, cols) matrix of 2-byte elements (bf16 or fp16), boxes of
-// (box_rows, box_cols) written in the 128-byte swizzle. box_cols * 2 <= 128; rows of 16-byte
-// multiples. cuTensorMapEncodeTiled is a driver function: it is looked up through the runtime
-// (cudaGetDriverEntryPointByVersion), so nothing links libcuda.
-inline CUtensorMap make_tma_2d(const void* base, bool bf16, std::uint64_t rows, std::uint64_t cols,
-                               std::uint32_t box_rows, std::uint32_t box_cols) {
+// A 3-D tensor map of `matrices` row-major (rows, cols) matrices of 2-byte elements (bf16 or
+// fp16), one after the other, boxes of (box_rows, box_cols) written in the 128-byte swizzle (with
+// rank 2 and matrices 1: a 2-D map of one matrix). box_cols * 2 <= 128; rows of 16-byte multiples. cuTensorMapEncodeTiled is a
+// driver function: it is looked up through the runtime (cudaGetDriverEntryPointByVersion), so
+// nothing links libcuda.
+inline CUtensorMap make_tma(const void* base, bool bf16, std::uint64_t matrices, std::uint64_t rows,
+                            std::uint64_t cols, std::uint32_t box_rows, std::uint32_t box_cols, cuuint32_t rank = 3) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -79,18 +90,24 @@ inline CUtensorMap make_tma_2d(const void* base, bool bf16, std::uint64_t rows, 
     return reinterpret_cast<Encode>(fn);
   }();
   if (box_cols * 2 > 128 || (cols * 2) % 16 != 0)
-    throw std::invalid_argument("make_tma_2d: a 128-byte-swizzled box is at most 64 columns; rows must be 16-byte multiples");
+    throw std::invalid_argument("make_tma: a 128-byte-swizzled box is at most 64 columns; rows must be 16-byte multiples");
   CUtensorMap map{};
-  const cuuint64_t dims[2] = {cols, rows};       // innermost first
-  const cuuint64_t strides[1] = {cols * 2};      // bytes between rows (dimension 0's stride is the element)
-  const cuuint32_t box[2] = {box_cols, box_rows};
-  const cuuint32_t steps[2] = {1, 1};
-  const CUresult r = encode(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2,
+  const cuuint64_t dims[3] = {cols, rows, matrices};           // innermost first
+  const cuuint64_t strides[2] = {cols * 2, rows * cols * 2};  // bytes between rows, between matrices
+  const cuuint32_t box[3] = {box_cols, box_rows, 1};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  const CUresult r = encode(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
                             const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out of bounds: zeros
   if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
   return map;
+}
+
+// The 2-D map of one row-major (rows, cols) matrix.
+inline CUtensorMap make_tma_2d(const void* base, bool bf16, std::uint64_t rows, std::uint64_t cols,
+                               std::uint32_t box_rows, std::uint32_t box_cols) {
+  return make_tma(base, bf16, 1, rows, cols, box_rows, box_cols, 2);
 }
 
 }  // namespace fa::cuda
