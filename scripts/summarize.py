@@ -108,7 +108,7 @@ def main():
         lines.append(f"| {seqlen} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
-    extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta) for c in sorted(steps))
+    extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta, torch_fwd) for c in sorted(steps))
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     print(extra)
@@ -121,7 +121,7 @@ def main():
                                     backward_table(bwd, torch_bwd, meta))
         for chapter in sorted(steps):
             replace_between_markers(os.path.join(args.readmes, chapter, "README.md"),
-                                    steps_table(chapter, steps[chapter], meta), marker="steps")
+                                    steps_table(chapter, steps[chapter], meta, torch_fwd), marker="steps")
 
 
 def backward_table(bwd, torch_bwd, meta):
@@ -149,17 +149,24 @@ def backward_table(bwd, torch_bwd, meta):
     return "\n".join(lines) + "\n"
 
 
-def steps_table(chapter, steps, meta):
-    """The step-by-step versions of a chapter (06's v1..v4, 05's ablations), TFLOP/s per shape."""
+def steps_table(chapter, steps, meta, torch_fwd=None):
+    """The step-by-step versions of a chapter (06's v1..v4, 05's ablations), TFLOP/s per shape,
+    next to PyTorch's backends where they ran that shape (a backend that refuses it shows -)."""
+    torch_fwd = torch_fwd or {}
     names = sorted({s for row in steps.values() for s in row})
     dtype = "/".join(sorted({k[0] for k in steps}))
+    backends = [b for b in ("efficient", "flash", "cudnn")
+                if any(b in torch_fwd.get(key, {}) and "tflops" in torch_fwd[key][b] for key in steps)]
     lines = ["", f"{meta.get('gpu', '?')}, CUDA {meta.get('cuda', '?')}, {dtype}, FlashAttention-2's shapes "
              f"(batch = 16384/seqlen, heads = 2048/D): the step-by-step versions of {chapter} "
-             f"(`{chapter}_steps_bench`), TFLOP/s.", "",
-             "| dtype | D | mask | seqlen | " + " | ".join(names) + " |", "|" + "---|" * (4 + len(names))]
+             f"(`{chapter}_steps_bench`), TFLOP/s" + (", and PyTorch's backends on the same shapes." if backends else "."),
+             "",
+             "| dtype | D | mask | seqlen | " + " | ".join(names + [f"torch {b}" for b in backends]) + " |",
+             "|" + "---|" * (4 + len(names) + len(backends))]
     for key in sorted(steps):
         cells = [key[0], str(key[1]), "causal" if key[2] else "full", str(key[3])]
         cells += [fmt(steps[key][n]["TFLOPS"]) if n in steps[key] else "-" for n in names]
+        cells += [fmt(torch_fwd.get(key, {}).get(b, {}).get("tflops")) for b in backends]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
