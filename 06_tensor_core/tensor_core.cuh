@@ -59,14 +59,18 @@ using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : 64,
 
 // The tile that runs head dim d (a multiple of 8 up to 256): the next of the six widths, padded
 // unless d is the width itself. Calls f(std::integral_constant<int, kD>, std::bool_constant<kPadded>);
-// 06's forward and 07's launch through it (README: "Every head dim").
-template <class F>
+// 06's forward and 07's launch through it (README: "Every head dim"), 08's tensor-core backward
+// with kMinWidth = 64 (it has no 32 tile: head dims below 64 run in the 64 tile).
+template <int kMinWidth = 32, class F>
 void with_tile(int d, F&& f) {
+  static_assert(kMinWidth == 32 || kMinWidth == 64);
   auto tile = [&](auto kd) {
     if (d == decltype(kd)::value) return f(kd, std::false_type{});  // the head dim a constant
     f(kd, std::true_type{});
   };
-  if (d <= 32) return tile(std::integral_constant<int, 32>{});
+  if constexpr (kMinWidth == 32) {
+    if (d <= 32) return tile(std::integral_constant<int, 32>{});
+  }
   if (d <= 64) return tile(std::integral_constant<int, 64>{});
   if (d <= 96) return tile(std::integral_constant<int, 96>{});
   if (d <= 128) return tile(std::integral_constant<int, 128>{});

@@ -248,4 +248,31 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   });
 }
 
+// The block-sparse backward's host side: the walk uploaded once, then 08's tensor-core backward
+// (backward_tc.cu) with it.
+DeviceSparseWalk::DeviceSparseWalk(const fa::Problem& p, const block_sparse::BlockMask& mask)
+    : shape_(transpose_mask(p, mask)), size_(shape_.size()) {
+  auto upload = [](fa::cuda::DeviceBuffer& buffer, const auto& values) {
+    const std::size_t bytes = values.size() * sizeof(values[0]);
+    buffer = fa::cuda::DeviceBuffer(bytes);
+    buffer.upload(values.data(), bytes);
+  };
+  upload(offsets_, shape_.row_offsets);
+  upload(steps_, shape_.steps);
+  upload(ranks_, shape_.ranks);
+  shape_.row_offsets.clear();  // the device has them; the host keeps the problem it fits
+  shape_.steps.clear();
+  shape_.ranks.clear();
+}
+
+void backward(const fa::Problem& p, const DeviceSparseWalk& walk, const void* q, const void* k, const void* v,
+              const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
+              const BackwardOptions& options) {
+  fa::check_backward_args(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  if (p.dtype == fa::Dtype::f32)
+    throw std::invalid_argument("08_backward: the block-sparse backward is the tensor-core one (f16/bf16), not f32");
+  walk.check_fits(p, "08_backward");
+  tensor_core_backward(p, q, k, v, o, lse, dout, dq, dk, dv, options, stream, &walk);
+}
+
 }  // namespace backward

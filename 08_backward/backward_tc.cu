@@ -25,8 +25,9 @@
 //     is computed. K_j, V_j are loaded once per block. All tiles XOR-swizzled (06's swizzle.h).
 // Configuration (FlashAttention-2's sm80 backward): Bc = 128 keys, 8 warps, one block per SM
 // (161-162 KiB of shared memory; dK_j and dV_j take 64 + 64 registers per thread at D = 128);
-// Br = 64 query rows at D = 128, 128 at D = 64.
-// Layout: this file holds the kernels and their launch; tc_tiles.cuh the tiles, arguments and
+// Br = 64 query rows at D = 128, 128 at D = 64; above D = 128, Br = Bc = 64.
+// Layout: this file holds the kernels and their launch (backward.cu: the block-sparse walk's
+// upload and the API); tc_tiles.cuh the tiles, arguments and
 // walks; tc_tile_math.cuh the named steps of one (query tile, key tile) pair the kernels are
 // written in.
 // Expected effect: per step a warp issues 5 * Br * Bc * D / (8 * 2048) mmas against 144 LDSM.x4
@@ -38,13 +39,12 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
+#include "06_tensor_core/tensor_core.cuh"  // with_tile: the tile width for a head dim
 #include "08_backward/backward.h"
 #include "08_backward/dot_do_o.cuh"
 #include "08_backward/tc_tile_math.cuh"  // the steps of one tile pair (and tc_tiles.cuh: tiles, walks)
@@ -228,28 +228,16 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, p.head_dim, kD, p.seqlen_q, dq_rows,
            stream);
 
-  const TcParams prm{q,
-                     k,
-                     v,
-                     dout,
-                     lse,
-                     D_row,
-                     dq_accum,
-                     dq_turn,
-                     walk ? walk->offsets() : nullptr,
-                     walk ? walk->steps() : nullptr,
-                     walk ? walk->ranks() : nullptr,
-                     dk,
-                     dv,
-                     std::int64_t{p.batch} * p.kv_heads,
-                     p.seqlen_q,
-                     p.seqlen_k,
-                     p.group_size(),
-                     dq_rows,
-                     p.head_dim,
-                     p.causal,
-                     p.scale(),
-                     p.scale() * kLog2e};
+  const TcParams prm{.q = q, .k = k, .v = v, .dout = dout, .lse = lse, .D_row = D_row,
+                     .dq_accum = dq_accum, .dq_turn = dq_turn,
+                     .walk_offsets = walk ? walk->offsets() : nullptr,
+                     .walk_steps = walk ? walk->steps() : nullptr,
+                     .walk_ranks = walk ? walk->ranks() : nullptr,
+                     .dk = dk, .dv = dv,
+                     .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
+                     .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(),
+                     .dq_rows = dq_rows, .head_dim = p.head_dim, .causal = p.causal,
+                     .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
   const dim3 grid =
       fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, Dense::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
   const auto dense = [&] {
@@ -287,49 +275,17 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
     if (!aligned16(ptr)) throw std::invalid_argument("08_backward: every tensor must be 16-byte aligned (f16/bf16)");
   fa::cuda::require_compute_capability(80, "08_backward", "its f16/bf16 path uses mma.sync, ldmatrix and cp.async");
   const bool det = options.deterministic;
-  // The tile width: the next of 64, 96, 128, 192, 256 (columns past the head dim zero-filled, never
-  // written); the widths themselves run kernels compiled for that head dim (TcConfig::kPadded).
+  // The tile width: 06's ladder from 64 (64, 96, 128, 192, 256; columns past the head dim
+  // zero-filled, never written); the widths themselves run kernels compiled for that head dim
+  // (TcConfig::kPadded).
   auto run_for = [&](auto type) {
-    using T = decltype(type);
-    const int d = p.head_dim;
-    if (d == 64) return run<T, 64, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d < 64) return run<T, 64, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d == 96) return run<T, 96, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d < 96) return run<T, 96, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d == 128) return run<T, 128, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d < 128) return run<T, 128, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d == 192) return run<T, 192, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d < 192) return run<T, 192, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    if (d == 256) return run<T, 256, false>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
-    run<T, 256, true>(p, q, k, v, o, lse, dout, dq, dk, dv, det, walk, stream);
+    tensor_core::with_tile<64>(p.head_dim, [&](auto kd, auto padded) {
+      run<decltype(type), decltype(kd)::value, decltype(padded)::value>(p, q, k, v, o, lse, dout, dq, dk, dv, det,
+                                                                         walk, stream);
+    });
   };
   if (p.dtype == fa::Dtype::bf16) run_for(__nv_bfloat16{});
   else run_for(__half{});
-}
-
-DeviceSparseWalk::DeviceSparseWalk(const fa::Problem& p, const block_sparse::BlockMask& mask)
-    : shape_(transpose_mask(p, mask)), size_(shape_.size()) {
-  auto upload = [](fa::cuda::DeviceBuffer& buffer, const auto& values) {
-    const std::size_t bytes = values.size() * sizeof(values[0]);
-    buffer = fa::cuda::DeviceBuffer(bytes);
-    buffer.upload(values.data(), bytes);
-  };
-  upload(offsets_, shape_.row_offsets);
-  upload(steps_, shape_.steps);
-  upload(ranks_, shape_.ranks);
-  shape_.row_offsets.clear();  // the device has them; the host keeps the problem it fits
-  shape_.steps.clear();
-  shape_.ranks.clear();
-}
-
-void backward(const fa::Problem& p, const DeviceSparseWalk& walk, const void* q, const void* k, const void* v,
-              const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
-              const BackwardOptions& options) {
-  fa::check_backward_args(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
-  if (p.dtype == fa::Dtype::f32)
-    throw std::invalid_argument("08_backward: the block-sparse backward is the tensor-core one (f16/bf16), not f32");
-  walk.check_fits(p, "08_backward");
-  tensor_core_backward(p, q, k, v, o, lse, dout, dq, dk, dv, options, stream, &walk);
 }
 
 }  // namespace backward
