@@ -5,6 +5,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "common/cuda_check.h"
@@ -15,9 +17,16 @@ namespace fa::cuda {
 inline bool aligned16(const void* ptr) { return reinterpret_cast<std::uintptr_t>(ptr) % 16 == 0; }
 
 // A block may use more than 48 KB of dynamic shared memory only if its kernel opts in (once per
-// kernel and device; repeating it is harmless).
+// kernel and device; repeating it is harmless). A block that needs more than this GPU allows (an
+// H100 227 KiB, an A100 163 KiB) is refused here, by size, instead of failing at the launch.
 template <class Kernel>
 void allow_shared_memory(Kernel* kernel, int bytes) {
+  int device = 0, limit = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > limit)
+    throw std::invalid_argument("a kernel needs " + std::to_string(bytes) +
+                                " bytes of shared memory a block; this GPU allows " + std::to_string(limit));
   FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 

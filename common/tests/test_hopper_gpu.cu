@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/cuda_check.h"
+#include "common/device_memory.h"
 #include "common/device/mma.cuh"  // smem_u32, pack2
 #include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"
@@ -98,22 +99,15 @@ void check_form() {
         const double bv = kForm == Form::KN ? __bfloat162float(b[k * kN + n]) : __bfloat162float(b[n * kK + k]);
         want[m * kN + n] += static_cast<double>(__bfloat162float(a[m * kK + k])) * bv;
       }
-  __nv_bfloat16 *a_d = nullptr, *b_d = nullptr;
-  float* c_d = nullptr;
-  FA_CUDA_CHECK(cudaMalloc(&a_d, a.size() * sizeof(a[0])));
-  FA_CUDA_CHECK(cudaMalloc(&b_d, b.size() * sizeof(b[0])));
-  FA_CUDA_CHECK(cudaMalloc(&c_d, kM * kN * sizeof(float)));
-  FA_CUDA_CHECK(cudaMemcpy(a_d, a.data(), a.size() * sizeof(a[0]), cudaMemcpyHostToDevice));
-  FA_CUDA_CHECK(cudaMemcpy(b_d, b.data(), b.size() * sizeof(b[0]), cudaMemcpyHostToDevice));
-  FA_CUDA_CHECK(cudaMemset(c_d, 0xFF, kM * kN * sizeof(float)));  // NaN: an unwritten element fails
-  wgmma_tile_kernel<kForm><<<1, 128>>>(a_d, b_d, c_d);
+  DeviceBuffer a_d(a.size() * sizeof(a[0])), b_d(b.size() * sizeof(b[0])), c_d(kM * kN * sizeof(float));
+  a_d.upload(a.data(), a_d.bytes());
+  b_d.upload(b.data(), b_d.bytes());
+  c_d.poison();  // NaN in every element: one the kernel never writes fails
+  wgmma_tile_kernel<kForm><<<1, 128>>>(a_d.as<__nv_bfloat16>(), b_d.as<__nv_bfloat16>(), c_d.as<float>());
   FA_CUDA_CHECK(cudaGetLastError());
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> got(kM * kN);
-  FA_CUDA_CHECK(cudaMemcpy(got.data(), c_d, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  FA_CUDA_CHECK(cudaFree(a_d));
-  FA_CUDA_CHECK(cudaFree(b_d));
-  FA_CUDA_CHECK(cudaFree(c_d));
+  FA_CUDA_CHECK(cudaMemcpy(got.data(), c_d.get(), c_d.bytes(), cudaMemcpyDeviceToHost));
   // Each product of two bf16 is exact in fp32; what differs from float64 is the accumulation of
   // 64 of them (|sum| <= 64, typically ~5), a few fp32 roundings of ~1e-6 each, and whatever the
   // tensor core's internal adder truncates. 1e-3 absolute allows all of that and is still far
@@ -159,23 +153,18 @@ TEST(HopperTma, BoxLandsInThe128ByteSwizzleWithZerosOutside) {
   const int rows = 150, cols = 136;  // neither a multiple of 64: the last boxes hang over
   std::vector<__nv_bfloat16> host(rows * cols);
   for (int i = 0; i < rows * cols; ++i) host[i] = __float2bfloat16(static_cast<float>(i % 251 + 1));  // never 0
-  __nv_bfloat16* src = nullptr;
-  int* bad = nullptr;
-  FA_CUDA_CHECK(cudaMalloc(&src, host.size() * sizeof(host[0])));
-  FA_CUDA_CHECK(cudaMalloc(&bad, sizeof(int)));
-  FA_CUDA_CHECK(cudaMemcpy(src, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice));
-  const CUtensorMap map = make_tma_2d(src, true, rows, cols, 64, 64);
+  DeviceBuffer src(host.size() * sizeof(host[0])), bad(sizeof(int));
+  src.upload(host.data(), src.bytes());
+  const CUtensorMap map = make_tma_2d(src.get(), true, rows, cols, 64, 64);
   for (auto [row0, col0] : {std::pair{0, 0}, std::pair{64, 64}, std::pair{128, 128}, std::pair{100, 72}}) {
-    FA_CUDA_CHECK(cudaMemset(bad, 0, sizeof(int)));
-    tma_box_kernel<<<1, 128>>>(map, src, rows, cols, row0, col0, bad);
+    FA_CUDA_CHECK(cudaMemset(bad.get(), 0, sizeof(int)));
+    tma_box_kernel<<<1, 128>>>(map, src.as<__nv_bfloat16>(), rows, cols, row0, col0, bad.as<int>());
     FA_CUDA_CHECK(cudaGetLastError());
     FA_CUDA_CHECK(cudaDeviceSynchronize());
     int mismatches = -1;
-    FA_CUDA_CHECK(cudaMemcpy(&mismatches, bad, sizeof(int), cudaMemcpyDeviceToHost));
+    FA_CUDA_CHECK(cudaMemcpy(&mismatches, bad.get(), sizeof(int), cudaMemcpyDeviceToHost));
     EXPECT_EQ(mismatches, 0) << "box at row " << row0 << ", column " << col0;
   }
-  FA_CUDA_CHECK(cudaFree(src));
-  FA_CUDA_CHECK(cudaFree(bad));
 }
 
 TEST(HopperWgmma, KMajorTimesKMajor) { check_form<Form::KK>(); }
