@@ -206,6 +206,8 @@ CHAPTER_INFO = {
                         "block mask as CSR lists; the key loop walks active blocks only (row: every block active)"),
     "08_backward": ("the backward pass (row: bf16 backward)",
                     "recompute P from LSE, dK/dV in registers, dQ by atomics; deterministic and block-sparse modes"),
+    "09_flash_v3": ("FlashAttention-3's forward on Hopper",
+                    "wgmma from shared-memory descriptors, TMA boxes counted on mbarriers, P fed back from registers"),
 }
 ROOT_KEY = (128, False, 4096)  # the root table's shape: D = 128, non-causal, seqlen 4096
 

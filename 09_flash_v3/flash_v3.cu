@@ -1,0 +1,49 @@
+// Chapter 09's forward: the checks, the tensor maps, then one launch of the head dim's kernel.
+#include "09_flash_v3/flash_v3.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "09_flash_v3/flash_v3.cuh"
+
+namespace flash_v3 {
+
+const fa::Chapter& chapter() {
+  static const fa::Chapter c{
+      .support = {.chapter = "09_flash_v3",
+                  .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
+                  .head_dims = {64, 128},
+                  .max_head_dim = 128},
+      .forward = forward,
+      .test_head_dims = {64, 128},
+      .defaults = fa::default_problem(fa::Dtype::bf16)};
+  return c;
+}
+
+void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+             cudaStream_t stream) {
+  fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
+  // wgmma and TMA exist on sm_90 only, and the kernels are built for sm_90a: any other GPU would
+  // fail at launch with "no kernel image"; say why instead.
+  if (fa::cuda::compute_capability() != 90)
+    throw std::invalid_argument("09_flash_v3: needs a Hopper GPU (compute capability 9.0: wgmma, TMA); this one is " +
+                                std::to_string(fa::cuda::compute_capability()));
+  const Params prm = tensor_core::make_params(p, q, k, v, o, lse, "09_flash_v3");
+  const bool bf16 = p.dtype == fa::Dtype::bf16;
+  // [B * H][Sq][D] and [B * Hkv][Sk][D]: boxes of 64 rows x 64 columns that never cross a head.
+  const CUtensorMap q_map = make_tma(q, bf16, std::uint64_t(p.batch) * p.heads, p.seqlen_q, p.head_dim, 64, 64);
+  const CUtensorMap k_map = make_tma(k, bf16, std::uint64_t(p.batch) * p.kv_heads, p.seqlen_k, p.head_dim, 64, 64);
+  const CUtensorMap v_map = make_tma(v, bf16, std::uint64_t(p.batch) * p.kv_heads, p.seqlen_k, p.head_dim, 64, 64);
+  auto run = [&](auto type) {
+    using T = decltype(type);
+    if (p.head_dim == 64) launch<V1Config<T, 64>>(q_map, k_map, v_map, prm, stream);
+    else launch<V1Config<T, 128>>(q_map, k_map, v_map, prm, stream);
+  };
+  if (bf16) run(__nv_bfloat16{});
+  else run(__half{});
+}
+
+}  // namespace flash_v3
