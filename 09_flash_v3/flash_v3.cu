@@ -1,4 +1,4 @@
-// Chapter 09's forward: the checks, the tensor maps, then one launch of the head dim's kernel.
+// Chapter 09's forward: the checks, then one launch of the head dim's kernel (which makes its tensor maps).
 #include "09_flash_v3/flash_v3.h"
 
 #include <cuda_bf16.h>
@@ -32,17 +32,12 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
     throw std::invalid_argument("09_flash_v3: needs a Hopper GPU (compute capability 9.0: wgmma, TMA); this one is " +
                                 std::to_string(fa::cuda::compute_capability()));
   const Params prm = tensor_core::make_params(p, q, k, v, o, lse, "09_flash_v3");
-  const bool bf16 = p.dtype == fa::Dtype::bf16;
-  // [B * H][Sq][D] and [B * Hkv][Sk][D]: boxes of 64 rows x 64 columns that never cross a head.
-  const CUtensorMap q_map = make_tma(q, bf16, std::uint64_t(p.batch) * p.heads, p.seqlen_q, p.head_dim, 64, 64);
-  const CUtensorMap k_map = make_tma(k, bf16, std::uint64_t(p.batch) * p.kv_heads, p.seqlen_k, p.head_dim, 64, 64);
-  const CUtensorMap v_map = make_tma(v, bf16, std::uint64_t(p.batch) * p.kv_heads, p.seqlen_k, p.head_dim, 64, 64);
   auto run = [&](auto type) {
     using T = decltype(type);
-    if (p.head_dim == 64) launch<V1Config<T, 64>>(q_map, k_map, v_map, prm, stream);
-    else launch<V1Config<T, 128>>(q_map, k_map, v_map, prm, stream);
+    if (p.head_dim == 64) launch<ChapterConfig<T, 64>>(p, q, k, v, prm, stream);
+    else launch<ChapterConfig<T, 128>>(p, q, k, v, prm, stream);
   };
-  if (bf16) run(__nv_bfloat16{});
+  if (p.dtype == fa::Dtype::bf16) run(__nv_bfloat16{});
   else run(__half{});
 }
 

@@ -1,23 +1,26 @@
-// Chapter 09, v1 -- FlashAttention-2's algorithm with Hopper's instructions: wgmma and TMA.
+// Chapter 09 -- FlashAttention-3's forward on the H100: wgmma, TMA, warp specialization, ping-pong.
 //
-// New since 06 (06_tensor_core/tensor_core.cuh):
-//   * S_ij = Q_i K_j^T is one warpgroup's wgmma.mma_async (common/device/wgmma.cuh): 4 warps,
-//     64 rows of Q_i, reading Q_i and K_j straight from shared memory through descriptors. No
-//     ldmatrix: the tensor cores fetch their operands themselves, asynchronously.
-//   * O_i += P_ij V_j is a wgmma with A = P_ij from registers (the RS form) and B = V_j from
-//     shared memory, read MN-major (imm-trans-b = 1): V_j stays keys x columns, as TMA lands it.
-//   * The accumulators of a wgmma are laid out, warp by warp, like 06's mma.sync C fragments:
-//     06's softmax_step, mask_scores and write_rows run on them unchanged.
-//   * Q_i, K_j, V_j arrive by TMA (common/device/tma.cuh): one thread issues a box copy per
-//     64-column atom, the copy engine writes it in the 128-byte swizzle wgmma reads, and an
-//     mbarrier counts the bytes in; rows past the sequence land as zeros. K/V double buffered.
-// Expected effect: the same algorithm as 06 with fewer instructions per mma (no LDSM, no
-// address math); what is left exposed is the softmax between the two GEMMs and the copy waits,
-// which v2 (a producer warp, more stages) and v3 (two consumer warpgroups in turns) go after.
+// New since 06 (06_tensor_core/tensor_core.cuh), step by step (README: "How we got here"):
+//   * v1 (steps/one_warpgroup.cuh): the tensor cores are fed by wgmma.mma_async, issued by a
+//     warpgroup (4 warps) and reading Q_i and K_j straight from shared memory through descriptors
+//     (common/device/wgmma.cuh); P_ij goes back in from registers (the RS form); Q_i, K_j, V_j
+//     arrive by TMA (common/device/tma.cuh), counted on mbarriers. 06's softmax_step, mask_scores
+//     and write_rows run unchanged on the wgmma accumulators.
+//   * v2 (this kernel with kPingPong = false): warp specialization. One warpgroup only copies: a
+//     single thread issues the TMA boxes of Q_i and of K_j, V_j into a ring of kStages stages,
+//     guarded by "full" barriers (the copy engine counts the bytes in) and "empty" barriers (the
+//     consumers' warps count themselves out). It gives its registers to the two consumer
+//     warpgroups (setmaxnreg), which compute 64 rows of Q_i each (Br = 128) with Bc = 128.
+//   * v3 (this kernel): ping-pong. A consumer's turn issues its wgmmas of one step,
+//     O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; then it hands the tensor cores to the other
+//     consumer (named barriers) and runs the softmax of S_s while the other's wgmmas run.
+// Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
+// its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "06_tensor_core/tensor_core.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores, write_rows
 #include "common/device/tma.cuh"
@@ -29,116 +32,213 @@ namespace flash_v3 {
 using namespace fa::cuda;
 using tensor_core::Params;
 
-// One warpgroup (4 warps, 16 rows each: Br = 64), Bc = 64 keys a tile: 06's Config with kMTiles = 1,
-// so that 06's tile functions see the wgmma accumulators as their own fragments.
-template <class T, int kD>
-using V1Config = tensor_core::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
-
-template <class C>
-struct V1Smem {
-  static constexpr std::uint32_t kTileBytes = 64 * C::kD * 2;  // Q_i, K_j or V_j: (64, kD), 64-column atoms
-  static constexpr std::uint32_t kQ = 0, kK = kTileBytes, kV = 3 * kTileBytes;  // K, V: two stages each
-  static constexpr int kBytes = 5 * kTileBytes + 1024;  // + room to align the base to 1024 bytes
+// Three warpgroups: the producer (0) and two consumers (1, 2) of 64 rows of Q_i each.
+template <class T_, int kD_, int kStages_, bool kPingPong_ = true, int kBc = 128>
+struct WsConfig {
+  using T = T_;
+  static constexpr int kD = kD_;
+  static constexpr int Br = 128, Bc = kBc;  // Q_i: two consumers x 64 rows; K_j, V_j: Bc keys
+  static constexpr int kStages = kStages_;  // K/V ring depth
+  static constexpr bool kPingPong = kPingPong_;
+  static constexpr int kThreads = 3 * 128;
+  static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
+  // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
+  // 16-row tile, whose layout the wgmma accumulators share warp by warp.
+  using Tile = tensor_core::Config<T, kD, Bc, /*kMTiles=*/1>;
+  static constexpr std::uint32_t kQBytes = Br * kD * 2;     // Q_i: (Br, kD), 64-column atoms
+  static constexpr std::uint32_t kTileBytes = Bc * kD * 2;  // K_j or V_j: (Bc, kD)
+  static constexpr std::uint32_t kQ = 0;
+  static constexpr std::uint32_t kK = kQBytes;                           // + stage * kTileBytes
+  static constexpr std::uint32_t kV = kQBytes + kStages * kTileBytes;  // + stage * kTileBytes
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kTileBytes + 1024;  // + room to align to 1024
+  // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 };
 
-// TMA of one (64, kD) tile, box by box (64 columns each), counted on `bar`: rows `row` .. of matrix
-// `matrix` (b * H + h or b * Hkv + h) of `map`. One thread calls it.
-template <class C>
+// The chapter's choice: two K/V stages at D = 128 (160 KiB of shared memory), four at D = 64.
+template <class T, int kD>
+using ChapterConfig = WsConfig<T, kD, kD == 128 ? 2 : 4>;
+
+// The block's mbarriers: Q_i; per stage, K_j and V_j landed ("full", the producer's arrival plus
+// the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
+template <int kStages>
+struct Barriers {
+  std::uint64_t q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+};
+
+// TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
+// .. of matrix `matrix` (b * H + h or b * Hkv + h) of `map`. Atom a lands kRows * 128 bytes after
+// atom a - 1. One thread calls it.
+template <int kRows, int kD>
 __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t matrix,
                                           std::uint32_t bar) {
 #pragma unroll
-  for (int a = 0; a < C::kD / kAtomCols; ++a)
-    tma_load_3d(dst + a * 64 * 128, map, a * kAtomCols, row, static_cast<int>(matrix), bar);
+  for (int a = 0; a < kD / kAtomCols; ++a)
+    tma_load_3d(dst + a * kRows * 128, map, a * kAtomCols, row, static_cast<int>(matrix), bar);
 }
 
-// grid: Tr along x by B*H rows over y and z; block: one warpgroup. Warp w owns rows 16 w .. of Q_i.
+// The producer: one thread. Q_i once, then K_s and V_s into stage s % kStages as soon as the
+// consumers have released the stage's previous tiles (use u of a stage waits for the (u-1)-th
+// completion of its empty barrier).
 template <class C>
-__global__ void __launch_bounds__(128, 2)
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                        Barriers<C::kStages>& bars, std::uint32_t base, std::int64_t bh,
+                                        std::int64_t kv_bh, int i0, int Tc_end) {
+  mbarrier_arrive_expect_tx(smem_u32(&bars.q), C::kQBytes);
+  load_tile<C::Br, C::kD>(base + C::kQ, q_map, i0, bh, smem_u32(&bars.q));
+  for (int s = 0; s < Tc_end; ++s) {
+    const int stage = s % C::kStages, use = s / C::kStages;
+    if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
+    mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
+    load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, smem_u32(&bars.full_k[stage]));
+    if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
+    mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
+    load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, smem_u32(&bars.full_v[stage]));
+  }
+}
+
+// S_s = Q_i K_s^T for the warpgroup's 64 rows: kD / 16 wgmmas of 64 x Bc x 16, Q_i and K_s both
+// K-major in shared memory. Q_w: the warpgroup's rows (8 KiB into each atom of Q_i).
+template <class C>
+__device__ __forceinline__ void issue_scores(tensor_core::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
+                                             std::uint32_t K_s) {
+  float(&s)[C::Bc / 2] = *reinterpret_cast<float(*)[C::Bc / 2]>(&S[0][0][0]);  // the accumulator's registers
+#pragma unroll
+  for (int ks = 0; ks < C::kD / 16; ++ks)
+    wgmma_ss<typename C::T, C::Bc, 0>(s, kmajor_sw128_desc(Q_w, C::Br, 16 * ks), kmajor_sw128_desc(K_s, C::Bc, 16 * ks),
+                                      ks > 0);
+}
+
+// O_i += P_s V_s: per 16 keys, one wgmma of 64 x kD x 16 (RS form: P from registers, V_s read
+// MN-major, keys x columns as TMA landed it).
+template <class C>
+__device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>& w,
+                                         const tensor_core::PTile<typename C::Tile>& P, std::uint32_t V_s) {
+  float(&o)[C::kD / 2] = *reinterpret_cast<float(*)[C::kD / 2]>(&w.O[0][0][0]);
+#pragma unroll
+  for (int kk = 0; kk < C::Bc / 16; ++kk)
+    wgmma_rs<typename C::T, C::kD, 1>(o, P[0][kk], mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, 0), true);
+}
+
+// A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i). Its turn s (s = 0 .. Tc_end)
+// issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the softmax of S_s follows, outside the turn.
+// Ping-pong: group g waits on named barrier 1 + g for its turn and hands over by arriving on
+// 2 - g; group 1 lets group 0 go first, and its last turn hands over nothing (no turn follows).
+// Both groups take Tc_end + 1 turns (the block's key tiles; a group's rows past the causal edge of
+// a tile are masked), so every bar.sync has its arrival.
+template <class C, int kGroup>
+__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
+                                        std::int64_t bh, int i_tile, int Tc_end) {
+  using Tile = typename C::Tile;
+  constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
+  const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int group_tile = 2 * i_tile + kGroup;  // the group's 64 rows as a tile of their own
+  const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
+  const std::uint32_t Q_w = base + C::kQ + kGroup * 64 * 128;
+  auto K_s = [&](int s) { return base + C::kK + s % C::kStages * C::kTileBytes; };
+  auto V_s = [&](int s) { return base + C::kV + s % C::kStages * C::kTileBytes; };
+  tensor_core::WarpRows<Tile> w;
+  tensor_core::PTile<Tile> P_ij;  // the softmax of step s, consumed by turn s + 1
+
+  // Turn s. kScores: it issues S_s (not in the last turn); kPV: it issues P_{s-1} V_{s-1} (not
+  // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
+  // 128 threads take: a wgmma under a run-time branch makes ptxas serialize them all (C7520).
+  auto turn = [&](int s, auto kScores, auto kPV) {
+    if (kScores) mbarrier_wait(smem_u32(&bars.full_k[s % C::kStages]), s / C::kStages % 2);
+    if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(s - 1) % C::kStages]), (s - 1) / C::kStages % 2);
+    if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
+    tensor_core::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
+    wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
+    if constexpr (kScores) issue_scores<C>(S_ij, Q_w, K_s(s));
+    if constexpr (kPV) issue_pv<C>(w, P_ij, V_s(s - 1));
+    wgmma_commit();
+    if (C::kPingPong && (kGroup == 0 || kScores)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
+    wgmma_wait<0>();  // S_s and O_i are in the registers; K_s, V_{s-1} and P_{s-1} are read
+    if (lane == 0) {  // this warp is done with the stages: the producer may refill them
+      if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[s % C::kStages]));
+      if (kPV) mbarrier_arrive(smem_u32(&bars.empty_v[(s - 1) % C::kStages]));
+    }
+    if constexpr (kScores) {
+      if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
+        tensor_core::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
+      tensor_core::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
+    }
+  };
+  using Yes = std::true_type;
+  using No = std::false_type;
+
+  if (C::kPingPong && kGroup == 1) barrier_arrive<1>(kGroupThreads);  // group 0 takes the first turn
+  mbarrier_wait(smem_u32(&bars.q), 0);  // Q_i has landed
+  if (Tc_end == 0) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
+    turn(0, No{}, No{});
+  } else {
+    turn(0, Yes{}, No{});
+    for (int s = 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
+    turn(Tc_end, No{}, Yes{});
+  }
+  tensor_core::write_rows<Tile>(w, prm, bh, row, t);
+}
+
+// grid: Tr along x by B*H rows over y and z; block: 3 warpgroups, one block per SM.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const Params prm) {
-  using T = typename C::T;
-  using S = V1Smem<C>;
-  constexpr int Br = 64, Bc = 64, kD = C::kD;
   const std::int64_t bh = fa::cuda::grid_row();
   if (bh >= prm.batch_heads) return;  // a spare block of the grid
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) std::uint64_t bars[3];  // Q_i; K_j, V_j of stage 0; of stage 1
+  __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
-  const std::uint32_t Q_s = base + S::kQ;  // (64, kD) smem, 64-column atoms, 128-byte swizzle
-  const std::uint32_t bar_q = smem_u32(&bars[0]);
-  auto K_s = [&](int stage) { return base + S::kK + stage * S::kTileBytes; };  // (Bc, kD) smem
-  auto V_s = [&](int stage) { return base + S::kV + stage * S::kTileBytes; };  // (Bc, kD) smem
-  auto bar_kv = [&](int stage) { return smem_u32(&bars[1 + stage]); };
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int i_tile = tensor_core::query_tile(prm), i0 = i_tile * Br;
-  const std::int64_t kv_bh = bh / prm.group_size;
-  const int Tc_end = key_tile_end(i_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
-
+  const int i_tile = tensor_core::query_tile(prm);
+  const int Tc_end = key_tile_end(i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
   if (threadIdx.x == 0) {
-    for (int b = 0; b < 3; ++b) mbarrier_init(smem_u32(&bars[b]), 1);  // one arrival: thread 0's
+    mbarrier_init(smem_u32(&bars.q), 1);
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(smem_u32(&bars.full_k[s]), 1);  // the producer's arrive_expect_tx (+ the bytes)
+      mbarrier_init(smem_u32(&bars.full_v[s]), 1);
+      mbarrier_init(smem_u32(&bars.empty_k[s]), C::kConsumerWarps);
+      mbarrier_init(smem_u32(&bars.empty_v[s]), C::kConsumerWarps);
+    }
     mbarrier_init_fence();
   }
   __syncthreads();  // the barriers are initialized before anyone waits on them
-  auto load_kv = [&](int j, int stage) {
-    mbarrier_arrive_expect_tx(bar_kv(stage), 2 * S::kTileBytes);
-    load_tile<C>(K_s(stage), &k_map, j * Bc, kv_bh, bar_kv(stage));
-    load_tile<C>(V_s(stage), &v_map, j * Bc, kv_bh, bar_kv(stage));
-  };
-  if (threadIdx.x == 0) {
-    mbarrier_arrive_expect_tx(bar_q, S::kTileBytes);
-    load_tile<C>(Q_s, &q_map, i0, bh, bar_q);
-    if (Tc_end > 0) load_kv(0, 0);
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {  // the producer: one thread issues every copy; the other 127 leave
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (threadIdx.x == 0)
+      produce<C>(&q_map, &k_map, &v_map, bars, base, bh, bh / prm.group_size, i_tile * C::Br, Tc_end);
+    return;
   }
+  setmaxnreg_inc<C::kConsumerRegs>();
+  if (warpgroup == 1) consume<C, 0>(prm, bars, base, bh, i_tile, Tc_end);
+  else consume<C, 1>(prm, bars, base, bh, i_tile, Tc_end);
+}
 
-  tensor_core::WarpRows<C> w;
-  mbarrier_wait(bar_q, 0);  // Q_i has landed
-  for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
-    const int stage = j_tile % 2;
-    mbarrier_wait(bar_kv(stage), j_tile / 2 % 2);  // K_j, V_j have landed (the stage's (j/2)-th use)
-    // K_{j+1}, V_{j+1} fly during tile j; their stage was freed by the __syncthreads ending tile j-1.
-    if (threadIdx.x == 0 && j_tile + 1 < Tc_end) load_kv(j_tile + 1, 1 - stage);
-
-    // S_ij = Q_i K_j^T: kD / 16 wgmmas of 64 x 64 x 16, Q_i and K_j both K-major in shared memory.
-    tensor_core::ScoreTile<C> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
-    float(&s)[32] = *reinterpret_cast<float(*)[32]>(&S_ij[0][0][0]);
-    wgmma_fence();  // S_ij's registers were last touched by ordinary instructions
-#pragma unroll
-    for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss_m64n64k16<T, 0>(s, kmajor_sw128_desc(Q_s, Br, 16 * ks), kmajor_sw128_desc(K_s(stage), Bc, 16 * ks), ks > 0);
-    wgmma_commit();
-    wgmma_wait<0>();  // S_ij is in the registers
-
-    const int row = i0 + 16 * warp + g;
-    if (needs_mask(i_tile, j_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
-      tensor_core::mask_scores<C>(S_ij, row, j_tile * Bc, t, prm);
-    tensor_core::PTile<C> P_ij;  // (16, Bc) a warp, in T: the A fragments of the next wgmma
-    tensor_core::softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
-
-    // O_i += P_ij V_j: per 16 keys, one wgmma per 64 columns of O_i (RS form, V_j MN-major).
-    wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
-#pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk)
-#pragma unroll
-      for (int a = 0; a < kD / kAtomCols; ++a)
-        wgmma_rs_m64n64k16<T, 1>(*reinterpret_cast<float(*)[32]>(&w.O[0][8 * a][0]), P_ij[0][kk],
-                                 mnmajor_sw128_desc(V_s(stage), Bc, 16 * kk, kAtomCols * a), true);
-    wgmma_commit();
-    wgmma_wait<0>();  // O_i is in the registers; K_j, V_j and P_ij are no longer read
-    __syncthreads();  // every warp is done with this stage before tile j+2's copy overwrites it
-  }
-  tensor_core::write_rows<C>(w, prm, bh, i0 + 16 * warp + g, t);
+// The tensor maps of q, k, v as [B * H][S][D] (3-D, so that a box never crosses a head): boxes of
+// q_rows (Q) or kv_rows (K, V) rows x 64 columns.
+struct Maps {
+  CUtensorMap q, k, v;
+};
+inline Maps make_maps(const fa::Problem& p, const void* q, const void* k, const void* v, std::uint32_t q_rows,
+                      std::uint32_t kv_rows) {
+  const bool bf16 = p.dtype == fa::Dtype::bf16;
+  const std::uint64_t bh = std::uint64_t(p.batch) * p.heads, kv_bh = std::uint64_t(p.batch) * p.kv_heads;
+  return {make_tma(q, bf16, bh, p.seqlen_q, p.head_dim, q_rows, kAtomCols),
+          make_tma(k, bf16, kv_bh, p.seqlen_k, p.head_dim, kv_rows, kAtomCols),
+          make_tma(v, bf16, kv_bh, p.seqlen_k, p.head_dim, kv_rows, kAtomCols)};
 }
 
 template <class C>
-void launch(const CUtensorMap& q_map, const CUtensorMap& k_map, const CUtensorMap& v_map, const Params& prm,
-            cudaStream_t stream) {
+void launch(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm, cudaStream_t stream) {
   static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(flash_v3_kernel<C>, V1Smem<C>::kBytes);
+    allow_shared_memory(flash_v3_kernel<C>, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;
-  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, 64), prm.batch_heads, "09_flash_v3");
-  flash_v3_kernel<C><<<grid, 128, V1Smem<C>::kBytes, stream>>>(q_map, k_map, v_map, prm);
+  const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
+  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, "09_flash_v3");
+  flash_v3_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, prm);
   FA_CHECK_LAUNCH();
 }
 

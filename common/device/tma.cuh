@@ -37,6 +37,12 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint32_t bar, std
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
 
+// One arrival without bytes: a consumer telling the producer it is done with a stage (an
+// "empty" barrier, initialized with the number of consumers that must arrive).
+__device__ __forceinline__ void mbarrier_arrive(std::uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
 // Waits until the phase with parity `phase` (0, 1, 0, ...) of the barrier has completed.
 __device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t phase) {
   std::uint32_t done = 0;
