@@ -11,9 +11,12 @@
 //     guarded by "full" barriers (the copy engine counts the bytes in) and "empty" barriers (the
 //     consumers' warps count themselves out). It gives its registers to the two consumer
 //     warpgroups (setmaxnreg), which compute 64 rows of Q_i each (Br = 128) with Bc = 128.
-//   * v3 (this kernel): ping-pong. A consumer's turn issues its wgmmas of one step,
+//   * v3 (kPersistent = false): ping-pong. A consumer's turn issues its wgmmas of one step,
 //     O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; then it hands the tensor cores to the other
 //     consumer (named barriers) and runs the softmax of S_s while the other's wgmmas run.
+//   * v4 (this kernel): persistent. One block per SM walks the tiles (without a causal mask): the
+//     producer loads the next tile's Q_i and first K/V while the consumers finish the last P V
+//     and write O_i.
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
@@ -33,24 +36,27 @@ using namespace fa::cuda;
 using tensor_core::Params;
 
 // Three warpgroups: the producer (0) and two consumers (1, 2) of 64 rows of Q_i each.
-template <class T_, int kD_, int kStages_, bool kPingPong_ = true, int kBc = 128>
+template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128>
 struct WsConfig {
   using T = T_;
   static constexpr int kD = kD_;
   static constexpr int Br = 128, Bc = kBc;  // Q_i: two consumers x 64 rows; K_j, V_j: Bc keys
   static constexpr int kStages = kStages_;  // K/V ring depth
   static constexpr bool kPingPong = kPingPong_;
+  static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a tile)
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
   // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
   // 16-row tile, whose layout the wgmma accumulators share warp by warp.
   using Tile = tensor_core::Config<T, kD, Bc, /*kMTiles=*/1>;
+  // Q_i in two slots when persistent: the next tile's Q_i lands while this tile's is still read.
+  static constexpr int kQSlots = kPersistent ? 2 : 1;
   static constexpr std::uint32_t kQBytes = Br * kD * 2;     // Q_i: (Br, kD), 64-column atoms
   static constexpr std::uint32_t kTileBytes = Bc * kD * 2;  // K_j or V_j: (Bc, kD)
-  static constexpr std::uint32_t kQ = 0;
-  static constexpr std::uint32_t kK = kQBytes;                           // + stage * kTileBytes
-  static constexpr std::uint32_t kV = kQBytes + kStages * kTileBytes;  // + stage * kTileBytes
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kTileBytes + 1024;  // + room to align to 1024
+  static constexpr std::uint32_t kQ = 0;                                          // + slot * kQBytes
+  static constexpr std::uint32_t kK = kQSlots * kQBytes;                          // + stage * kTileBytes
+  static constexpr std::uint32_t kV = kQSlots * kQBytes + kStages * kTileBytes;  // + stage * kTileBytes
+  static constexpr int kSmemBytes = kQSlots * kQBytes + 2 * kStages * kTileBytes + 1024;  // + room to align to 1024
   // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 };
@@ -59,12 +65,27 @@ struct WsConfig {
 template <class T, int kD>
 using ChapterConfig = WsConfig<T, kD, kD == 128 ? 2 : 4>;
 
-// The block's mbarriers: Q_i; per stage, K_j and V_j landed ("full", the producer's arrival plus
-// the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
+// The block's mbarriers: Q_i landed and read; per stage, K_j and V_j landed ("full", the
+// producer's arrival plus the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
 template <int kStages>
 struct Barriers {
-  std::uint64_t q, full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
+  std::uint64_t full_q[2], empty_q[2], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
 };
+
+// The block's work: tiles (query tile i, head bh), numbered so that the tiles of one head are
+// neighbours (they share K and V in L2) and, causal, the longest (last) query tiles come first.
+// A block takes tiles blockIdx.x, blockIdx.x + gridDim.x, ...: all of them at once (one block per
+// tile), or one block per SM walking them (kPersistent, without a causal mask: causal tiles differ
+// in length, the blocks' walks drift apart, and the tiles in flight stop sharing K and V in L2;
+// measured 1.4x slower at 16k, so causal launches one block a tile).
+struct WorkTile {
+  std::int64_t bh;
+  int i_tile;
+};
+__device__ __forceinline__ WorkTile work_tile(std::int64_t n, int Tr, bool causal) {
+  const int i = static_cast<int>(n % Tr);
+  return {n / Tr, causal ? Tr - 1 - i : i};
+}
 
 // TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
 // .. of matrix `matrix` (b * H + h or b * Hkv + h) of `map`. Atom a lands kRows * 128 bytes after
@@ -77,23 +98,33 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* 
     tma_load_3d(dst + a * kRows * 128, map, a * kAtomCols, row, static_cast<int>(matrix), bar);
 }
 
-// The producer: one thread. Q_i once, then K_s and V_s into stage s % kStages as soon as the
-// consumers have released the stage's previous tiles (use u of a stage waits for the (u-1)-th
-// completion of its empty barrier).
+// The producer: one thread, over the block's tiles. Per tile n: Q_i into slot n % kQSlots once the
+// consumers have read that slot's previous Q_i, then K_s and V_s into the ring. `it` counts K/V tiles over the block's
+// whole life: tile `it` goes to stage it % kStages, and its use u = it / kStages of the stage
+// waits for the (u-1)-th completion of the stage's empty barrier.
 template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                        Barriers<C::kStages>& bars, std::uint32_t base, std::int64_t bh,
-                                        std::int64_t kv_bh, int i0, int Tc_end) {
-  mbarrier_arrive_expect_tx(smem_u32(&bars.q), C::kQBytes);
-  load_tile<C::Br, C::kD>(base + C::kQ, q_map, i0, bh, smem_u32(&bars.q));
-  for (int s = 0; s < Tc_end; ++s) {
-    const int stage = s % C::kStages, use = s / C::kStages;
-    if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
-    mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
-    load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, smem_u32(&bars.full_k[stage]));
-    if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
-    mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-    load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, smem_u32(&bars.full_v[stage]));
+                                        Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm) {
+  const int Tr = ceil_div(prm.seqlen_q, C::Br);
+  const std::int64_t tiles = Tr * prm.batch_heads;
+  int it = 0, n = 0;  // K/V tiles and work tiles so far
+  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++n) {
+    const WorkTile wt = work_tile(tile, Tr, prm.causal);
+    const std::int64_t kv_bh = wt.bh / prm.group_size;
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
+    if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
+    mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
+    load_tile<C::Br, C::kD>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, smem_u32(&bars.full_q[slot]));
+    for (int s = 0; s < Tc_end; ++s, ++it) {
+      const int stage = it % C::kStages, use = it / C::kStages;
+      if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
+      mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
+      load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, smem_u32(&bars.full_k[stage]));
+      if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
+      mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
+      load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, smem_u32(&bars.full_v[stage]));
+    }
   }
 }
 
@@ -120,81 +151,91 @@ __device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>
     wgmma_rs<typename C::T, C::kD, 1>(o, P[0][kk], mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, 0), true);
 }
 
-// A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i). Its turn s (s = 0 .. Tc_end)
-// issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the softmax of S_s follows, outside the turn.
-// Ping-pong: group g waits on named barrier 1 + g for its turn and hands over by arriving on
-// 2 - g; group 1 lets group 0 go first, and its last turn hands over nothing (no turn follows).
-// Both groups take Tc_end + 1 turns (the block's key tiles; a group's rows past the causal edge of
-// a tile are masked), so every bar.sync has its arrival.
+// A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
+// turn s (s = 0 .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
+// softmax of S_s follows, outside the turn. Ping-pong: group g waits on named barrier 1 + g for its
+// turn and hands over by arriving on 2 - g; in every tile group 1 lets group 0 go first, and its
+// last turn hands over nothing (no turn follows). Both groups take Tc_end + 1 turns (the tile's
+// key tiles; a group's rows past the causal edge of a tile are masked), so every bar.sync has its
+// arrival, tile after tile.
 template <class C, int kGroup>
-__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
-                                        std::int64_t bh, int i_tile, int Tc_end) {
+__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base) {
   using Tile = typename C::Tile;
   constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int group_tile = 2 * i_tile + kGroup;  // the group's 64 rows as a tile of their own
-  const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
-  const std::uint32_t Q_w = base + C::kQ + kGroup * 64 * 128;
-  auto K_s = [&](int s) { return base + C::kK + s % C::kStages * C::kTileBytes; };
-  auto V_s = [&](int s) { return base + C::kV + s % C::kStages * C::kTileBytes; };
-  tensor_core::WarpRows<Tile> w;
-  tensor_core::PTile<Tile> P_ij;  // the softmax of step s, consumed by turn s + 1
+  auto K_s = [&](int it) { return base + C::kK + it % C::kStages * C::kTileBytes; };
+  auto V_s = [&](int it) { return base + C::kV + it % C::kStages * C::kTileBytes; };
+  const int Tr = ceil_div(prm.seqlen_q, C::Br);
+  const std::int64_t tiles = Tr * prm.batch_heads;
+  int it0 = 0, n = 0;  // K/V tiles before this work tile (as the producer counts them), work tiles
+  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++n) {
+    const WorkTile wt = work_tile(tile, Tr, prm.causal);
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    const int group_tile = 2 * wt.i_tile + kGroup;  // the group's 64 rows as a tile of their own
+    const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
+    const int slot = n % C::kQSlots;
+    const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + kGroup * 64 * 128;  // the group's rows: 8 KiB into each atom
+    tensor_core::WarpRows<Tile> w;
+    tensor_core::PTile<Tile> P_ij;  // the softmax of step s, consumed by turn s + 1
 
-  // Turn s. kScores: it issues S_s (not in the last turn); kPV: it issues P_{s-1} V_{s-1} (not
-  // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
-  // 128 threads take: a wgmma under a run-time branch makes ptxas serialize them all (C7520).
-  auto turn = [&](int s, auto kScores, auto kPV) {
-    if (kScores) mbarrier_wait(smem_u32(&bars.full_k[s % C::kStages]), s / C::kStages % 2);
-    if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(s - 1) % C::kStages]), (s - 1) / C::kStages % 2);
-    if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
-    tensor_core::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
-    wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
-    if constexpr (kScores) issue_scores<C>(S_ij, Q_w, K_s(s));
-    if constexpr (kPV) issue_pv<C>(w, P_ij, V_s(s - 1));
-    wgmma_commit();
-    if (C::kPingPong && (kGroup == 0 || kScores)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
-    wgmma_wait<0>();  // S_s and O_i are in the registers; K_s, V_{s-1} and P_{s-1} are read
-    if (lane == 0) {  // this warp is done with the stages: the producer may refill them
-      if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[s % C::kStages]));
-      if (kPV) mbarrier_arrive(smem_u32(&bars.empty_v[(s - 1) % C::kStages]));
-    }
-    if constexpr (kScores) {
-      if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
-        tensor_core::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
-      tensor_core::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
-    }
-  };
-  using Yes = std::true_type;
-  using No = std::false_type;
+    // Turn s. kScores: it issues S_s (not in the last turn); kPV: it issues P_{s-1} V_{s-1} (not
+    // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
+    // 128 threads take: a wgmma under a run-time branch makes ptxas serialize them all (C7520).
+    auto turn = [&](int s, auto kScores, auto kPV) {
+      const int it = it0 + s;  // K_s's place in the ring; V_{s-1} is at it - 1
+      if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
+      if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
+      if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
+      tensor_core::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
+      wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
+      if constexpr (kScores) issue_scores<C>(S_ij, Q_w, K_s(it));
+      if constexpr (kPV) issue_pv<C>(w, P_ij, V_s(it - 1));
+      wgmma_commit();
+      if (C::kPingPong && (kGroup == 0 || kScores)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
+      wgmma_wait<0>();  // S_s and O_i are in the registers; K_s, V_{s-1} and P_{s-1} are read
+      if (lane == 0) {  // this warp is done with the stages: the producer may refill them
+        if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[it % C::kStages]));
+        if (kPV) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
+      }
+      if constexpr (kScores) {
+        if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
+          tensor_core::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
+        tensor_core::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
+      }
+    };
+    using Yes = std::true_type;
+    using No = std::false_type;
 
-  if (C::kPingPong && kGroup == 1) barrier_arrive<1>(kGroupThreads);  // group 0 takes the first turn
-  mbarrier_wait(smem_u32(&bars.q), 0);  // Q_i has landed
-  if (Tc_end == 0) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
-    turn(0, No{}, No{});
-  } else {
-    turn(0, Yes{}, No{});
-    for (int s = 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
-    turn(Tc_end, No{}, Yes{});
+    if (C::kPingPong && kGroup == 1) barrier_arrive<1>(kGroupThreads);  // group 0 takes the first turn
+    mbarrier_wait(smem_u32(&bars.full_q[slot]), n / C::kQSlots % 2);  // Q_i has landed
+    if (Tc_end == 0) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
+      turn(0, No{}, No{});
+    } else {
+      turn(0, Yes{}, No{});
+      for (int s = 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
+      turn(Tc_end, No{}, Yes{});
+    }
+    if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty_q[slot]));  // Q_i is read: the slot may be refilled
+    it0 += Tc_end;
+    tensor_core::write_rows<Tile>(w, prm, wt.bh, row, t);  // under the next tile's first copies
   }
-  tensor_core::write_rows<Tile>(w, prm, bh, row, t);
 }
 
-// grid: Tr along x by B*H rows over y and z; block: 3 warpgroups, one block per SM.
+// grid: one block per tile, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const Params prm) {
-  const std::int64_t bh = fa::cuda::grid_row();
-  if (bh >= prm.batch_heads) return;  // a spare block of the grid
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
-  const int i_tile = tensor_core::query_tile(prm);
-  const int Tc_end = key_tile_end(i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
   if (threadIdx.x == 0) {
-    mbarrier_init(smem_u32(&bars.q), 1);
+    for (int q = 0; q < 2; ++q) {
+      mbarrier_init(smem_u32(&bars.full_q[q]), 1);  // the producer's arrive_expect_tx (+ the bytes)
+      mbarrier_init(smem_u32(&bars.empty_q[q]), C::kConsumerWarps);
+    }
     for (int s = 0; s < C::kStages; ++s) {
-      mbarrier_init(smem_u32(&bars.full_k[s]), 1);  // the producer's arrive_expect_tx (+ the bytes)
+      mbarrier_init(smem_u32(&bars.full_k[s]), 1);
       mbarrier_init(smem_u32(&bars.full_v[s]), 1);
       mbarrier_init(smem_u32(&bars.empty_k[s]), C::kConsumerWarps);
       mbarrier_init(smem_u32(&bars.empty_v[s]), C::kConsumerWarps);
@@ -206,13 +247,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // the producer: one thread issues every copy; the other 127 leave
     setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0)
-      produce<C>(&q_map, &k_map, &v_map, bars, base, bh, bh / prm.group_size, i_tile * C::Br, Tc_end);
+    if (threadIdx.x == 0) produce<C>(&q_map, &k_map, &v_map, bars, base, prm);
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();
-  if (warpgroup == 1) consume<C, 0>(prm, bars, base, bh, i_tile, Tc_end);
-  else consume<C, 1>(prm, bars, base, bh, i_tile, Tc_end);
+  if (warpgroup == 1) consume<C, 0>(prm, bars, base);
+  else consume<C, 1>(prm, bars, base);
 }
 
 // The tensor maps of q, k, v as [B * H][S][D] (3-D, so that a box never crosses a head): boxes of
@@ -237,8 +277,18 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   }();
   (void)opted_in;
   const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
-  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, "09_flash_v3");
-  flash_v3_kernel<C><<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, prm);
+  const std::int64_t tiles = std::int64_t{ceil_div(prm.seqlen_q, C::Br)} * prm.batch_heads;
+  if (tiles == 0) return;
+  static const int blocks_per_gpu = [] {  // how many blocks are resident at once (persistent)
+    int device = 0, sms = 0, per_sm = 0;
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_v3_kernel<C>, C::kThreads, C::kSmemBytes));
+    return sms * per_sm;
+  }();
+  const std::int64_t cap = C::kPersistent && !prm.causal ? blocks_per_gpu : std::int64_t{kMaxGridX};
+  const unsigned blocks = static_cast<unsigned>(tiles < cap ? tiles : cap);
+  flash_v3_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, prm);
   FA_CHECK_LAUNCH();
 }
 

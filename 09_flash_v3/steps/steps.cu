@@ -12,12 +12,13 @@
 namespace flash_v3::steps {
 namespace {
 
-// kStep 1: one warpgroup; 2: warp specialized; 3: + ping-pong (the chapter's kernel).
+// kStep 1: one warpgroup; 2: warp specialized; 3: + ping-pong; 4: + persistent (the chapter's kernel).
 template <int kStep, class T, int kD>
 void launch_step(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                  cudaStream_t stream) {
   if constexpr (kStep == 1) launch_one_warpgroup<V1Config<T, kD>>(p, q, k, v, prm, stream);
-  else if constexpr (kStep == 2) launch<WsConfig<T, kD, ChapterConfig<T, kD>::kStages, false>>(p, q, k, v, prm, stream);
+  else if constexpr (kStep == 2) launch<WsConfig<T, kD, ChapterConfig<T, kD>::kStages, false, false>>(p, q, k, v, prm, stream);
+  else if constexpr (kStep == 3) launch<WsConfig<T, kD, ChapterConfig<T, kD>::kStages, true, false>>(p, q, k, v, prm, stream);
   else launch<ChapterConfig<T, kD>>(p, q, k, v, prm, stream);
 }
 
@@ -62,7 +63,8 @@ const std::vector<Step>& all() {
   static const std::vector<Step> steps = {
       make<1>("v1_one_warpgroup", "06's algorithm on wgmma (S: SS form, P V: RS form) and TMA, one warpgroup, Br = Bc = 64"),
       make<2>("v2_warp_specialized", "+ a producer warpgroup (TMA ring, full/empty mbarriers, setmaxnreg), two consumers, Br = Bc = 128"),
-      make<3>("v3_pingpong", "+ the consumers take turns on the tensor cores (named barriers): the chapter's kernel"),
+      make<3>("v3_pingpong", "+ the consumers take turns on the tensor cores (named barriers)"),
+      make<4>("v4_persistent", "+ one block per SM walks the tiles (not causal): the next tile's copies fly under this one's end (the chapter's kernel)"),
   };
   return steps;
 }
