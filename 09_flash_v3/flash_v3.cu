@@ -1,4 +1,8 @@
 // Chapter 09's forward: the checks, then one launch of the head dim's kernel (which makes its tensor maps).
+// D = 128: the warp-specialized, ping-pong, persistent kernel of flash_v3.cuh. D = 64: step v1's one
+// warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
+// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a thread), so five share an
+// SM, and the warp schedulers interleave their GEMMs and softmaxes without any hand-made schedule.
 #include "09_flash_v3/flash_v3.h"
 
 #include <cuda_bf16.h>
@@ -8,6 +12,7 @@
 #include <string>
 
 #include "09_flash_v3/flash_v3.cuh"
+#include "09_flash_v3/steps/one_warpgroup.cuh"
 
 namespace flash_v3 {
 
@@ -34,7 +39,7 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   const Params prm = tensor_core::make_params(p, q, k, v, o, lse, "09_flash_v3");
   auto run = [&](auto type) {
     using T = decltype(type);
-    if (p.head_dim == 64) launch<ChapterConfig<T, 64>>(p, q, k, v, prm, stream);
+    if (p.head_dim == 64) steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream);
     else launch<ChapterConfig<T, 128>>(p, q, k, v, prm, stream);
   };
   if (p.dtype == fa::Dtype::bf16) run(__nv_bfloat16{});

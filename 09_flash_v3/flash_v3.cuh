@@ -14,7 +14,7 @@
 //   * v3 (kPersistent = false): ping-pong. A consumer's turn issues its wgmmas of one step,
 //     O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; then it hands the tensor cores to the other
 //     consumer (named barriers) and runs the softmax of S_s while the other's wgmmas run.
-//   * v4 (this kernel): persistent. One block per SM walks the tiles (without a causal mask): the
+//   * v4 (this kernel, the chapter's at D = 128): persistent. One block per SM walks the tiles (without a causal mask): the
 //     producer loads the next tile's Q_i and first K/V while the consumers finish the last P V
 //     and write O_i.
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
@@ -61,7 +61,9 @@ struct WsConfig {
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 };
 
-// The chapter's choice: two K/V stages at D = 128 (160 KiB of shared memory), four at D = 64.
+// The chapter launches this kernel at D = 128 with two K/V stages (two Q_i slots and the ring: 193 KiB
+// of shared memory). At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this
+// one there with four stages.
 template <class T, int kD>
 using ChapterConfig = WsConfig<T, kD, kD == 128 ? 2 : 4>;
 

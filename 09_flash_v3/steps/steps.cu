@@ -12,7 +12,8 @@
 namespace flash_v3::steps {
 namespace {
 
-// kStep 1: one warpgroup; 2: warp specialized; 3: + ping-pong; 4: + persistent (the chapter's kernel).
+// kStep 1: one warpgroup; 2: warp specialized; 3: + ping-pong; 4: + persistent (the chapter's kernel at
+// D = 128; at D = 64 the chapter launches step 1).
 template <int kStep, class T, int kD>
 void launch_step(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                  cudaStream_t stream) {
@@ -64,7 +65,7 @@ const std::vector<Step>& all() {
       make<1>("v1_one_warpgroup", "06's algorithm on wgmma (S: SS form, P V: RS form) and TMA, one warpgroup, Br = Bc = 64"),
       make<2>("v2_warp_specialized", "+ a producer warpgroup (TMA ring, full/empty mbarriers, setmaxnreg), two consumers, Br = Bc = 128"),
       make<3>("v3_pingpong", "+ the consumers take turns on the tensor cores (named barriers)"),
-      make<4>("v4_persistent", "+ one block per SM walks the tiles (not causal): the next tile's copies fly under this one's end (the chapter's kernel)"),
+      make<4>("v4_persistent", "+ one block per SM walks the tiles (not causal): the next tile's copies fly under this one's end (the chapter's kernel at D = 128)"),
   };
   return steps;
 }

@@ -1,8 +1,8 @@
 // The README's step-by-step versions of chapter 09, bf16 and f16, D = 64 and 128:
 //   v1_one_warpgroup      06's algorithm on wgmma + TMA, one warpgroup a block (one_warpgroup.cuh)
-//   v2_warp_specialized   the chapter's kernel, one block a tile, without ping-pong (WsConfig switches)
-//   v3_pingpong           the chapter's kernel, one block a tile
-//   v4_persistent         the chapter's kernel
+//   v2_warp_specialized   flash_v3.cuh's kernel, one block a tile, without ping-pong (WsConfig switches)
+//   v3_pingpong           flash_v3.cuh's kernel, one block a tile
+//   v4_persistent         the chapter's kernel at D = 128 (at D = 64 the chapter runs v1_one_warpgroup)
 // Each is a Chapter, so the shared benchmark and test code run it like any chapter.
 #pragma once
 
