@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Draws the chapter figures from the project's own rules: python3 scripts/figures.py
+"""Draws the chapter figures from the project's own rules: python3 scripts/figures.py [09 ...]
 
 Writes docs/figures/*.png (committed; each chapter README shows its own). No GPU, no build: where a
 figure follows a rule that lives in C++ (tile ownership, tile skipping, the swizzle, the block mask
@@ -11,6 +11,7 @@ Needs matplotlib and numpy (python3 -m pip install matplotlib); the build and th
 
 import math
 import os
+import sys
 
 import matplotlib
 
@@ -18,6 +19,7 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Patch, Rectangle  # noqa: E402
+from matplotlib.path import Path  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "figures")
 DPI = 160  # 8-inch-wide figures come out 1280 px: sharp when a README shows them at ~800 px
@@ -550,16 +552,165 @@ def fig_08_backward():
     save(fig, "08_backward_dataflow.png")
 
 
+# ------------------------------------------------------------------------------------------------
+# 9. 09: FlashAttention-3's forward: the producer / consumer pipeline, and the ping-pong schedule.
+
+def fig_09_flash_v3():
+    # 09_flash_v3/flash_v3.cuh: WsConfig (384 threads, Br = Bc = 128, setmaxnreg 24 / 240, Q in
+    # kQSlots = 2 slots when persistent), produce, consume (turns on named barriers 1 + g), and
+    # flash_v3_kernel (the mbarriers: full = 1 arrival + the bytes, empty = kConsumerWarps = 8).
+    fig = plt.figure(figsize=(12, 9.4))
+    gs = fig.add_gridspec(2, 1, height_ratios=[12.8, 5.5], hspace=0.06)
+    ax = fig.add_subplot(gs[0])
+    axb = fig.add_subplot(gs[1])
+
+    def box(a, x, y, w, h, text, color, fontsize=9, weight="normal", alpha=1.0, edge="black"):
+        a.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.08", facecolor=color, edgecolor=edge,
+                                   linewidth=0.8, alpha=alpha))
+        a.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, weight=weight)
+
+    def arrow(a, p, q, color="black", rad=0.0, lw=1.1, scale=12):
+        a.add_patch(FancyArrowPatch(p, q, arrowstyle="-|>", mutation_scale=scale, color=color, linewidth=lw,
+                                    connectionstyle=f"arc3,rad={rad}", shrinkA=1, shrinkB=1))
+
+    def elbow(a, points, color="black", lw=1.1, ls="-"):
+        """An arrow along straight segments through `points`, its head at the last one."""
+        a.add_patch(FancyArrowPatch(path=Path(points), arrowstyle="-|>", mutation_scale=12, color=color,
+                                    linewidth=lw, linestyle=ls, shrinkA=0, shrinkB=1))
+
+    # ---- (a) the pipeline: global -> TMA -> shared memory -> consumers -> global.
+    ax.set_xlim(0, 26)
+    ax.set_ylim(0, 12.8)
+    ax.axis("off")
+    ax.set_title("(a) Producer / consumer pipeline (warp specialization)", fontsize=11, loc="left")
+    ax.text(1.2, 9.05, "global\nmemory", ha="center", va="bottom", fontsize=10, weight="bold")
+    for n, name in enumerate(["Q", "K", "V"]):
+        box(ax, 0.2, 7.6 - 1.5 * n, 2.0, 1.0, name, ORANGE, fontsize=10)
+    ax.text(25.0, 3.05, "global\nmemory", ha="center", va="bottom", fontsize=10, weight="bold")
+    box(ax, 24.2, 1.95, 1.6, 0.8, "O", ORANGE, fontsize=10)
+    box(ax, 24.2, 0.75, 1.6, 0.8, "LSE", ORANGE, fontsize=10)
+
+    # The SM: its TMA unit and the block's three warpgroups.
+    ax.add_patch(FancyBboxPatch((2.6, 0.15), 21.2, 12.35, boxstyle="round,pad=0.1", facecolor="#F7F7F7",
+                                edgecolor="black", linewidth=1.0))
+    ax.text(13.2, 12.08, "one SM: one thread block of 384 threads = 3 warpgroups", ha="center", fontsize=10.5,
+            weight="bold")
+    box(ax, 2.9, 4.4, 2.7, 4.5, "TMA\ncopy engine\n\ncopies whole\ntiles, counts\nthe bytes that\nland on an\nmbarrier",
+        GREY, fontsize=8.5, alpha=0.8)
+    for n in range(3):
+        arrow(ax, (2.2, 8.1 - 1.5 * n), (2.9, 8.1 - 1.5 * n))
+    box(ax, 6.4, 10.05, 11.9, 1.35, "warpgroup 0: producer (128 threads)\nsetmaxnreg.dec → 24 registers a thread\n"
+        "one thread issues every TMA copy; the other 127 exit", YELLOW, fontsize=9, alpha=0.55)
+    elbow(ax, [(6.4, 10.7), (4.25, 10.7), (4.25, 9.0)])
+    ax.text(4.35, 9.75, "issues\ncopies", ha="left", va="center", fontsize=8)
+
+    # Shared memory: two Q slots and the K/V ring.
+    ax.add_patch(FancyBboxPatch((6.4, 4.15), 11.9, 5.4, boxstyle="round,pad=0.08", facecolor=SKY, alpha=0.15,
+                                edgecolor="black", linewidth=0.8))
+    ax.text(6.55, 9.25, "shared memory", ha="left", va="center", fontsize=10, weight="bold")
+    arrow(ax, (5.6, 6.65), (6.4, 6.65), lw=2.2, scale=16)
+    box(ax, 6.7, 6.75, 2.7, 1.9, "Q[0]\nQ_i (128 × D)", SKY, fontsize=8.5, alpha=0.8)
+    box(ax, 6.7, 4.45, 2.7, 1.9, "Q[1]\nnext tile's Q_i:\nloads under\nthis one", SKY, fontsize=8.5, alpha=0.4)
+    for s in range(2):  # stage s of the ring; K/V tile n goes to stage n % kStages
+        x0 = 9.85 + 4.2 * s
+        ax.add_patch(FancyBboxPatch((x0, 4.35), 3.9, 4.65, boxstyle="round,pad=0.05", facecolor="white",
+                                    edgecolor=GREY, linewidth=1.0, linestyle="--"))
+        ax.text(x0 + 0.5, 8.6, f"stage {s}", ha="left", va="center", fontsize=9.5, weight="bold")
+        j = "j" if s == 0 else "{j+1}"
+        box(ax, x0 + 0.5, 6.7, 2.9, 1.35, f"K_{j}\n128 × D\n128-byte swizzle", SKY, fontsize=8.5, alpha=0.8)
+        box(ax, x0 + 0.5, 5.15, 2.9, 1.35, f"V_{j}\n128 × D\n128-byte swizzle", SKY, fontsize=8.5, alpha=0.8)
+        box(ax, x0 + 2.3, 8.35, 1.1, 0.45, "full", PURPLE, fontsize=8.5, alpha=0.8)
+        box(ax, x0 + 0.5, 4.5, 1.1, 0.45, "empty", "white", fontsize=8.5, edge=PURPLE)
+        arrow(ax, (x0 + 2.85, 10.05), (x0 + 2.85, 8.85), color=PURPLE)                       # producer -> full
+        elbow(ax, [(x0 + 3.48, 8.575), (x0 + 3.7, 8.575), (x0 + 3.7, 3.55)], color=PURPLE, ls="--")  # full -> consumers
+        arrow(ax, (x0 + 1.05, 3.55), (x0 + 1.05, 4.4), color=PURPLE)                          # consumers -> empty
+        elbow(ax, [(x0 + 0.42, 4.725), (x0 + 0.2, 4.725), (x0 + 0.2, 10.0)], color=PURPLE, ls="--")  # empty -> producer
+    ax.text(18.6, 9.2, "a ring of kStages stages\n(2 at D = 128, the chapter's\nkernel; 4 at D = 64 in the steps);\nK/V tile n → stage n % kStages",
+            ha="left", va="top", fontsize=8.2)
+    ax.text(18.6, 7.6, "two mbarriers a stage:", ha="left", va="top", fontsize=8.2, weight="bold")
+    ax.text(18.6, 7.15, "full: the producer arms it\n(expect_tx); the TMA's bytes\ncomplete it; consumers wait\n"
+            "empty: the 8 consumer warps\neach arrive after reading;\nthe producer waits, then refills",
+            ha="left", va="top", fontsize=8.2, linespacing=1.25)
+    ax.text(18.6, 4.3, "solid: arrive   dashed: wait", ha="left", va="bottom", fontsize=8.2, color=PURPLE)
+
+    # The consumers, and the epilogue.
+    ax.add_patch(FancyBboxPatch((2.9, 0.35), 20.4, 3.2, boxstyle="round,pad=0.05", facecolor="white",
+                                edgecolor=GREY, linewidth=1.0, linestyle="--"))
+    ax.text(3.05, 3.2, "warpgroups 1 and 2: consumers (256 threads), setmaxnreg.inc → 240 registers a thread",
+            ha="left", va="center", fontsize=9, weight="bold")
+    box(ax, 3.1, 1.65, 3.3, 1.0, "WG1: rows 0-63\nof Q_i", GREEN, fontsize=8.5, alpha=0.25)
+    box(ax, 3.1, 0.5, 3.3, 1.0, "WG2: rows 64-127\nof Q_i", GREEN, fontsize=8.5, alpha=0.25)
+    ax.text(7.0, 2.8, "each, per key tile j:", ha="left", va="center", fontsize=8.5, style="italic")
+    steps = [(7.0, "S = Q K_jᵀ\nwgmma SS\n(smem × smem)", BLUE),
+             (11.4, "softmax\nin registers (exp2,\nrow max, row sum)", GREEN),
+             (15.8, "O += P V_j\nwgmma RS\n(P from registers)", BLUE)]
+    for x, text, color in steps:
+        box(ax, x, 1.0, 3.6, 1.45, text, color, fontsize=8.5, alpha=0.35)
+    arrow(ax, (10.68, 1.72), (11.32, 1.72))
+    arrow(ax, (15.08, 1.72), (15.72, 1.72))
+    arrow(ax, (17.6, 0.92), (8.8, 0.92), rad=-0.1)
+    ax.text(13.2, 0.78, "next key tile j", ha="center", va="center", fontsize=8, style="italic")
+    box(ax, 20.3, 1.0, 2.45, 1.45, "epilogue:\nnormalize O,\nstore O, LSE", GREEN, fontsize=8.5, alpha=0.25)
+    arrow(ax, (19.48, 1.72), (20.22, 1.72))
+    arrow(ax, (22.83, 2.0), (24.2, 2.35))
+    arrow(ax, (22.83, 1.6), (24.2, 1.15))
+
+    # ---- (b) the ping-pong: each consumer's GEMMs, then its softmax while the other's GEMMs run.
+    T, iters = 2.2, 4  # one GEMM turn and one softmax take about as long
+    axb.set_xlim(-3.4, 23.6)
+    axb.set_ylim(-0.5, 5.0)
+    axb.axis("off")
+    axb.set_title("(b) Ping-pong schedule (two consumer warpgroups, named barriers)", fontsize=11, loc="left")
+    rows = {"consumer WG1": 3.3, "consumer WG2": 2.2, "tensor cores": 0.75}
+    for name, y in rows.items():
+        axb.text(-0.25, y + 0.4, name, ha="right", va="center", fontsize=9.5, weight="bold")
+
+    def block(y, t0, text, color, textcolor="white", **kw):
+        axb.add_patch(Rectangle((t0 + 0.03, y), T - 0.06, 0.8, facecolor=color, edgecolor="white", linewidth=0.8,
+                                **kw))
+        axb.text(t0 + T / 2, y + 0.4, text, ha="center", va="center", fontsize=8, color=textcolor)
+
+    gemm, soft = "S = QKᵀ\nO += PV", "softmax"
+    for k in range(iters):
+        block(rows["consumer WG1"], 2 * k * T, gemm, BLUE)
+        block(rows["consumer WG1"], (2 * k + 1) * T, soft, GREEN)
+        block(rows["consumer WG2"], (2 * k + 1) * T, gemm, SKY, textcolor="black")
+        block(rows["consumer WG2"], (2 * k + 2) * T, soft, GREEN)
+        block(rows["tensor cores"], 2 * k * T, "WG1", BLUE)
+        block(rows["tensor cores"], (2 * k + 1) * T, "WG2", SKY, textcolor="black")
+    block(rows["consumer WG2"], 0, "waits\nits turn", "white", textcolor="#555555", hatch="///")
+    axb.add_patch(Rectangle((0.03, rows["consumer WG2"]), T - 0.06, 0.8, fill=False, edgecolor=GREY, linewidth=0.8))
+    for k in range(1, 2 * iters + 1):  # the hand-offs: a turn ends with bar.arrive, the next starts at bar.sync
+        axb.plot([k * T, k * T], [rows["consumer WG2"] - 0.12, rows["consumer WG1"] + 0.92], color="black",
+                 linewidth=1.2)
+    axb.annotate("hand-offs: bar.sync / bar.arrive (named barriers 1, 2)", (2 * T, rows["consumer WG1"] + 0.92),
+                 xytext=(2 * T + 0.3, 4.65), ha="left", va="center", fontsize=8.5,
+                 arrowprops=dict(arrowstyle="-", color="black", lw=0.7))
+    axb.text(2 * iters * T + 0.4, rows["tensor cores"] + 0.4, "one warpgroup's softmax runs\nunder the other's GEMMs",
+             ha="left", va="center", fontsize=9.5, style="italic", color=BLUE)
+    arrow(axb, (0, 0.2), (2 * (iters + 1) * T + 0.4, 0.2), lw=0.9)
+    axb.text(2 * (iters + 1) * T + 0.5, 0.2, "time", ha="left", va="center", fontsize=9)
+    axb.legend(handles=[Patch(facecolor=BLUE, label="WG1's GEMMs (wgmma: tensor cores)"),
+                        Patch(facecolor=SKY, label="WG2's GEMMs"),
+                        Patch(facecolor=GREEN, label="softmax: exp2, row max / sum (CUDA cores)")],
+               loc="lower center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
+    save(fig, "09_flash_v3_pipeline.png")
+
+
+FIGURES = [fig_01_naive, fig_02_tiled, fig_03_online_softmax, fig_04_05_loop_order, fig_05_causal_tiles,
+           fig_06_fragments_swizzle, fig_07_block_mask, fig_08_backward, fig_09_flash_v3]
+
+
 def main():
+    # No argument: every figure. Arguments: the figures whose function name contains one of them,
+    # e.g. python3 scripts/figures.py 09 (only fig_09_flash_v3).
+    picks = sys.argv[1:]
+    chosen = [f for f in FIGURES if not picks or any(p in f.__name__ for p in picks)]
+    if not chosen:
+        sys.exit("no figure matches " + " ".join(picks) + "; the figures: " + ", ".join(f.__name__ for f in FIGURES))
     os.makedirs(OUT, exist_ok=True)
-    fig_01_naive()
-    fig_02_tiled()
-    fig_03_online_softmax()
-    fig_04_05_loop_order()
-    fig_05_causal_tiles()
-    fig_06_fragments_swizzle()
-    fig_07_block_mask()
-    fig_08_backward()
+    for f in chosen:
+        f()
 
 
 if __name__ == "__main__":
