@@ -156,10 +156,11 @@ __device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
 // turn s (s = 0 .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
 // softmax of S_s follows, outside the turn. Ping-pong: group g waits on named barrier 1 + g for its
-// turn and hands over by arriving on 2 - g; in every tile group 1 lets group 0 go first, and its
-// last turn hands over nothing (no turn follows). Both groups take Tc_end + 1 turns (the tile's
-// key tiles; a group's rows past the causal edge of a tile are masked), so every bar.sync has its
-// arrival, tile after tile.
+// turn and hands over by arriving on 2 - g. The turns alternate across tiles as well: group 1 lets
+// group 0 go first once, and its last turn of a tile hands over to group 0's first turn of the
+// block's next tile, so group 0 starts the next S while group 1 writes its O_i (only the block's
+// very last turn hands over nothing). Both groups take Tc_end + 1 turns a tile (a group's rows past
+// the causal edge of a tile are masked), so every bar.sync has its arrival, tile after tile.
 template <class C, int kGroup>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base) {
   using Tile = typename C::Tile;
@@ -170,8 +171,10 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   const int Tr = ceil_div(prm.seqlen_q, C::Br);
   const std::int64_t tiles = Tr * prm.batch_heads;
   int it0 = 0, n = 0;  // K/V tiles before this work tile (as the producer counts them), work tiles
+  if (C::kPingPong && kGroup == 1) barrier_arrive<1>(kGroupThreads);  // group 0 takes the first turn
   for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++n) {
     const WorkTile wt = work_tile(tile, Tr, prm.causal);
+    const bool last_tile = tile + gridDim.x >= tiles;  // the block's last: no turn follows its last
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
     const int group_tile = 2 * wt.i_tile + kGroup;  // the group's 64 rows as a tile of their own
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
@@ -193,7 +196,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       if constexpr (kScores) issue_scores<C>(S_ij, Q_w, K_s(it));
       if constexpr (kPV) issue_pv<C>(w, P_ij, V_s(it - 1));
       wgmma_commit();
-      if (C::kPingPong && (kGroup == 0 || kScores)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
+      if (C::kPingPong && (kGroup == 0 || kScores || !last_tile)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
       wgmma_wait<0>();  // S_s and O_i are in the registers; K_s, V_{s-1} and P_{s-1} are read
       if (lane == 0) {  // this warp is done with the stages: the producer may refill them
         if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[it % C::kStages]));
@@ -208,7 +211,6 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     using Yes = std::true_type;
     using No = std::false_type;
 
-    if (C::kPingPong && kGroup == 1) barrier_arrive<1>(kGroupThreads);  // group 0 takes the first turn
     mbarrier_wait(smem_u32(&bars.full_q[slot]), n / C::kQSlots % 2);  // Q_i has landed
     if (Tc_end == 0) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
       turn(0, No{}, No{});
