@@ -1,0 +1,57 @@
+// Chapter 10's host side, in plain C++ (CPU-tested; the kernels that use it come next, issue
+// "10_decoding"): how a decoding step's work is laid out over the GPU.
+//
+//   * GQA packing. In decoding, seqlen_q is 1-16, so a tile of 64 query rows of one head would be
+//     mostly empty, and each of the G = H / Hkv query heads that share a KV head would read that
+//     KV head's K and V again. Instead a tile's rows are (query head in the group) x (query
+//     position): G * Sq rows, all reading the same K and V, once.
+//   * Split-KV (Flash-Decoding). At batch 1 with 8 KV heads there are 8 such tiles for 132 SMs.
+//     So each (batch, KV head)'s key range is cut into `splits` pieces, one CTA each; a CTA writes
+//     its rows' partial O (fp32, normalized by its own sum) and partial LSE; then a combine step
+//     merges the pieces by their LSE. That is chapter 03's rescaling (m_new = max(m, m'),
+//     l_new = e^(m - m_new) l + e^(m' - m_new) l'), done once across CTAs instead of once per key
+//     tile inside one.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace decoding {
+
+// Row r of a packed tile (r = g * seqlen_q + i): query head g of the group, query position i.
+struct PackedRow {
+  int head_in_group, position;
+};
+constexpr PackedRow packed_row(int r, int seqlen_q) { return {r / seqlen_q, r % seqlen_q}; }
+constexpr int packed_rows(int group_size, int seqlen_q) { return group_size * seqlen_q; }
+
+// How many CTAs share one tile's key range.
+//   tiles:      CTAs without a split (batch x KV heads x packed-row tiles)
+//   key_blocks: key tiles of the longest sequence (ceil(seqlen_k / Bc))
+//   slots:      CTAs the GPU runs at once (SMs x resident CTAs per SM)
+// The rule: with at least 80% of the slots busy without a split, split nothing (the combine would
+// only add traffic). Otherwise, for each candidate s (1 .. min(max_splits, key_blocks, slots)),
+// the CTAs run in waves = tiles * s / slots, and the last wave is partly idle: its efficiency is
+// waves / ceil(waves). We take the smallest s within 85% of the best efficiency: more splits mean
+// more partial outputs to write and combine, so among near-equals the fewest win. A candidate whose
+// longest piece, ceil(key_blocks / s), is no shorter than with s - 1 is skipped: it only adds
+// CTAs. FlashAttention-2's num_splits_heuristic makes the same trade.
+struct SplitPlan {
+  int splits = 1;           // CTAs per tile's key range
+  int blocks_per_split = 0;  // key tiles per CTA (the last CTA may get fewer)
+  double efficiency = 1;    // waves / ceil(waves) for the chosen splits
+};
+SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_splits = 128);
+
+// The combine step's CPU model, for one output row of D columns. Split s saw the keys of its
+// piece and wrote o_parts[s * D .. s * D + D) = its own softmax-weighted sum (normalized by its own
+// sum l_s) and lse_parts[s] = m_s + log(l_s). A split that saw no key wrote O = 0 and LSE = +inf
+// (the convention of common/problem.h); it weighs nothing. `sink` is the row's attention-sink logit
+// (common/reference.h), -inf for none: it joins the denominator once, here, never in a split.
+//   M = max(max_s LSE_s, sink);  w_s = e^(LSE_s - M);  L = sum_s w_s + e^(sink - M)
+//   O = sum_s w_s O_s / L;       LSE = M + log(L)
+// A row with no key in any split: O = 0, LSE = +inf, or LSE = sink with a sink.
+void combine_row(const std::vector<double>& o_parts, const std::vector<double>& lse_parts, int head_dim,
+                 double sink, std::vector<double>& o, double& lse);
+
+}  // namespace decoding

@@ -1,0 +1,198 @@
+// Chapter 10's host side on the CPU (ctest -L 10_decoding): the packed rows, the split plan, and
+// the combine step checked against the float64 reference (common/reference.h), options included.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "10_decoding/split_plan.h"
+#include "common/host_data.h"
+#include "common/reference.h"
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+TEST(PackedRows, EveryHeadAndPositionOnce) {
+  for (int group : {1, 4, 8})
+    for (int seqlen_q : {1, 3, 16}) {
+      std::set<std::pair<int, int>> seen;
+      for (int r = 0; r < decoding::packed_rows(group, seqlen_q); ++r) {
+        const decoding::PackedRow row = decoding::packed_row(r, seqlen_q);
+        ASSERT_GE(row.head_in_group, 0);
+        ASSERT_LT(row.head_in_group, group);
+        ASSERT_GE(row.position, 0);
+        ASSERT_LT(row.position, seqlen_q);
+        seen.insert({row.head_in_group, row.position});
+      }
+      EXPECT_EQ(seen.size(), static_cast<std::size_t>(group * seqlen_q)) << group << " x " << seqlen_q;
+    }
+}
+
+// The rule of split_plan.h, derived again here from its definition: the candidates, their wave
+// efficiency, the smallest within 85% of the best.
+int expected_splits(std::int64_t tiles, int key_blocks, int slots, int max_splits) {
+  if (key_blocks <= 1 || tiles >= 0.8 * slots) return 1;
+  auto pieces = [&](int s) { return (key_blocks + s - 1) / s; };
+  auto efficiency = [&](int s) {
+    const double waves = static_cast<double>(tiles) * s / slots;
+    return waves / std::ceil(waves);
+  };
+  std::vector<int> candidates;
+  for (int s = 1; s <= std::min({max_splits, key_blocks, slots}); ++s)
+    if (s == 1 || pieces(s) != pieces(s - 1)) candidates.push_back(s);
+  double best = 0;
+  for (int s : candidates) best = std::max(best, efficiency(s));
+  for (int s : candidates)
+    if (efficiency(s) >= 0.85 * best) return s;
+  return -1;
+}
+
+TEST(SplitPlan, ByHand) {
+  // Batch 1, 8 KV heads (8 tiles), 64 key tiles (4k keys of 64), 132 SMs, one CTA each. The
+  // candidates are the counts where the piece length changes: 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13,
+  // 16, 22, 32, 64 (14 is not one: 13 pieces of 5 tiles already cover 64). 16 pieces make 128
+  // CTAs, 0.97 of one wave, the best any candidate reaches (32 pieces: 256 CTAs, 1.94 waves, also
+  // 0.97). 13 pieces make 104 CTAs, 0.79 < 0.85 x 0.97: so 16 pieces of 4 tiles.
+  const decoding::SplitPlan plan = decoding::plan_splits(8, 64, 132);
+  EXPECT_EQ(plan.splits, 16);
+  EXPECT_EQ(plan.blocks_per_split, 4);
+  EXPECT_NEAR(plan.efficiency, 128.0 / 132.0, 1e-12);
+  // A full GPU needs no split: 106 tiles are 80% of 132 slots.
+  EXPECT_EQ(decoding::plan_splits(106, 1024, 132).splits, 1);
+  EXPECT_EQ(decoding::plan_splits(105, 1024, 132).splits, expected_splits(105, 1024, 132, 128));
+  EXPECT_GT(decoding::plan_splits(105, 1024, 132).splits, 1);
+  // Nothing to split: an empty or one-tile key range.
+  EXPECT_EQ(decoding::plan_splits(8, 0, 132).splits, 1);
+  EXPECT_EQ(decoding::plan_splits(8, 1, 132).splits, 1);
+}
+
+TEST(SplitPlan, FollowsTheRuleAndLeavesNoPieceEmpty) {
+  for (std::int64_t tiles : {1, 2, 3, 8, 16, 40, 64, 100, 131, 1000})
+    for (int key_blocks : {0, 1, 2, 3, 7, 64, 100, 257, 1024, 2048})
+      for (int slots : {132, 264, 7})
+        for (int max_splits : {128, 4, 1}) {
+          const decoding::SplitPlan plan = decoding::plan_splits(tiles, key_blocks, slots, max_splits);
+          SCOPED_TRACE(testing::Message() << tiles << " tiles, " << key_blocks << " key tiles, " << slots
+                                          << " slots, at most " << max_splits);
+          EXPECT_EQ(plan.splits, expected_splits(tiles, key_blocks, slots, max_splits));
+          EXPECT_LE(plan.splits, std::max(1, std::min({max_splits, key_blocks, slots})));
+          // Every key tile in some piece, and no piece empty.
+          EXPECT_GE(static_cast<std::int64_t>(plan.splits) * plan.blocks_per_split, key_blocks);
+          if (key_blocks > 0) EXPECT_LT(static_cast<std::int64_t>(plan.splits - 1) * plan.blocks_per_split, key_blocks);
+          EXPECT_GT(plan.efficiency, 0.0);
+          EXPECT_LE(plan.efficiency, 1.0);
+        }
+}
+
+TEST(SplitPlan, RefusesNonsense) {
+  EXPECT_THROW(decoding::plan_splits(0, 64, 132), std::invalid_argument);
+  EXPECT_THROW(decoding::plan_splits(8, -1, 132), std::invalid_argument);
+  EXPECT_THROW(decoding::plan_splits(8, 64, 0), std::invalid_argument);
+  EXPECT_THROW(decoding::plan_splits(8, 64, 132, 0), std::invalid_argument);
+}
+
+// Split the keys of a problem into pieces, take the float64 reference of each piece alone (its keys
+// made the only visible ones), combine per row, and compare with the reference of the whole.
+// Both sides are float64 sums of the same terms in a different order: they agree to ~1e-15
+// relative; 1e-12 leaves room for the exp and log of the LSE weights, and nothing more.
+void expect_combine_matches(const fa::Problem& p, const fa::ScoreOptions& options, const std::vector<int>& cuts,
+                            bool some_piece_empty = false) {
+  const fa::HostInputs in = fa::make_inputs(p, 1234);
+  const fa::ReferenceForward whole = fa::reference_forward(p, in.q, in.k, in.v, {}, options);
+  fa::ScoreOptions no_sink = options;  // a piece never sees the sink: the combine adds it once
+  no_sink.sink_logits.clear();
+  std::vector<fa::ReferenceForward> parts;
+  for (std::size_t s = 0; s + 1 < cuts.size(); ++s) {
+    const int lo = cuts[s], hi = cuts[s + 1];
+    parts.push_back(fa::reference_forward(p, in.q, in.k, in.v, [=](int, int, int, int j) { return j >= lo && j < hi; },
+                                          no_sink));
+  }
+  const int D = p.head_dim;
+  int empty_pieces = 0;
+  for (int b = 0; b < p.batch; ++b)
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const std::size_t row = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q + i;
+        std::vector<double> o_parts, lse_parts;
+        for (const auto& part : parts) {
+          o_parts.insert(o_parts.end(), part.o.begin() + row * D, part.o.begin() + (row + 1) * D);
+          lse_parts.push_back(part.lse[row]);
+          empty_pieces += part.lse[row] == kInf;
+        }
+        const double sink = options.sink_logits.empty() ? -kInf : options.sink_logits[h];
+        std::vector<double> o;
+        double lse = 0;
+        decoding::combine_row(o_parts, lse_parts, D, sink, o, lse);
+        if (std::isinf(whole.lse[row])) {
+          EXPECT_EQ(lse, whole.lse[row]) << "row " << row;
+        } else {
+          EXPECT_NEAR(lse, whole.lse[row], 1e-12 * std::max(1.0, std::abs(whole.lse[row]))) << "row " << row;
+        }
+        for (int d = 0; d < D; ++d) ASSERT_NEAR(o[d], whole.o[row * D + d], 1e-12) << "row " << row << ", column " << d;
+      }
+  if (some_piece_empty) EXPECT_GT(empty_pieces, 0) << "the cuts should leave some rows a piece without a key";
+}
+
+fa::Problem decode_problem(int seqlen_q, int seqlen_k, bool causal) {
+  fa::Problem p;
+  p.batch = 2, p.heads = 8, p.kv_heads = 2, p.seqlen_q = seqlen_q, p.seqlen_k = seqlen_k, p.head_dim = 64;
+  p.causal = causal, p.dtype = fa::Dtype::bf16;
+  return p;
+}
+
+TEST(Combine, MatchesTheReferenceOfTheWhole) {
+  // Uneven pieces, the last one short; causal with Sq = 5: rows 0-2 see no key of piece [298, 299)
+  // (row i sees keys up to i + 295), so those pieces come back empty (LSE +inf) and must weigh nothing.
+  expect_combine_matches(decode_problem(1, 300, false), {}, {0, 64, 128, 192, 256, 300});
+  expect_combine_matches(decode_problem(5, 300, true), {}, {0, 100, 298, 299, 300}, true);
+  expect_combine_matches(decode_problem(16, 77, true), {}, {0, 77});
+}
+
+TEST(Combine, WithSoftcapAlibiAndSinks) {
+  fa::ScoreOptions options;
+  options.softcap = 5;
+  for (int h = 0; h < 8; ++h) {
+    options.alibi_slopes.push_back(std::exp2(-1.0f * (h + 1)));  // ALiBi's slopes for 8 heads
+    options.sink_logits.push_back(0.5f * h - 1.0f);
+  }
+  expect_combine_matches(decode_problem(1, 300, false), options, {0, 64, 128, 192, 256, 300});
+  expect_combine_matches(decode_problem(5, 300, true), options, {0, 100, 298, 299, 300}, true);
+}
+
+TEST(Combine, RowsWithoutKeys) {
+  // Sq > Sk, causal: the first rows see no key at all. Without a sink they get O = 0 and
+  // LSE = +inf; with one, O = 0 and LSE = the sink.
+  expect_combine_matches(decode_problem(9, 4, true), {}, {0, 2, 4}, true);
+  fa::ScoreOptions sinks;
+  for (int h = 0; h < 8; ++h) sinks.sink_logits.push_back(0.25f * h);
+  expect_combine_matches(decode_problem(9, 4, true), sinks, {0, 2, 4}, true);
+  std::vector<double> o;
+  double lse = 0;
+  decoding::combine_row({0, 0, 0, 0}, {kInf, kInf}, 2, -kInf, o, lse);
+  EXPECT_EQ(lse, kInf);
+  EXPECT_EQ(o, std::vector<double>(2, 0.0));
+  decoding::combine_row({0, 0, 0, 0}, {kInf, kInf}, 2, 1.5, o, lse);
+  EXPECT_EQ(lse, 1.5);
+  EXPECT_EQ(o, std::vector<double>(2, 0.0));
+}
+
+TEST(Combine, ByHand) {
+  // Two pieces with l = e^0 + e^0 = 2 (LSE log 2, O (1, 0)) and l = e^1 (LSE 1, O (0, 1)):
+  // weights 2 and e, O = (2, e) / (2 + e), LSE = log(2 + e).
+  std::vector<double> o;
+  double lse = 0;
+  decoding::combine_row({1, 0, 0, 1}, {std::log(2.0), 1.0}, 2, -kInf, o, lse);
+  const double e = std::exp(1.0);
+  EXPECT_NEAR(o[0], 2 / (2 + e), 1e-15);
+  EXPECT_NEAR(o[1], e / (2 + e), 1e-15);
+  EXPECT_NEAR(lse, std::log(2 + e), 1e-15);
+  EXPECT_THROW(decoding::combine_row({1, 0, 0}, {0.0, 0.0}, 2, -kInf, o, lse), std::invalid_argument);
+}
+
+}  // namespace
