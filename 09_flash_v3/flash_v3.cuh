@@ -14,9 +14,10 @@
 //   * v3 (kPersistent = false): ping-pong. A consumer's turn issues its wgmmas of one step,
 //     O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; then it hands the tensor cores to the other
 //     consumer (named barriers) and runs the softmax of S_s while the other's wgmmas run.
-//   * v4 (this kernel, the chapter's at D = 128): persistent. One block per SM walks the tiles (without a causal mask): the
-//     producer loads the next tile's Q_i and first K/V while the consumers finish the last P V
-//     and write O_i.
+//   * v4 (this kernel, the chapter's at D = 128): persistent. One block per SM walks the tiles
+//     (causal: in pairs of a long and a short tile, TileWalk): the producer loads the next tile's
+//     Q_i and first K/V, and the other consumer starts the next tile's S, while a consumer finishes
+//     its last P V and writes O_i.
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
@@ -26,6 +27,7 @@
 #include <type_traits>
 
 #include "06_tensor_core/tensor_core.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores, write_rows
+#include "09_flash_v3/tile_walk.h"  // TileWalk: which tiles a block computes, in which order
 #include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"
 #include "common/device/wgmma_layout.h"
@@ -43,7 +45,7 @@ struct WsConfig {
   static constexpr int Br = 128, Bc = kBc;  // Q_i: two consumers x 64 rows; K_j, V_j: Bc keys
   static constexpr int kStages = kStages_;  // K/V ring depth
   static constexpr bool kPingPong = kPingPong_;
-  static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a tile)
+  static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a unit)
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
   // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
@@ -74,21 +76,6 @@ struct Barriers {
   std::uint64_t full_q[2], empty_q[2], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
 };
 
-// The block's work: tiles (query tile i, head bh), numbered so that the tiles of one head are
-// neighbours (they share K and V in L2) and, causal, the longest (last) query tiles come first.
-// A block takes tiles blockIdx.x, blockIdx.x + gridDim.x, ...: all of them at once (one block per
-// tile), or one block per SM walking them (kPersistent, without a causal mask: causal tiles differ
-// in length, the blocks' walks drift apart, and the tiles in flight stop sharing K and V in L2;
-// measured 1.4x slower at 16k, so causal launches one block a tile).
-struct WorkTile {
-  std::int64_t bh;
-  int i_tile;
-};
-__device__ __forceinline__ WorkTile work_tile(std::int64_t n, int Tr, bool causal) {
-  const int i = static_cast<int>(n % Tr);
-  return {n / Tr, causal ? Tr - 1 - i : i};
-}
-
 // TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
 // .. of matrix `matrix` (b * H + h or b * Hkv + h) of `map`. Atom a lands kRows * 128 bytes after
 // atom a - 1. One thread calls it.
@@ -107,11 +94,9 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* 
 template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm) {
-  const int Tr = ceil_div(prm.seqlen_q, C::Br);
-  const std::int64_t tiles = Tr * prm.batch_heads;
   int it = 0, n = 0;  // K/V tiles and work tiles so far
-  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++n) {
-    const WorkTile wt = work_tile(tile, Tr, prm.causal);
+  for (TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x); !walk.done(); walk.advance(), ++n) {
+    const WorkTile wt = walk.tile();
     const std::int64_t kv_bh = wt.bh / prm.group_size;
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
@@ -168,13 +153,12 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   auto K_s = [&](int it) { return base + C::kK + it % C::kStages * C::kTileBytes; };
   auto V_s = [&](int it) { return base + C::kV + it % C::kStages * C::kTileBytes; };
-  const int Tr = ceil_div(prm.seqlen_q, C::Br);
-  const std::int64_t tiles = Tr * prm.batch_heads;
   int it0 = 0, n = 0;  // K/V tiles before this work tile (as the producer counts them), work tiles
-  if (C::kPingPong && kGroup == 1) barrier_arrive<1>(kGroupThreads);  // group 0 takes the first turn
-  for (std::int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++n) {
-    const WorkTile wt = work_tile(tile, Tr, prm.causal);
-    const bool last_tile = tile + gridDim.x >= tiles;  // the block's last: no turn follows its last
+  TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x);
+  if (C::kPingPong && kGroup == 1 && !walk.done()) barrier_arrive<1>(kGroupThreads);  // group 0 goes first
+  for (; !walk.done(); walk.advance(), ++n) {
+    const WorkTile wt = walk.tile();
+    const bool last_tile = walk.last();  // the block's last: no turn follows its last
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
     const int group_tile = 2 * wt.i_tile + kGroup;  // the group's 64 rows as a tile of their own
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
@@ -225,7 +209,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   }
 }
 
-// grid: one block per tile, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
+// grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
@@ -281,8 +265,8 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   }();
   (void)opted_in;
   const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
-  const std::int64_t tiles = std::int64_t{ceil_div(prm.seqlen_q, C::Br)} * prm.batch_heads;
-  if (tiles == 0) return;
+  const std::int64_t units = TileWalk::units(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent);
+  if (units == 0) return;
   static const int blocks_per_gpu = [] {  // how many blocks are resident at once (persistent)
     int device = 0, sms = 0, per_sm = 0;
     FA_CUDA_CHECK(cudaGetDevice(&device));
@@ -290,8 +274,8 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
     FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_v3_kernel<C>, C::kThreads, C::kSmemBytes));
     return sms * per_sm;
   }();
-  const std::int64_t cap = C::kPersistent && !prm.causal ? blocks_per_gpu : std::int64_t{kMaxGridX};
-  const unsigned blocks = static_cast<unsigned>(tiles < cap ? tiles : cap);
+  const std::int64_t cap = C::kPersistent ? blocks_per_gpu : std::int64_t{kMaxGridX};
+  const unsigned blocks = static_cast<unsigned>(units < cap ? units : cap);
   flash_v3_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, prm);
   FA_CHECK_LAUNCH();
 }
