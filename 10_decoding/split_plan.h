@@ -16,14 +16,37 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/problem.h"  // FA_HOST_DEVICE
+
 namespace decoding {
 
 // Row r of a packed tile (r = g * seqlen_q + i): query head g of the group, query position i.
 struct PackedRow {
   int head_in_group, position;
 };
-constexpr PackedRow packed_row(int r, int seqlen_q) { return {r / seqlen_q, r % seqlen_q}; }
-constexpr int packed_rows(int group_size, int seqlen_q) { return group_size * seqlen_q; }
+FA_HOST_DEVICE constexpr PackedRow packed_row(int r, int seqlen_q) { return {r / seqlen_q, r % seqlen_q}; }
+FA_HOST_DEVICE constexpr int packed_rows(int group_size, int seqlen_q) { return group_size * seqlen_q; }
+
+// The query positions among packed rows r0 .. r0 + rows - 1 (rows >= 1): lo .. hi, or every
+// position when the rows run from one head of the group into the next.
+struct PositionRange {
+  int lo, hi;
+};
+FA_HOST_DEVICE constexpr PositionRange positions(int r0, int rows, int seqlen_q) {
+  return r0 / seqlen_q == (r0 + rows - 1) / seqlen_q ? PositionRange{r0 % seqlen_q, (r0 + rows - 1) % seqlen_q}
+                                                     : PositionRange{0, seqlen_q - 1};
+}
+// Keys [0, end) hold every key some row of the range sees (bottom-right causal: position i sees
+// j <= i + Sk - Sq); end <= 0 when none does.
+FA_HOST_DEVICE constexpr int keys_end(PositionRange r, int seqlen_q, int seqlen_k, bool causal) {
+  const int end = causal ? r.hi + seqlen_k - seqlen_q + 1 : seqlen_k;
+  return end < seqlen_k ? end : seqlen_k;
+}
+// Does key tile [j0, j0 + Bc) need the element mask for these rows (a key past Sk, or a key some
+// row must not see)?
+FA_HOST_DEVICE constexpr bool tile_needs_mask(PositionRange r, int j0, int Bc, int seqlen_q, int seqlen_k, bool causal) {
+  return j0 + Bc > seqlen_k || (causal && j0 + Bc - 1 > r.lo + seqlen_k - seqlen_q);
+}
 
 // How many CTAs share one tile's key range.
 //   tiles:      CTAs without a split (batch x KV heads x packed-row tiles)

@@ -196,3 +196,40 @@ TEST(Combine, ByHand) {
 }
 
 }  // namespace
+
+namespace {
+
+// Rows of a packed tile against brute force: the positions they hold, the keys any of them sees,
+// and which key tiles some row of them must not see whole.
+TEST(PackedRows, PositionsKeysAndMasks) {
+  for (int group : {1, 4, 8})
+    for (int seqlen_q : {1, 3, 16, 100})
+      for (int seqlen_k : {1, 5, 64, 300})
+        for (bool causal : {false, true})
+          for (int r0 = 0; r0 < group * seqlen_q; r0 += 7)
+            for (int rows : {1, 8, 64}) {
+              const int n = std::min(rows, group * seqlen_q - r0);
+              const decoding::PositionRange pr = decoding::positions(r0, n, seqlen_q);
+              int lo = seqlen_q, hi = -1, end = 0;
+              for (int r = r0; r < r0 + n; ++r) {
+                const int i = decoding::packed_row(r, seqlen_q).position;
+                ASSERT_GE(i, pr.lo);
+                ASSERT_LE(i, pr.hi);
+                lo = std::min(lo, i), hi = std::max(hi, i);
+                for (int j = 0; j < seqlen_k; ++j)
+                  if (!causal || fa::causal_visible(i, j, seqlen_q, seqlen_k)) end = std::max(end, j + 1);
+              }
+              EXPECT_EQ(std::max(0, decoding::keys_end(pr, seqlen_q, seqlen_k, causal)), end);
+              if (n == rows || pr.lo == lo) EXPECT_EQ(pr.lo, lo);  // exact unless the rows wrap
+              for (int j0 = 0; j0 < seqlen_k; j0 += 16) {
+                bool hidden = false;  // some row of the range must not see some key of the tile
+                for (int r = r0; r < r0 + n; ++r)
+                  for (int j = j0; j < j0 + 16; ++j)
+                    hidden |= j >= seqlen_k ||
+                              (causal && !fa::causal_visible(decoding::packed_row(r, seqlen_q).position, j, seqlen_q, seqlen_k));
+                if (hidden) EXPECT_TRUE(decoding::tile_needs_mask(pr, j0, 16, seqlen_q, seqlen_k, causal)) << r0 << " " << j0;
+              }
+            }
+}
+
+}  // namespace
