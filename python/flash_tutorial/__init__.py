@@ -1,0 +1,85 @@
+"""The tutorial's attention kernels as a PyTorch op.
+
+    from flash_tutorial import attention
+    out = attention(q, k, v, causal=True)                 # [B, S, H, D] in, [B, S, H, D] out
+    out, lse = attention(q, k, v, layout="bhsd", return_lse=True)
+
+See python/README.md.
+"""
+import math
+from typing import Optional
+
+import torch
+
+from . import ops, reference  # noqa: F401  (ops registers the custom ops)
+
+__all__ = ["attention"]
+
+LAYOUTS = ("bshd", "bhsd")
+
+
+def _check_layout(q, k, v, layout):
+    if layout not in LAYOUTS:
+        raise ValueError(f"flash_tutorial.attention: layout must be one of {LAYOUTS}, not {layout!r}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            raise ValueError(f"flash_tutorial.attention: {name} must be a 4-D tensor ({layout}), got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+
+
+def _check(q, k, v, block_mask, block_k):
+    """On [B, H, S, D] views."""
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"flash_tutorial.attention: q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if not (q.device == k.device == v.device):
+        raise ValueError("flash_tutorial.attention: q, k, v must be on one device")
+    if not q.is_floating_point():
+        raise ValueError(f"flash_tutorial.attention: floating-point tensors only, got {q.dtype}")
+    b, h, sq, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"flash_tutorial.attention: k and v must have one shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    bk, hkv, sk, dk = k.shape
+    if bk != b or dk != d:
+        raise ValueError(f"flash_tutorial.attention: k, v must match q's batch ({b}) and head dim ({d}), "
+                         f"got batch {bk} and head dim {dk}")
+    if hkv < 1 or h % hkv:
+        raise ValueError(f"flash_tutorial.attention: the query heads ({h}) must be a multiple of the KV heads ({hkv})")
+    if min(sq, sk, d) < 1:
+        raise ValueError("flash_tutorial.attention: seqlens and head dim must be >= 1")
+    if block_mask is not None:
+        if block_k not in (64, 128):
+            raise ValueError(f"flash_tutorial.attention: block_k must be 64 or 128, not {block_k}")
+        want = (b, h, math.ceil(sq / reference.BLOCK_Q), math.ceil(sk / block_k))
+        if tuple(block_mask.shape) != want or block_mask.dtype != torch.bool:
+            raise ValueError(f"flash_tutorial.attention: block_mask must be bool of shape {want} (blocks of "
+                             f"{reference.BLOCK_Q} query rows x {block_k} keys), got {block_mask.dtype} "
+                             f"{tuple(block_mask.shape)}")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              scale: Optional[float] = None, block_mask: Optional[torch.Tensor] = None,
+              layout: str = "bshd", return_lse: bool = False, block_k: int = 128):
+    """softmax(scale q k^T + mask) v, differentiable in q, k and v.
+
+    q: [B, Sq, H, D] (layout "bshd") or [B, H, Sq, D] ("bhsd"); k, v: the same with Hkv heads and Sk
+    keys, H a multiple of Hkv (GQA, MQA). causal: bottom-right aligned when Sq != Sk. scale: default
+    1/sqrt(D). block_mask: bool [B, H, ceil(Sq/128), ceil(Sk/block_k)], False switches a block off.
+    Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
+    +inf for a row that sees no key; for inspection, it carries no gradient).
+
+    Copies: the kernels read [B, H, S, D] contiguous tensors, so a "bshd" input (or any
+    non-contiguous one) is copied once into that layout, and the output comes back as a transposed
+    view of the kernels' [B, H, Sq, D] result. The reference fallback copies nothing extra.
+    """
+    _check_layout(q, k, v, layout)
+    if layout == "bshd":
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # views: [B, H, S, D]
+    _check(q, k, v, block_mask, block_k)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    if ops.kernel_unavailable_reason(q) is None:  # the kernels take contiguous [B, H, S, D]
+        q, k, v = (t.contiguous() for t in (q, k, v))
+    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k))
+    if layout == "bshd":
+        out = out.transpose(1, 2)
+    return (out, lse) if return_lse else out

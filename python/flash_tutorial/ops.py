@@ -1,0 +1,92 @@
+"""The op: torch.library custom ops for the forward and the backward, tied together by autograd.
+
+`flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k) -> (out, lse)` and
+`flash_tutorial::attention_bwd(...) -> (dq, dk, dv)` take [B, H, S, D] tensors. Each runs the
+tutorial's CUDA kernels through the compiled extension `flash_tutorial._C` where it can, and the
+PyTorch reference (reference.py) otherwise, warning once per reason. Both have fake (meta)
+implementations, so torch.compile traces through them without running them.
+"""
+import warnings
+from typing import Optional, Tuple
+
+import torch
+
+from . import reference
+
+try:  # the compiled kernels (not built yet: see python/README.md)
+    from . import _C  # noqa: F401
+    _EXTENSION_ERROR = None
+except ImportError as e:
+    _C = None
+    _EXTENSION_ERROR = str(e)
+
+_warned = set()
+
+
+def kernel_unavailable_reason(q: torch.Tensor) -> Optional[str]:
+    """Why the CUDA kernels cannot run this call (None: they can)."""
+    if _C is None:
+        return "the CUDA extension flash_tutorial._C is not built"
+    if not q.is_cuda:
+        return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
+    return None
+
+
+def _fallback(reason: str) -> None:
+    if reason not in _warned:
+        _warned.add(reason)
+        warnings.warn(f"flash_tutorial: running the PyTorch reference: {reason}", stacklevel=3)
+
+
+@torch.library.custom_op("flash_tutorial::attention_fwd", mutates_args=())
+def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
+                  block_mask: Optional[torch.Tensor], block_k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    reason = kernel_unavailable_reason(q)
+    if reason is None:
+        return _C.forward(q, k, v, causal, scale, block_mask, block_k)
+    _fallback(reason)
+    out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k)
+    return out.contiguous(), lse.contiguous()
+
+
+@attention_fwd.register_fake
+def _(q, k, v, causal, scale, block_mask, block_k):
+    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+    return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(q.shape[:3], dtype=lse_dtype)
+
+
+@torch.library.custom_op("flash_tutorial::attention_bwd", mutates_args=())
+def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
+                  lse: torch.Tensor, causal: bool, scale: float, block_mask: Optional[torch.Tensor],
+                  block_k: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    reason = kernel_unavailable_reason(q)
+    if reason is None:
+        return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k)
+    _fallback(reason)
+    dq, dk, dv = reference.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k)
+    return dq.contiguous(), dk.contiguous(), dv.contiguous()
+
+
+@attention_bwd.register_fake
+def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k):
+    return (torch.empty_like(q, memory_format=torch.contiguous_format),
+            torch.empty_like(k, memory_format=torch.contiguous_format),
+            torch.empty_like(v, memory_format=torch.contiguous_format))
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, causal, scale, block_mask, block_k = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse)
+    ctx.mark_non_differentiable(lse)  # LSE is for inspection: no gradient flows through it
+    ctx.causal, ctx.scale, ctx.block_mask, ctx.block_k = causal, scale, block_mask, block_k
+
+
+def _backward(ctx, dout, dlse):
+    q, k, v, out, lse = ctx.saved_tensors
+    dq, dk, dv = attention_bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.scale, ctx.block_mask,
+                               ctx.block_k)
+    return dq, dk, dv, None, None, None, None
+
+
+attention_fwd.register_autograd(_backward, setup_context=_setup_context)

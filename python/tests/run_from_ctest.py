@@ -1,0 +1,19 @@
+#!/usr/bin/env python3
+"""ctest's entry to the Python package's tests (ctest -L python): runs pytest on python/tests with
+the package importable from the source tree; exits 77 (ctest: skipped) with the reason where
+PyTorch or pytest is not installed."""
+import importlib.util
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+for module, install in (("torch", "pip install torch"), ("pytest", "pip install pytest")):
+    if importlib.util.find_spec(module) is None:
+        print("python/tests: Skipped")  # the form scripts/run_ctest.sh reports skips by
+        print(f"the Python package's tests need {module}, which is not installed ({install})")
+        sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(HERE))  # flash_tutorial from the source tree
+import pytest  # noqa: E402
+
+sys.exit(pytest.main([HERE, "-q", "-p", "no:cacheprovider"]))

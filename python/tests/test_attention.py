@@ -1,0 +1,217 @@
+"""The op against PyTorch's scaled_dot_product_attention and a float64 reference (pytest).
+
+CPU tests exercise the reference path (the fallback); the CUDA tests run the kernels where the
+extension is built and a GPU is present, and skip with the reason otherwise.
+    python3 -m pytest python/tests -q
+"""
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import flash_tutorial as ft
+from flash_tutorial import ops, reference
+
+SHAPES = [  # batch, heads, kv_heads, seqlen_q, seqlen_k, head_dim
+    (1, 1, 1, 1, 1, 8),
+    (2, 4, 4, 17, 17, 64),
+    (1, 8, 2, 127, 127, 32),
+    (2, 6, 1, 33, 70, 16),   # MQA, Sq < Sk
+    (1, 4, 2, 70, 33, 24),   # Sq > Sk: under causal masking the first rows see no key
+]
+
+
+def make(b, h, hkv, sq, sk, d, dtype=torch.float32, layout="bhsd", seed=0):
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(b, h, sq, d), (b, hkv, sk, d), (b, hkv, sk, d)]
+    ts = [torch.randn(s, generator=g, dtype=torch.float64).to(dtype) for s in shapes]
+    if layout == "bshd":
+        ts = [t.transpose(1, 2).contiguous() for t in ts]
+    return ts
+
+
+def reference64(q, k, v, causal, scale):
+    """Attention in float64 from the definition, head by head, written apart from the package's
+    reference so that the two cannot share a mistake ([B, H, S, D]): query head h reads KV head
+    h // (H // Hkv); query i sees key j iff j <= i + Sk - Sq (causal); a row with no key: O = 0, LSE = +inf."""
+    b, h, sq, _ = q.shape
+    group, sk = h // k.shape[1], k.shape[2]
+    out = torch.zeros(q.shape, dtype=torch.float64)
+    lse = torch.full((b, h, sq), float("inf"), dtype=torch.float64)
+    for bi in range(b):
+        for hi in range(h):
+            kk, vv = k[bi, hi // group].double(), v[bi, hi // group].double()
+            s = scale * (q[bi, hi].double() @ kk.T)
+            for i in range(sq):
+                keys = [j for j in range(sk) if not causal or j <= i + sk - sq]
+                if keys:
+                    row = s[i, keys]
+                    lse[bi, hi, i] = torch.logsumexp(row, 0)
+                    out[bi, hi, i] = torch.softmax(row, 0) @ vv[keys]
+    return out, lse
+
+
+@pytest.fixture(autouse=True)
+def quiet_fallback():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_forward_matches_float64(shape, causal, layout):
+    q, k, v = make(*shape, layout=layout)
+    out, lse = ft.attention(q, k, v, causal=causal, layout=layout, return_lse=True)
+    if layout == "bshd":
+        q, k, v, out = (t.transpose(1, 2) for t in (q, k, v, out))
+    want, want_lse = reference64(q, k, v, causal, 1 / math.sqrt(shape[-1]))
+    # float32 arithmetic against float64: softmax rows sum to 1 and |V| ~ 1, so 1e-5 absolute covers
+    # float32's rounding over sums of up to 127 terms with room, and catches any wrong index or scale.
+    torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+    assert out.shape == (shape[0], shape[1], shape[3], shape[5])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_forward_matches_sdpa(causal):
+    # Sq == Sk, where SDPA's causal mask (top-left aligned) and ours (bottom-right) agree.
+    q, k, v = make(2, 8, 2, 65, 65, 32)
+    out = ft.attention(q, k, v, causal=causal, layout="bhsd")
+    want = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    torch.testing.assert_close(out, want, atol=2e-6, rtol=2e-5)
+
+
+def test_rows_without_keys():
+    q, k, v = make(1, 2, 2, 9, 4, 8)  # causal with Sq > Sk: rows 0..4 see no key
+    out, lse = ft.attention(q, k, v, causal=True, layout="bhsd", return_lse=True)
+    assert torch.all(out[:, :, :5] == 0)
+    assert torch.all(torch.isinf(lse[:, :, :5])) and torch.all(lse[:, :, :5] > 0)
+    assert torch.all(torch.isfinite(lse[:, :, 5:]))
+    assert not torch.isnan(out).any()
+
+
+GRAD_SHAPES = [  # small: gradcheck builds whole Jacobians (inputs x outputs)
+    (1, 1, 1, 1, 1, 8),
+    (1, 2, 2, 5, 5, 4),
+    (2, 4, 2, 6, 9, 4),   # GQA, Sq < Sk
+    (1, 2, 1, 7, 3, 4),   # MQA, Sq > Sk: rows without keys under causal masking
+]
+
+
+@pytest.mark.parametrize("shape", GRAD_SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_float64(shape, causal):
+    # gradcheck compares the op's backward (the reference backward's formulas) with finite
+    # differences of its forward, in float64, GQA included.
+    q, k, v = (t.double().requires_grad_() for t in make(*shape))
+    torch.autograd.gradcheck(lambda q, k, v: ft.attention(q, k, v, causal=causal, layout="bhsd"), (q, k, v),
+                             eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_gradients_match_sdpa_gqa():
+    q, k, v = (t.requires_grad_() for t in make(2, 8, 2, 40, 40, 16))
+    dout = torch.randn(2, 8, 40, 16, generator=torch.Generator().manual_seed(5))
+    ours = torch.autograd.grad(ft.attention(q, k, v, causal=True, layout="bhsd"), (q, k, v), dout)
+    theirs = torch.autograd.grad(F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True), (q, k, v), dout)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("block_k", [64, 128])
+def test_block_mask(block_k):
+    b, h, sq, sk = 2, 2, 300, 400
+    q, k, v = make(b, h, h, sq, sk, 16)
+    g = torch.Generator().manual_seed(3)
+    mask = torch.rand(b, h, math.ceil(sq / 128), math.ceil(sk / block_k), generator=g) < 0.5
+    mask[0, 0, 1] = False  # a whole query block sees nothing
+    out, lse = ft.attention(q, k, v, block_mask=mask, block_k=block_k, layout="bhsd", return_lse=True)
+    # Element mask by hand, then float64 attention with it.
+    qi = torch.arange(sq)[:, None] // 128
+    kj = torch.arange(sk)[None, :] // block_k
+    vis = mask[:, :, qi, kj]  # [B, H, Sq, Sk]
+    s = (q.double() @ k.double().transpose(-1, -2)) / math.sqrt(16)
+    s = s.masked_fill(~vis, float("-inf"))
+    seen = vis.any(-1)
+    p = torch.softmax(s, -1).nan_to_num(0.0)
+    torch.testing.assert_close(out.double(), p @ v.double(), atol=1e-5, rtol=1e-5)
+    assert torch.all(torch.isinf(lse[~seen])) and torch.all(torch.isfinite(lse[seen]))
+    assert torch.all(out[0, 0, 128:256] == 0)
+
+
+def test_lse_carries_no_gradient():
+    q, k, v = (t.requires_grad_() for t in make(1, 2, 2, 8, 8, 8))
+    out, lse = ft.attention(q, k, v, layout="bhsd", return_lse=True)
+    assert out.requires_grad and not lse.requires_grad
+
+
+def test_same_call_same_bits():
+    q, k, v = make(2, 4, 2, 50, 60, 32)
+    a = ft.attention(q, k, v, causal=True, layout="bhsd")
+    b = ft.attention(q, k, v, causal=True, layout="bhsd")
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(layout="bsdh"), "layout"),
+    (dict(q=torch.zeros(2, 3, 4)), "4-D"),
+    (dict(k=torch.zeros(1, 3, 3, 8), v=torch.zeros(1, 3, 3, 8)), "multiple of the KV heads"),
+    (dict(k=torch.zeros(1, 3, 2, 16), v=torch.zeros(1, 3, 2, 16)), "head dim"),
+    (dict(v=torch.zeros(1, 3, 2, 4)), "one shape"),
+    (dict(block_mask=torch.ones(1, 4, 1, 1)), "block_mask"),
+    (dict(block_mask=torch.ones(1, 4, 1, 1, dtype=torch.bool), block_k=32), "block_k"),
+])
+def test_bad_input_is_refused(bad, match):
+    args = dict(q=torch.zeros(1, 5, 4, 8), k=torch.zeros(1, 3, 2, 8), v=torch.zeros(1, 3, 2, 8))
+    args.update(bad)
+    with pytest.raises(ValueError, match=match):
+        ft.attention(**args)
+
+
+def test_fallback_warns_with_the_reason():
+    if ops.kernel_unavailable_reason(torch.zeros(1)) is None:
+        pytest.skip("the kernels run here: no fallback to warn about")
+    ops._warned.clear()
+    q, k, v = make(1, 2, 2, 4, 4, 8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ft.attention(q, k, v)
+    assert any("running the PyTorch reference" in str(w.message) for w in caught)
+
+
+class TinyAttention(torch.nn.Module):
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(d, 3 * d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).unbind(2)  # [B, S, H, D]
+        return ft.attention(q, k, v, causal=True).reshape(b, s, d)
+
+
+def test_torch_compile_traces_the_op():
+    torch.manual_seed(0)
+    model = TinyAttention()
+    x = torch.randn(2, 24, 32, requires_grad=True)
+    eager = model(x)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    got = compiled(x)
+    torch.testing.assert_close(got, eager)
+    (g_eager,) = torch.autograd.grad(eager.sum(), x)
+    (g_compiled,) = torch.autograd.grad(compiled(x).sum(), x)
+    torch.testing.assert_close(g_compiled, g_eager)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the kernel path is not tested here")
+def test_cuda_kernels_against_float64():
+    if ops.kernel_unavailable_reason(torch.zeros(1, device="cuda")) is not None:
+        pytest.skip(ops.kernel_unavailable_reason(torch.zeros(1, device="cuda")))
+    q, k, v = (t.cuda() for t in make(2, 8, 2, 300, 300, 64, dtype=torch.bfloat16))
+    out = ft.attention(q, k, v, causal=True, layout="bhsd")
+    want, _ = reference64(q.cpu(), k.cpu(), v.cpu(), True, 1 / 8)
+    torch.testing.assert_close(out.double().cpu(), want, atol=2e-2, rtol=2e-2)
