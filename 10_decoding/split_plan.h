@@ -26,6 +26,14 @@ struct PackedRow {
 };
 FA_HOST_DEVICE constexpr PackedRow packed_row(int r, int seqlen_q) { return {r / seqlen_q, r % seqlen_q}; }
 FA_HOST_DEVICE constexpr int packed_rows(int group_size, int seqlen_q) { return group_size * seqlen_q; }
+// Packed row r of KV head kv_bh = b Hkv + kv_h, as a row of Q, O and LSE ([B, H, Sq] rows):
+// (b H + h) Sq + i with h = kv_h G + (head in group), i = position.
+FA_HOST_DEVICE constexpr std::int64_t packed_q_row(std::int64_t kv_bh, int r, int kv_heads, int group_size,
+                                                   int seqlen_q) {
+  const PackedRow pr = packed_row(r, seqlen_q);
+  const std::int64_t b = kv_bh / kv_heads, h = kv_bh % kv_heads * group_size + pr.head_in_group;
+  return (b * kv_heads * group_size + h) * seqlen_q + pr.position;
+}
 
 // The query positions among packed rows r0 .. r0 + rows - 1 (rows >= 1): lo .. hi, or every
 // position when the rows run from one head of the group into the next.

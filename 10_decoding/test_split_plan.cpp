@@ -233,3 +233,30 @@ TEST(PackedRows, PositionsKeysAndMasks) {
 }
 
 }  // namespace
+
+namespace {
+
+// Every row of Q (b, h, i) is exactly one packed row of exactly one KV head, and that KV head is
+// the one query head h reads (common/problem.h: kv_index).
+TEST(PackedRows, CoverQOnceThroughTheRightKvHead) {
+  for (int batch : {1, 3})
+    for (int kv_heads : {1, 2, 8})
+      for (int group : {1, 4})
+        for (int seqlen_q : {1, 5, 16}) {
+          fa::Problem p;
+          p.batch = batch, p.heads = kv_heads * group, p.kv_heads = kv_heads, p.seqlen_q = seqlen_q;
+          std::vector<int> seen(static_cast<std::size_t>(p.batch) * p.heads * seqlen_q, 0);
+          for (std::int64_t kv_bh = 0; kv_bh < std::int64_t{batch} * kv_heads; ++kv_bh)
+            for (int r = 0; r < decoding::packed_rows(group, seqlen_q); ++r) {
+              const std::int64_t row = decoding::packed_q_row(kv_bh, r, kv_heads, group, seqlen_q);
+              ASSERT_GE(row, 0);
+              ASSERT_LT(row, static_cast<std::int64_t>(seen.size()));
+              ++seen[row];
+              EXPECT_EQ(p.kv_index(row / seqlen_q), kv_bh) << "row " << row;
+              EXPECT_EQ(row % seqlen_q, decoding::packed_row(r, seqlen_q).position);
+            }
+          for (int count : seen) ASSERT_EQ(count, 1);
+        }
+}
+
+}  // namespace
