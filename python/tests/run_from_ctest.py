@@ -2,15 +2,18 @@
 """ctest's entry to the Python package's tests (ctest -L python): runs pytest on python/tests with
 the package importable from the source tree; exits 77 (ctest: skipped) with the reason where
 PyTorch or pytest is not installed."""
-import importlib.util
+import importlib
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 for module, install in (("torch", "pip install torch"), ("pytest", "pip install pytest")):
-    if importlib.util.find_spec(module) is None:
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # not installed, or installed but broken here (a missing library)
         print("python/tests: Skipped")  # the form scripts/run_ctest.sh reports skips by
-        print(f"the Python package's tests need {module}, which is not installed ({install})")
+        print(f"the Python package's tests need {module}, which does not import here ({install}): "
+              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(HERE))  # flash_tutorial from the source tree
