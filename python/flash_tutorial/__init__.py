@@ -77,7 +77,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     _check(q, k, v, block_mask, block_k)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    if ops.kernel_unavailable_reason(q) is None:  # the kernels take contiguous [B, H, S, D]
+    if ops.kernel_unavailable_reason(q, k, block_mask is not None) is None:  # the kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))
     out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k))
     if layout == "bshd":

@@ -23,13 +23,15 @@ except ImportError as e:
 _warned = set()
 
 
-def kernel_unavailable_reason(q: torch.Tensor) -> Optional[str]:
-    """Why the CUDA kernels cannot run this call (None: they can)."""
+def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None, has_mask: bool = False,
+                              backward: bool = False) -> Optional[str]:
+    """Why the CUDA kernels cannot run this call (None: they can): the extension is not built, the
+    tensors are not on a GPU, or the chapters' Support tables refuse the dtype or head dim."""
     if _C is None:
-        return "the CUDA extension flash_tutorial._C is not built"
+        return "the CUDA extension flash_tutorial._C is not built (python/README.md: FA_PYTHON_EXTENSION)"
     if not q.is_cuda:
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
-    return None
+    return _C.unsupported(q, q if k is None else k, has_mask, backward) or None
 
 
 def _fallback(reason: str) -> None:
@@ -41,7 +43,7 @@ def _fallback(reason: str) -> None:
 @torch.library.custom_op("flash_tutorial::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
                   block_mask: Optional[torch.Tensor], block_k: int) -> Tuple[torch.Tensor, torch.Tensor]:
-    reason = kernel_unavailable_reason(q)
+    reason = kernel_unavailable_reason(q, k, block_mask is not None)
     if reason is None:
         return _C.forward(q, k, v, causal, scale, block_mask, block_k)
     _fallback(reason)
@@ -59,7 +61,7 @@ def _(q, k, v, causal, scale, block_mask, block_k):
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, causal: bool, scale: float, block_mask: Optional[torch.Tensor],
                   block_k: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    reason = kernel_unavailable_reason(q)
+    reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True)
     if reason is None:
         return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k)
     _fallback(reason)

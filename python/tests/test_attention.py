@@ -207,11 +207,62 @@ def test_torch_compile_traces_the_op():
     torch.testing.assert_close(g_compiled, g_eager)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the kernel path is not tested here")
-def test_cuda_kernels_against_float64():
-    if ops.kernel_unavailable_reason(torch.zeros(1, device="cuda")) is not None:
-        pytest.skip(ops.kernel_unavailable_reason(torch.zeros(1, device="cuda")))
-    q, k, v = (t.cuda() for t in make(2, 8, 2, 300, 300, 64, dtype=torch.bfloat16))
-    out = ft.attention(q, k, v, causal=True, layout="bhsd")
-    want, _ = reference64(q.cpu(), k.cpu(), v.cpu(), True, 1 / 8)
-    torch.testing.assert_close(out.double().cpu(), want, atol=2e-2, rtol=2e-2)
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the kernel path is not tested here")
+
+
+def kernels_or_skip(q, k, has_mask=False):
+    """[B, H, S, D] q, k on the GPU: skip, with the reason, unless the kernels run both passes."""
+    reason = ops.kernel_unavailable_reason(q, k, has_mask, backward=True)
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def close(got, want, tol, what):
+    """Largest error against the largest reference value: the kernels round to their dtype."""
+    err = (got.double().cpu() - want).abs().max().item()
+    scale = max(want.abs().max().item(), 1e-30)
+    assert err <= tol * scale, f"{what}: max error {err:.3g} > {tol} x {scale:.3g}"
+
+
+# The kernels' rounding: bf16 keeps 8 bits, f16 11; sums of up to 333 rounded products. The fp32
+# kernels (05, 08 fp32) agree with float64 to ~1e-6 of the largest value.
+KERNEL_TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
+    # [B, S, H, D] inputs (copied to [B, H, S, D] for the kernels), GQA, Sq != Sk.
+    q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, head_dim, dtype=dtype, layout="bshd"))
+    kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
+    out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    scale = 1 / math.sqrt(head_dim)
+    q64, k64, v64 = (t.detach().double().cpu().transpose(1, 2) for t in (q, k, v))
+    o64, lse64 = reference.forward(q64, k64, v64, causal, scale)
+    g64 = reference.backward(dout.double().cpu().transpose(1, 2), q64, k64, v64, o64, lse64, causal, scale)
+    tol = KERNEL_TOL[dtype]
+    close(out.transpose(1, 2), o64, tol, "O")
+    close(lse, lse64, 1e-4, "LSE")
+    for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
+        close(g.transpose(1, 2), w, 2 * tol, name)
+
+
+@cuda
+def test_cuda_kernels_block_mask():
+    b, h, sq, sk, d = 1, 4, 300, 400, 64
+    q, k, v = (t.cuda().requires_grad_() for t in make(b, h, 2, sq, sk, d, dtype=torch.bfloat16))
+    kernels_or_skip(q, k, has_mask=True)
+    mask = torch.rand(b, h, math.ceil(sq / 128), math.ceil(sk / 128), generator=torch.Generator().manual_seed(4)) < 0.6
+    out = ft.attention(q, k, v, block_mask=mask.cuda(), layout="bhsd")
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    q64, k64, v64 = (t.detach().double().cpu() for t in (q, k, v))
+    o64, lse64 = reference.forward(q64, k64, v64, False, 1 / 8, mask, 128)
+    g64 = reference.backward(dout.double().cpu(), q64, k64, v64, o64, lse64, False, 1 / 8, mask, 128)
+    close(out, o64, KERNEL_TOL[torch.bfloat16], "O")
+    for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
+        close(g, w, 2 * KERNEL_TOL[torch.bfloat16], name)

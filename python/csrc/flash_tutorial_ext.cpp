@@ -1,0 +1,126 @@
+// flash_tutorial._C: the chapters' kernels behind the Python op (python/flash_tutorial/ops.py).
+// forward: 06 (f16, bf16) or 05 (f32); 07 under a block mask. backward: 08 (dense or block-sparse).
+// Tensors arrive as contiguous [B, H, S, D] on one CUDA device; the chapters' own checks refuse
+// what they do not take (std::invalid_argument, which Python sees as ValueError), and ops.py asks
+// `unsupported` first so that it can fall back to the reference with the reason instead.
+#include <ATen/cuda/CUDAContext.h>
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "05_flash_v2/flash_v2.h"
+#include "06_tensor_core/tensor_core.h"
+#include "07_block_sparse/block_mask.h"
+#include "07_block_sparse/block_sparse.h"
+#include "08_backward/backward.h"
+#include "common/support.h"
+
+namespace {
+
+using torch::Tensor;
+
+std::optional<fa::Dtype> dtype_of(const Tensor& t) {
+  if (t.scalar_type() == torch::kFloat32) return fa::Dtype::f32;
+  if (t.scalar_type() == torch::kFloat16) return fa::Dtype::f16;
+  if (t.scalar_type() == torch::kBFloat16) return fa::Dtype::bf16;
+  return std::nullopt;
+}
+
+fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double scale) {
+  fa::Problem p;
+  p.batch = static_cast<int>(q.size(0));
+  p.heads = static_cast<int>(q.size(1));
+  p.kv_heads = static_cast<int>(k.size(1));
+  p.seqlen_q = static_cast<int>(q.size(2));
+  p.seqlen_k = static_cast<int>(k.size(2));
+  p.head_dim = static_cast<int>(q.size(3));
+  p.causal = causal;
+  p.softmax_scale = static_cast<float>(scale);
+  p.dtype = *dtype_of(q);
+  return p;
+}
+
+// Chapter 07's mask from the op's dense bool [B, H, ceil(Sq / 128), ceil(Sk / block_k)].
+block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, int64_t block_k) {
+  const Tensor dense = block_mask.to(torch::kCPU, torch::kUInt8).contiguous();
+  const std::uint8_t* d = dense.data_ptr<std::uint8_t>();
+  return block_sparse::from_dense(block_sparse::mask_shape(p, static_cast<int>(block_k)),
+                                  std::vector<std::uint8_t>(d, d + dense.numel()));
+}
+
+// Why the kernels cannot run this call ("" when they can): the chapters' Support tables.
+std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward) {
+  if (!q.is_cuda()) return "the tensors are not on a CUDA device";
+  const auto dt = dtype_of(q);
+  if (!dt) return std::string("dtype ") + c10::toString(q.scalar_type()) + " (the kernels take float32, float16, bfloat16)";
+  const int d = static_cast<int>(q.size(3));
+  const fa::Support& fwd = has_mask ? block_sparse::chapter().support
+                           : *dt == fa::Dtype::f32 ? flash_v2::chapter().support
+                                                   : tensor_core::chapter().support;
+  auto takes = [&](const fa::Support& s) {
+    return std::find(s.dtypes.begin(), s.dtypes.end(), *dt) != s.dtypes.end() && fa::supports_head_dim(s, d);
+  };
+  if (!takes(fwd)) return fwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
+  if (for_backward) {
+    const fa::Support& bwd = *dt == fa::Dtype::f32 ? backward::fp32_chapter().support : backward::tensor_core_support();
+    if (!takes(bwd)) return bwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
+    if (has_mask && (*dt == fa::Dtype::f32 || d > 128))
+      return "08's block-sparse backward takes f16 and bf16 at head dims up to 128";
+  }
+  (void)k;
+  return "";
+}
+
+std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                                   const std::optional<Tensor>& block_mask, int64_t block_k) {
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(), "flash_tutorial._C: contiguous [B, H, S, D] tensors");
+  const fa::Problem p = problem_of(q, k, causal, scale);
+  Tensor out = torch::empty_like(q);
+  Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32));
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (block_mask) {
+    // Uploaded per call; freed (cudaFree, which waits for the device) when it goes out of scope.
+    const block_sparse::DeviceBlockMask mask(mask_of(p, *block_mask, block_k));
+    block_sparse::forward(p, mask, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                          stream);
+  } else if (p.dtype == fa::Dtype::f32) {
+    flash_v2::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
+  } else {
+    tensor_core::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
+  }
+  return {out, lse};
+}
+
+std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const Tensor& out, const Tensor& lse, bool causal, double scale,
+                                            const std::optional<Tensor>& block_mask, int64_t block_k) {
+  TORCH_CHECK(dout.is_contiguous() && q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
+                  out.is_contiguous() && lse.is_contiguous(),
+              "flash_tutorial._C: contiguous tensors");
+  const fa::Problem p = problem_of(q, k, causal, scale);
+  Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
+  if (block_mask) {
+    const backward::DeviceSparseWalk walk(p, mask_of(p, *block_mask, block_k));
+    backward::backward(p, walk, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                       dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream, {});
+  } else {
+    backward::backward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                       dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream);
+  }
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "The CUDA attention tutorial's kernels (flash_tutorial.ops calls them)";
+  m.def("forward", &forward_op, "O, LSE of chapters 05 / 06 / 07");
+  m.def("backward", &backward_op, "dQ, dK, dV of chapter 08");
+  m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
+}
