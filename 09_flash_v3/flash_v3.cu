@@ -1,8 +1,9 @@
 // Chapter 09's forward: the checks, then one launch of the head dim's kernel (which makes its tensor maps).
 // D = 128: the warp-specialized, ping-pong, persistent kernel of flash_v3.cuh. D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
-// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a thread), so five share an
-// SM, and the warp schedulers interleave their GEMMs and softmaxes without any hand-made schedule.
+// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
+// thread), so five share an SM, and the warp schedulers interleave their GEMMs and softmaxes
+// without any hand-made schedule.
 #include "09_flash_v3/flash_v3.h"
 
 #include <cuda_bf16.h>

@@ -95,7 +95,8 @@ template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm) {
   int it = 0, n = 0;  // K/V tiles and work tiles so far
-  for (TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x); !walk.done(); walk.advance(), ++n) {
+  TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x);
+  for (; !walk.done(); walk.advance(), ++n) {
     const WorkTile wt = walk.tile();
     const std::int64_t kv_bh = wt.bh / prm.group_size;
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);

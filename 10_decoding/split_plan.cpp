@@ -6,12 +6,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/device/tiles.h"  // ceil_div
+
 namespace decoding {
+using fa::cuda::ceil_div;
+
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 double wave_efficiency(std::int64_t ctas, int slots) {
   const double waves = static_cast<double>(ctas) / slots;
