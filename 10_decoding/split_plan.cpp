@@ -29,18 +29,12 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
                                 ", " + std::to_string(max_splits));
   SplitPlan plan{.splits = 1, .blocks_per_split = key_blocks, .efficiency = wave_efficiency(tiles, slots)};
   if (key_blocks <= 1 || tiles >= 0.8 * slots) return plan;
-  const int most = std::min({max_splits, key_blocks, slots});
-  std::vector<double> efficiency(most + 1, 0.0);  // 0: a candidate that only adds CTAs
-  double best = 0;
-  for (int s = 1; s <= most; ++s) {
-    if (s > 1 && ceil_div(key_blocks, s) == ceil_div(key_blocks, s - 1)) continue;
-    efficiency[s] = wave_efficiency(tiles * s, slots);
-    best = std::max(best, efficiency[s]);
-  }
-  for (int s = 1; s <= most; ++s)
-    if (efficiency[s] >= 0.85 * best)  // s pieces of ceil(key_blocks / s) tiles: none empty (the skip rule)
-      return {.splits = s, .blocks_per_split = ceil_div(key_blocks, s), .efficiency = efficiency[s]};
-  return plan;  // not reached: the best candidate always qualifies
+  const std::int64_t fit = slots / tiles;  // pieces per tile that one wave holds (>= 1: tiles < slots)
+  const int most = static_cast<int>(std::min<std::int64_t>({max_splits, key_blocks, fit}));
+  plan.blocks_per_split = ceil_div(key_blocks, most);         // the shortest pieces one wave allows
+  plan.splits = ceil_div(key_blocks, plan.blocks_per_split);  // as few as that length needs: none empty
+  plan.efficiency = wave_efficiency(tiles * plan.splits, slots);
+  return plan;
 }
 
 void combine_row(const std::vector<double>& o_parts, const std::vector<double>& lse_parts, int head_dim,

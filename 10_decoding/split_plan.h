@@ -59,18 +59,19 @@ FA_HOST_DEVICE constexpr bool tile_needs_mask(PositionRange r, int j0, int Bc, i
 // How many CTAs share one tile's key range.
 //   tiles:      CTAs without a split (batch x KV heads x packed-row tiles)
 //   key_blocks: key tiles of the longest sequence (ceil(seqlen_k / Bc))
-//   slots:      CTAs the GPU runs at once (SMs x resident CTAs per SM)
+//   slots:      CTAs the GPU runs side by side (the kernel passes its SM count: one CTA an SM)
 // The rule: with at least 80% of the slots busy without a split, split nothing (the combine would
-// only add traffic). Otherwise, for each candidate s (1 .. min(max_splits, key_blocks, slots)),
-// the CTAs run in waves = tiles * s / slots, and the last wave is partly idle: its efficiency is
-// waves / ceil(waves). We take the smallest s within 85% of the best efficiency: more splits mean
-// more partial outputs to write and combine, so among near-equals the fewest win. A candidate whose
-// longest piece, ceil(key_blocks / s), is no shorter than with s - 1 is skipped: it only adds
-// CTAs. FlashAttention-2's num_splits_heuristic makes the same trade.
+// only add traffic). Otherwise fill one wave: s = the most pieces with tiles x s <= slots (and
+// s <= key_blocks, s <= max_splits), then the fewest pieces of the same length, ceil(key_blocks / s)
+// tiles each, so that no piece is empty. One wave, not several: each wave pays the pipeline's fill
+// again and each piece adds a partial output to combine. On the H100 (README, "The split plan")
+// two or three waves of shorter pieces, or two CTAs an SM, measured 8-20% slower than one wave of
+// one CTA an SM, although they leave fewer SMs idle. FlashAttention-2's num_splits_heuristic
+// instead takes the fewest pieces within 85% of the best wave efficiency over any number of waves.
 struct SplitPlan {
   int splits = 1;           // CTAs per tile's key range
   int blocks_per_split = 0;  // key tiles per CTA (the last CTA may get fewer)
-  double efficiency = 1;    // waves / ceil(waves) for the chosen splits
+  double efficiency = 1;    // waves / ceil(waves) for the chosen splits: the busy share of the slots
 };
 SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_splits = 128);
 

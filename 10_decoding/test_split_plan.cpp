@@ -34,42 +34,42 @@ TEST(PackedRows, EveryHeadAndPositionOnce) {
     }
 }
 
-// The rule of split_plan.h, derived again here from its definition: the candidates, their wave
-// efficiency, the smallest within 85% of the best.
+// The rule of split_plan.h, derived again here from its definition by search: among the counts s
+// whose CTAs fit one wave (tiles x s <= slots, s <= key_blocks, s <= max_splits), those giving the
+// shortest pieces; of those, the fewest.
 int expected_splits(std::int64_t tiles, int key_blocks, int slots, int max_splits) {
   if (key_blocks <= 1 || tiles >= 0.8 * slots) return 1;
-  auto pieces = [&](int s) { return (key_blocks + s - 1) / s; };
-  auto efficiency = [&](int s) {
-    const double waves = static_cast<double>(tiles) * s / slots;
-    return waves / std::ceil(waves);
-  };
-  std::vector<int> candidates;
-  for (int s = 1; s <= std::min({max_splits, key_blocks, slots}); ++s)
-    if (s == 1 || pieces(s) != pieces(s - 1)) candidates.push_back(s);
-  double best = 0;
-  for (int s : candidates) best = std::max(best, efficiency(s));
-  for (int s : candidates)
-    if (efficiency(s) >= 0.85 * best) return s;
-  return -1;
+  auto longest_piece = [&](int s) { return (key_blocks + s - 1) / s; };
+  int best = 1;
+  for (int s = 1; s <= std::min(max_splits, key_blocks) && tiles * s <= slots; ++s)
+    if (longest_piece(s) < longest_piece(best)) best = s;
+  return best;
 }
 
 TEST(SplitPlan, ByHand) {
-  // Batch 1, 8 KV heads (8 tiles), 64 key tiles (4k keys of 64), 132 SMs, one CTA each. The
-  // candidates are the counts where the piece length changes: 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 13,
-  // 16, 22, 32, 64 (14 is not one: 13 pieces of 5 tiles already cover 64). 16 pieces make 128
-  // CTAs, 0.97 of one wave, the best any candidate reaches (32 pieces: 256 CTAs, 1.94 waves, also
-  // 0.97). 13 pieces make 104 CTAs, 0.79 < 0.85 x 0.97: so 16 pieces of 4 tiles.
-  const decoding::SplitPlan plan = decoding::plan_splits(8, 64, 132);
+  // Batch 1, 8 KV heads (8 tiles), 64 key tiles (4k keys of 64), 132 SMs. One wave holds
+  // 132 / 8 = 16 pieces a tile: 16 pieces of 4 tiles, 128 CTAs, 0.97 of the SMs busy.
+  decoding::SplitPlan plan = decoding::plan_splits(8, 64, 132);
   EXPECT_EQ(plan.splits, 16);
   EXPECT_EQ(plan.blocks_per_split, 4);
   EXPECT_NEAR(plan.efficiency, 128.0 / 132.0, 1e-12);
+  // 100 key tiles: 16 pieces would be 7 tiles long (ceil(100 / 16)), and 15 pieces of 7 cover
+  // 105 >= 100 already: 15 pieces, none empty (the last one 2 tiles).
+  plan = decoding::plan_splits(8, 100, 132);
+  EXPECT_EQ(plan.splits, 15);
+  EXPECT_EQ(plan.blocks_per_split, 7);
+  // Batch 8: 64 tiles, 2 pieces each fill 128 of 132 SMs.
+  EXPECT_EQ(decoding::plan_splits(64, 1024, 132).splits, 2);
   // A full GPU needs no split: 106 tiles are 80% of 132 slots.
   EXPECT_EQ(decoding::plan_splits(106, 1024, 132).splits, 1);
-  EXPECT_EQ(decoding::plan_splits(105, 1024, 132).splits, expected_splits(105, 1024, 132, 128));
-  EXPECT_GT(decoding::plan_splits(105, 1024, 132).splits, 1);
+  // 105 tiles are not, but two pieces each would not fit one wave either.
+  EXPECT_EQ(decoding::plan_splits(105, 1024, 132).splits, 1);
+  EXPECT_EQ(decoding::plan_splits(66, 1024, 132).splits, 2);
   // Nothing to split: an empty or one-tile key range.
   EXPECT_EQ(decoding::plan_splits(8, 0, 132).splits, 1);
   EXPECT_EQ(decoding::plan_splits(8, 1, 132).splits, 1);
+  // Fewer key tiles than the wave would hold: one tile a piece.
+  EXPECT_EQ(decoding::plan_splits(1, 5, 132).splits, 5);
 }
 
 TEST(SplitPlan, FollowsTheRuleAndLeavesNoPieceEmpty) {
@@ -85,6 +85,8 @@ TEST(SplitPlan, FollowsTheRuleAndLeavesNoPieceEmpty) {
           // Every key tile in some piece, and no piece empty.
           EXPECT_GE(static_cast<std::int64_t>(plan.splits) * plan.blocks_per_split, key_blocks);
           if (key_blocks > 0) EXPECT_LT(static_cast<std::int64_t>(plan.splits - 1) * plan.blocks_per_split, key_blocks);
+          // One wave (or no split at all).
+          if (plan.splits > 1) EXPECT_LE(tiles * plan.splits, slots);
           EXPECT_GT(plan.efficiency, 0.0);
           EXPECT_LE(plan.efficiency, 1.0);
         }

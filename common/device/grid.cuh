@@ -45,4 +45,21 @@ __device__ __forceinline__ std::int64_t grid_row() {
   return std::int64_t{blockIdx.z} * gridDim.y + blockIdx.y;
 }
 
+// Programmatic dependent launch (launch_dependent in launch.h; sm_90 and newer, nothing on older
+// GPUs). The earlier kernel calls launch_dependents() once its blocks need no more SM room for
+// themselves, so the later kernel's blocks may be scheduled; the later kernel calls
+// wait_on_prerequisites(), which returns once the earlier grid has completed and its memory
+// writes are visible. Where the first call sits changes only when the later blocks start, never
+// what they read.
+__device__ __forceinline__ void launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_on_prerequisites() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 }  // namespace fa::cuda

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "common/cuda_check.h"
 
@@ -37,6 +38,29 @@ template <int... kDims, class F>
 void with_head_dim(int head_dim, F&& f) {
   bool done = false;
   ((done = done || (head_dim <= kDims && (f(std::integral_constant<int, kDims>{}), true))), ...);
+}
+
+// Launches kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch
+// (Hopper and newer; taught in chapter 10): the GPU may start its blocks while the kernel before
+// it in the stream is still finishing, instead of after it has fully drained. The kernel must
+// call wait_on_prerequisites() (grid.cuh) before it reads anything the earlier kernel writes.
+// On an older GPU it is an ordinary launch.
+template <class... KernelArgs, class... Args>
+void launch_dependent(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                      Args&&... args) {
+  static const bool hopper = [] {
+    int device = 0, major = 0;
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    FA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 9;
+  }();
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid, config.blockDim = block, config.dynamicSmemBytes = static_cast<std::size_t>(smem);
+  config.stream = stream, config.attrs = &attr, config.numAttrs = hopper ? 1 : 0;
+  FA_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 }  // namespace fa::cuda

@@ -1,0 +1,221 @@
+// Chapter 10 -- attention for decoding: GQA packing and split-KV over 06's tile functions.
+//
+// New since 06 (06_tensor_core/tensor_core.cuh):
+//   * A block's 64 rows are packed (split_plan.h): (query head in the group) x (query position) of
+//     one KV head, gathered from Q by cp.async, so the G query heads sharing K and V read them once.
+//   * A block computes one piece of the key range (split-KV): the grid is (splits) x (KV heads x
+//     packed-row tiles). With one piece it writes O and LSE like 06; with several it writes its rows'
+//     partial O (fp32, divided by its own sum) and LSE into a workspace, and combine_kernel merges
+//     the pieces by LSE (combine_row in split_plan.cpp is its CPU model).
+//   * The element mask works on packed rows: position i = r mod Sq sees key j <= i + Sk - Sq.
+//   * K and V stream through a ring of three stages, two tiles in flight while one is computed
+//     (06 double-buffers): with one CTA an SM, a decode step is a race to keep HBM busy.
+//   * The combine is a programmatic dependent launch (common/device/launch.h): its blocks start
+//     while the split kernel's last blocks finish.
+//   * 06's tile_scores, softmax_step and accumulate_pv run unchanged.
+// Run:  ./build/10_decoding/10_decoding --batch 1 --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 16384 --head-dim 128
+#pragma once
+
+#include <cstdint>
+#include <limits>
+
+#include "06_tensor_core/tensor_core.cuh"  // Params, Config, copy/score/softmax/pv steps
+#include "10_decoding/split_plan.h"
+
+namespace decoding {
+
+using namespace fa::cuda;
+using tensor_core::Params;
+
+// 4 warps of 16 packed rows (Br = 64), Bc = 64 keys, K/V double buffered: 06's Config with one
+// 16-row mma tile per warp.
+template <class T, int kD>
+using DecodeConfig = tensor_core::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
+
+// K/V in a ring of three stages, two tiles in flight ahead of the one computed: decoding is bound
+// by memory, and a piece of a few tiles must not wait one round trip per tile. Q's tile, then the
+// ring: 112 KB at D = 128, 56 KB at D = 64.
+constexpr int kStages = 3;
+template <class C>
+constexpr int smem_bytes() { return (C::Br + 2 * kStages * C::Bc) * C::kCols * 2; }
+
+struct SplitParams {
+  Params base;              // q, k, v, o, lse, sizes, scale (06's)
+  int kv_heads;             // Hkv
+  int row_tiles;            // packed-row tiles per KV head: ceil(G Sq / Br)
+  std::int64_t tiles;       // B Hkv row_tiles: the grid's rows
+  int splits;               // pieces of the key range (gridDim.x)
+  int keys_per_split;       // Bc x blocks_per_split
+  float* o_part;            // [B H Sq, splits, D] fp32 (splits > 1), else null
+  float* lse_part;          // [B H Sq, splits]
+};
+
+// Packed row r of KV head kv_bh as a row of Q, O and LSE (split_plan.h, CPU-tested).
+__device__ __forceinline__ std::int64_t q_row(const SplitParams& prm, std::int64_t kv_bh, int r) {
+  return packed_q_row(kv_bh, r, prm.kv_heads, prm.base.group_size, prm.base.seqlen_q);
+}
+
+// Q's packed rows r0 .. r0 + Br - 1 into the (Br, kCols) smem tile, one 16-byte cp.async per
+// chunk as in 06's copy_tile, but each row from its own head; rows past G Sq are zero-filled.
+template <class C>
+__device__ __forceinline__ void gather_q(std::uint32_t tile, const SplitParams& prm, std::int64_t kv_bh, int r0) {
+  using T = typename C::T;
+  constexpr int kRowChunks = C::kCols / kChunkElems, kRowsPerIt = C::kThreads / kRowChunks;
+  const int r_t = copy_row(threadIdx.x, kRowChunks), c = copy_chunk(threadIdx.x, kRowChunks) * kChunkElems;
+  if (c >= C::kD) return;
+  const int rows = packed_rows(prm.base.group_size, prm.base.seqlen_q);
+#pragma unroll
+  for (int it = 0; it < C::Br / kRowsPerIt; ++it) {
+    const int r = r0 + r_t + it * kRowsPerIt;
+    const bool inside = r < rows;
+    const T* src = static_cast<const T*>(prm.base.q) + (inside ? q_row(prm, kv_bh, r) * C::kD + c : 0);
+    cp_async_16(tile + 2 * tile_offset(r_t + it * kRowsPerIt, c, C::kCols, C::kSwizzle), src, inside);
+  }
+}
+
+// -inf where packed row (this lane's rows: row, row + 8) must not see key j: past Sk, causally
+// hidden, or past the piece's end.
+template <class C>
+__device__ __forceinline__ void mask_packed(tensor_core::ScoreTile<C>& S, int row, int j0, int j_end, int t,
+                                            const Params& prm) {
+#pragma unroll
+  for (int nt = 0; nt < C::Bc / 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int i = packed_row(row + 8 * (e / 2), prm.seqlen_q).position, j = j0 + 8 * nt + 2 * t + e % 2;
+      if (j >= j_end || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, prm.seqlen_k)))
+        S[0][nt][e] = -std::numeric_limits<float>::infinity();
+    }
+}
+
+// The epilogue for packed rows: with one piece, O / l in T and LSE (06's write_rows, gathered);
+// with several, the piece's O / l in fp32 and its LSE (+inf: no key) into the workspace.
+template <class C>
+__device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, const SplitParams& prm,
+                                             std::int64_t kv_bh, int row, int t) {
+  using T = typename C::T;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const float scale = prm.base.scale_log2 * kLn2;
+  const int rows = packed_rows(prm.base.group_size, prm.base.seqlen_q);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = w.l[0][h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int r = row + 8 * h;
+    if (r >= rows) continue;
+    const std::int64_t qr = q_row(prm, kv_bh, r);
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: O = 0
+    const float lse = l > 0.0f ? w.m[0][h] * scale + logf(l) : kInf;
+    if (prm.splits == 1) {
+      T* O_g = static_cast<T*>(prm.base.o) + qr * C::kD;
+#pragma unroll
+      for (int nt = 0; nt < C::kD / 8; ++nt)
+        *reinterpret_cast<std::uint32_t*>(O_g + 8 * nt + 2 * t) = pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
+      if (t == 0) prm.base.lse[qr] = lse;
+    } else {
+      float* O_p = prm.o_part + (qr * prm.splits + blockIdx.x) * C::kD;
+#pragma unroll
+      for (int nt = 0; nt < C::kD / 8; ++nt)
+        *reinterpret_cast<float2*>(O_p + 8 * nt + 2 * t) = make_float2(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
+      if (t == 0) prm.lse_part[qr * prm.splits + blockIdx.x] = lse;
+    }
+  }
+}
+
+// grid: (splits) x (B Hkv row_tiles rows over y and z); block: 4 warps, warp w owns packed rows
+// r0 + 16 w .. r0 + 16 w + 15.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
+  const std::int64_t tile = grid_row();
+  if (tile >= prm.tiles) return;  // a spare block of the grid
+  constexpr int Br = C::Br, Bc = C::Bc, kCols = C::kCols, kTileBytes = Bc * kCols * 2;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const std::uint32_t Q_s = smem_u32(smem);                 // (Br, kCols) smem: the packed rows of Q
+  const std::uint32_t K_s = Q_s + Br * kCols * 2;           // (kStages, Bc, kCols) smem: K_j
+  const std::uint32_t V_s = K_s + kStages * kTileBytes;     // (kStages, Bc, kCols) smem: V_j
+  const Params& p = prm.base;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const std::int64_t kv_bh = tile / prm.row_tiles;
+  const int r0 = static_cast<int>(tile % prm.row_tiles) * Br;
+  const int rows = packed_rows(p.group_size, p.seqlen_q);
+  const PositionRange pos = positions(r0, rows - r0 < Br ? rows - r0 : Br, p.seqlen_q);
+  // This piece's keys: [j_begin, j_end), cut at the last key any of the block's rows sees.
+  const int j_begin = blockIdx.x * prm.keys_per_split;
+  const int last = keys_end(pos, p.seqlen_q, p.seqlen_k, p.causal);
+  const int j_end = j_begin + prm.keys_per_split < last ? j_begin + prm.keys_per_split : last;
+  const int n_tiles = j_end > j_begin ? ceil_div(j_end - j_begin, Bc) : 0;
+  const typename C::T* K = static_cast<const typename C::T*>(p.k) + kv_bh * p.seqlen_k * C::kD;  // (Sk, D) global
+  const typename C::T* V = static_cast<const typename C::T*>(p.v) + kv_bh * p.seqlen_k * C::kD;
+  // Key tile n of the piece into ring stage n % kStages, as one cp.async group (empty past the end,
+  // so that the group count per tile stays one).
+  auto load_tile = [&](int n) {
+    if (n < n_tiles) {
+      const int j0 = j_begin + n * Bc;
+      const std::uint32_t stage = (n % kStages) * kTileBytes;
+      tensor_core::copy_tile<C, Bc>(K_s + stage, K + j0 * C::kD, p.seqlen_k - j0);
+      tensor_core::copy_tile<C, Bc>(V_s + stage, V + j0 * C::kD, p.seqlen_k - j0);
+    }
+    cp_async_commit();
+  };
+
+  gather_q<C>(Q_s, prm, kv_bh, r0);
+  load_tile(0);  // Q and tile 0: one group
+  load_tile(1);
+
+  const int lane_a = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, C::kSwizzle);  // Q, V
+  const int lane_b = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, C::kSwizzle);  // K
+  const std::uint32_t Q_w = Q_s + 2 * 16 * warp * kCols;  // this warp's rows
+  tensor_core::QFrags<C> q_frag;  // unused: Q is re-read from shared memory (kQInRegs = false)
+  tensor_core::WarpRows<C> w;
+  for (int n = 0; n < n_tiles; ++n) {
+    const int j0 = j_begin + n * Bc;
+    const std::uint32_t stage = (n % kStages) * kTileBytes;
+    cp_async_wait<1>();  // this thread's copies of tile n (and Q) have landed; tile n + 1 may fly
+    __syncthreads();     // ... and everyone's; and every warp is done with tile n - 1's stage
+    load_tile(n + 2);    // into tile n - 1's stage, free since the barrier
+    tensor_core::ScoreTile<C> S;
+    tensor_core::tile_scores<C>(S, q_frag, Q_w, K_s + stage, lane_a, lane_b);
+    if (j0 + Bc > j_end || tile_needs_mask(pos, j0, Bc, p.seqlen_q, p.seqlen_k, p.causal))
+      mask_packed<C>(S, r0 + 16 * warp + g, j0, j_end, t, p);
+    tensor_core::PTile<C> P;
+    tensor_core::softmax_step<C>(S, P, w, p.scale_log2);
+    tensor_core::accumulate_pv<C>(w, P, V_s + stage, lane_a);
+  }
+  launch_dependents();  // the combine (launched programmatically) may start its blocks now
+  write_packed<C>(w, prm, kv_bh, r0 + 16 * warp + g, t);
+}
+
+// One warp per output row (b H + h) Sq + i: the pieces' LSE merged as in combine_row
+// (split_plan.cpp), O = sum_s w_s O_s / sum_s w_s in T, LSE. Lane c holds columns c, c + 32, ...
+template <class T, int kD>
+__global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std::int64_t out_rows) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const std::int64_t row = std::int64_t{blockIdx.x} * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  wait_on_prerequisites();  // every piece written (the split kernel has completed)
+  if (row >= out_rows) return;
+  const float* lse = prm.lse_part + row * prm.splits;
+  float m = -kInf;
+  for (int s = 0; s < prm.splits; ++s)
+    if (lse[s] != kInf) m = fmaxf(m, lse[s]);  // +inf: the piece saw no key, it weighs nothing
+  float o[kD / 32] = {};
+  float total = 0.0f;
+  if (m != -kInf) {
+    for (int s = 0; s < prm.splits; ++s) {
+      if (lse[s] == kInf) continue;
+      const float w = __expf(lse[s] - m);  // <= 1
+      total += w;
+      const float* O_p = prm.o_part + (row * prm.splits + s) * kD;
+#pragma unroll
+      for (int c = 0; c < kD / 32; ++c) o[c] += w * O_p[lane + 32 * c];
+    }
+  }
+  const float inv = total > 0.0f ? 1.0f / total : 0.0f;
+  T* O_g = static_cast<T*>(prm.base.o) + row * kD;
+#pragma unroll
+  for (int c = 0; c < kD / 32; ++c) O_g[lane + 32 * c] = static_cast<T>(o[c] * inv);
+  if (lane == 0) prm.base.lse[row] = total > 0.0f ? m + logf(total) : kInf;
+}
+
+}  // namespace decoding

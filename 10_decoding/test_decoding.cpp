@@ -1,0 +1,47 @@
+// Chapter 10 against the float64 reference: the shared shapes (both dtypes, D 64 and 128), and
+// decode shapes -- seqlen_q 1-16, long and odd seqlen_k, GQA ratios 1, 4, 8, batch 1-64 -- chosen so
+// that the plan splits the key range (several pieces and the combine) as well as not.
+// ctest -L 10_decoding
+#include <string>
+#include <vector>
+
+#include "10_decoding/decoding.h"
+#include "common/test_harness.h"
+
+FA_FORWARD_TESTS(decoding::chapter());
+
+namespace {
+
+std::vector<fa::testing::ForwardCase> decode_cases() {
+  struct Shape {
+    int batch, heads, kv_heads, seqlen_q, seqlen_k;
+    bool causal;
+  };
+  const std::vector<Shape> shapes = {
+      {1, 32, 8, 1, 4096, false}, {1, 32, 8, 1, 4097, true},  {1, 8, 8, 1, 1, false},
+      {1, 8, 1, 1, 131073, false}, {2, 16, 2, 3, 999, true},  {4, 32, 4, 16, 2049, true},
+      {8, 32, 8, 1, 16384, false}, {64, 8, 1, 1, 300, true},  {3, 8, 8, 5, 70, true},
+      {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},
+  };
+  std::vector<fa::testing::ForwardCase> cases;
+  const fa::Chapter& ch = decoding::chapter();
+  for (const Shape& s : shapes)
+    for (fa::Dtype dtype : ch.support.dtypes)
+      for (int d : ch.test_head_dims) {
+        fa::Problem p;
+        p.batch = s.batch, p.heads = s.heads, p.kv_heads = s.kv_heads, p.seqlen_q = s.seqlen_q, p.seqlen_k = s.seqlen_k;
+        p.head_dim = d, p.causal = s.causal, p.dtype = dtype;
+        std::string name = "B" + std::to_string(s.batch) + "_H" + std::to_string(s.heads) + "x" +
+                           std::to_string(s.kv_heads) + "_Sq" + std::to_string(s.seqlen_q) + "_Sk" +
+                           std::to_string(s.seqlen_k) + "_D" + std::to_string(d) + (s.causal ? "_causal_" : "_") +
+                           fa::dtype_name(dtype);
+        cases.push_back({.chapter = &ch, .problem = p, .name = name});
+      }
+  return cases;
+}
+
+class Decode : public ::testing::TestWithParam<fa::testing::ForwardCase> {};
+TEST_P(Decode, MatchesReference) { fa::testing::check_forward(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(Shapes, Decode, ::testing::ValuesIn(decode_cases()), fa::testing::CaseName{});
+
+}  // namespace
