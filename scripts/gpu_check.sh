@@ -7,7 +7,8 @@
 # Everything lands in OUTDIR; the summary prints last.
 #
 #   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B]
-# LIST is a comma-separated subset of build,tests,sanitizer,ncu,tour,assignments,pytorch,bench (default: all;
+# LIST is a comma-separated subset of build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
+# (default: all;
 # the build always runs, and is quick when build-gpu is already up to date). --tests-range A,B runs
 # tests A..B only (ctest -I), to split the ~3700 tests over calls of a time-limited lent machine.
 set -uo pipefail
@@ -15,7 +16,7 @@ cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_check.sh OUTDIR}
 shift
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
-stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench
+stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
 ctest_extra=()
 while (($#)); do
   case $1 in
@@ -150,6 +151,34 @@ if want bench; then
   step "summary"
   python3 scripts/summarize.py "$out" --readmes . || true
   cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done
+fi
+
+if want decode && [[ -x build-gpu/10_decoding/10_decoding_bench ]]; then
+  # Chapter 10's decode rows (GB/s, L2 flushed) and PyTorch's FLASH and cuDNN on the same rows.
+  step "decoding: 10_decoding against PyTorch"
+  build-gpu/10_decoding/10_decoding_bench --benchmark_filter=decode/ --benchmark_out="$out/bench_decode.json" \
+    --benchmark_out_format=json >"$out/bench_decode.log" 2>&1 || tail -5 "$out/bench_decode.log"
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch_decode.py --out "$out/pytorch_decode.json" \
+    >"$out/pytorch_decode.log" 2>&1 || tail -5 "$out/pytorch_decode.log"
+  grep -E "^decode" "$out/bench_decode.log" | awk '{print "   " $1, $NF}'; grep -E "decode|plain" "$out/pytorch_decode.log"
+fi
+
+if want python; then
+  # The PyTorch op with the chapters' kernels (python/README.md): build the extension, run its
+  # tests (the CUDA ones included), then the small GPT with SDPA and with the kernels, two seeds.
+  step "python: flash_tutorial._C, its tests, the GPT comparison"
+  cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
+    cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
+    { echo "python extension build failed"; tail -20 "$out/python_build.log"; }
+  PYTHONPATH=python python3 -m pytest python/tests -q -rs >"$out/pytest.log" 2>&1; echo "pytest rc=$?"; tail -3 "$out/pytest.log"
+  for attn in sdpa tutorial; do
+    for seed in 0 1; do
+      PYTHONPATH=python PYTHONUNBUFFERED=1 python3 python/examples/train_gpt.py --attn $attn --seed $seed --steps 1500 \
+        --out "$out/gpt_${attn}_s$seed.json" >"$out/gpt_${attn}_s$seed.log" 2>&1 || tail -5 "$out/gpt_${attn}_s$seed.log"
+    done
+  done
+  python3 python/examples/plot_gpt.py --out "$out/gpt_loss_h100.png" "$out"/gpt_sdpa_s0.json "$out"/gpt_sdpa_s1.json \
+    "$out"/gpt_tutorial_s0.json "$out"/gpt_tutorial_s1.json | tee "$out/gpt_table.md"
 fi
 
 step "done: tests rc=$tests_rc, sanitizer rc=$san_rc"

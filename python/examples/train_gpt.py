@@ -1,0 +1,387 @@
+#!/usr/bin/env python3
+"""Train a small character-level GPT on Genesis and Exodus (KJV) with either PyTorch's
+FlashAttention (SDPA) or the tutorial's kernels as the attention, and record loss curves and
+throughput in a JSON file (plot several with plot_gpt.py).
+
+On a GPU (from the repository root; build the extension first, python/README.md):
+
+    PYTHONPATH=python python3 python/examples/train_gpt.py --attn sdpa     --out gpt_sdpa.json
+    PYTHONPATH=python python3 python/examples/train_gpt.py --attn tutorial --out gpt_tutorial.json
+
+A CPU smoke test (seconds):
+
+    PYTHONPATH=python python3 python/examples/train_gpt.py --attn tutorial --device cpu --steps 6 \
+        --eval-every 3 --eval-batches 2 --batch 4 --context 32 --layers 2 --d-model 64 --heads 2 \
+        --bench-steps 2 --out /tmp/t.json
+
+The model (nanoGPT-style, written out here): learned token and position embeddings, pre-LayerNorm
+blocks (causal self-attention, then a 4x GELU MLP), a final LayerNorm and an untied output head.
+q, k and v come from one Linear(d, 3d) as [B, S, H, Dh]; `--attn sdpa` runs
+F.scaled_dot_product_attention on [B, H, S, D] views (restricted to the FlashAttention backend on
+CUDA), `--attn tutorial` runs flash_tutorial.attention on the [B, S, H, D] tensors directly.
+Dropout (off by default) acts on the residual branches only, never on attention probabilities,
+so that both attentions compute the same function.
+
+Same --seed, same run: the weights are initialised from torch.manual_seed(seed) and the training
+batches come from a CPU torch.Generator seeded with it, whichever attention runs. Validation always
+uses the same batches (a fixed generator, reset at each evaluation), so val losses of different
+runs are measured on the same text. Training: AdamW (betas 0.9, 0.95; weight decay on the 2-D
+weights only: linear and embedding matrices), gradient clipping at 1.0, linear warm-up for 100
+steps then cosine decay to lr/10. On CUDA the forward runs under autocast (--dtype); on the CPU
+everything is float32.
+
+Timing: training tokens/s over the steps after the first 20 (evaluation excluded, the GPU
+synchronised at each timed boundary); inference tokens/s over --bench-steps forward passes of a
+[batch, context] input under no_grad, after 5 warm-up passes.
+"""
+import argparse
+import json
+import math
+import sys
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+DATA = Path(__file__).resolve().parent / "data" / "kjv_genesis_exodus.txt"
+DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
+LR_WARMUP_STEPS = 100
+TIMING_WARMUP_STEPS = 20   # training steps left out of the throughput
+INFER_WARMUP_PASSES = 5
+GRAD_CLIP = 1.0
+EVAL_SEED = 1234           # the validation batches: the same for every run
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--attn", choices=("sdpa", "tutorial"), required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--context", type=int, default=256)
+    p.add_argument("--layers", type=int, default=6)
+    p.add_argument("--d-model", type=int, default=384)
+    p.add_argument("--heads", type=int, default=6)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--eval-every", type=int, default=100)
+    p.add_argument("--eval-batches", type=int, default=20)
+    p.add_argument("--bench-steps", type=int, default=50)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="bf16",
+                   help="autocast dtype on CUDA (the CPU runs float32)")
+    p.add_argument("--out", required=True, help="the JSON file to write")
+    args = p.parse_args(argv)
+    if args.steps < 1 or args.eval_every < 1 or args.eval_batches < 1:
+        p.error("--steps, --eval-every and --eval-batches must be >= 1")
+    if args.d_model % args.heads:
+        p.error(f"--d-model ({args.d_model}) must be a multiple of --heads ({args.heads})")
+    return args
+
+
+# ---------------------------------------------------------------- data
+
+def load_text(path=DATA):
+    """(train, val, vocab): the text as character ids, split 90% / 10%, and the sorted characters."""
+    text = path.read_bytes().decode("ascii")
+    vocab = sorted(set(text))
+    index = {c: i for i, c in enumerate(vocab)}
+    data = torch.tensor([index[c] for c in text], dtype=torch.long)
+    n_train = int(0.9 * len(data))
+    return data[:n_train], data[n_train:], vocab
+
+
+def get_batch(data, batch, context, gen, device):
+    """Random windows of context+1 characters: inputs x and next-character targets y, [batch, context]."""
+    starts = torch.randint(len(data) - context - 1, (batch,), generator=gen)
+    windows = data[starts[:, None] + torch.arange(context + 1)]
+    return windows[:, :-1].to(device), windows[:, 1:].to(device)
+
+
+# ---------------------------------------------------------------- attention
+
+def to_autocast_dtype(*ts):
+    """Under autocast the Linear's output already has the autocast dtype; make sure of it."""
+    device = ts[0].device.type
+    if torch.is_autocast_enabled(device):
+        dtype = torch.get_autocast_dtype(device)
+        ts = tuple(t.to(dtype) for t in ts)
+    return ts
+
+
+def sdpa_attention(q, k, v):
+    """PyTorch's attention on [B, S, H, D] tensors; on CUDA its FlashAttention backend only
+    (which takes f16 and bf16; float32 falls back to the memory-efficient backend)."""
+    q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [B, H, S, D] views
+    if not q.is_cuda:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    backend = SDPBackend.EFFICIENT_ATTENTION if q.dtype == torch.float32 else SDPBackend.FLASH_ATTENTION
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)
+
+
+def tutorial_attention(q, k, v):
+    """The tutorial's kernels (or, where they cannot run, the package's PyTorch reference)."""
+    from flash_tutorial import attention
+    return attention(q, k, v, causal=True, layout="bshd")
+
+
+ATTENTIONS = {"sdpa": sdpa_attention, "tutorial": tutorial_attention}
+
+
+# ---------------------------------------------------------------- model
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, heads, attn, dropout):
+        super().__init__()
+        self.heads, self.attend = heads, ATTENTIONS[attn]
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.proj = nn.Linear(d_model, d_model)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).unbind(2)  # [B, S, H, Dh] each
+        out = self.attend(*to_autocast_dtype(q, k, v))                              # [B, S, H, Dh]
+        return self.drop(self.proj(out.reshape(b, s, d)))
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, heads, attn, dropout):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.attn = SelfAttention(d_model, heads, attn, dropout)
+        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
+                                 nn.Linear(4 * d_model, d_model), nn.Dropout(dropout))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab_size, args):
+        super().__init__()
+        d = args.d_model
+        self.tok = nn.Embedding(vocab_size, d)
+        self.pos = nn.Embedding(args.context, d)
+        self.drop = nn.Dropout(args.dropout)
+        self.blocks = nn.ModuleList(Block(d, args.heads, args.attn, args.dropout) for _ in range(args.layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab_size, bias=False)  # untied from self.tok
+        self.apply(self._init)
+        for block in self.blocks:  # GPT-2: the residual projections scaled down with depth
+            for proj in (block.attn.proj, block.mlp[2]):
+                nn.init.normal_(proj.weight, std=0.02 / math.sqrt(2 * args.layers))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+        if isinstance(m, nn.Linear) and m.bias is not None:
+            nn.init.zeros_(m.bias)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+        x = self.drop(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))  # logits [B, S, vocab]
+
+
+def loss_of(model, x, y):
+    logits = model(x)
+    return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+
+
+# ---------------------------------------------------------------- training
+
+def make_optimizer(model, args, device):
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.1},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=args.lr, betas=(0.9, 0.95), fused=device.type == "cuda")
+
+
+def lr_at(step, args):
+    """Linear warm-up over LR_WARMUP_STEPS, then cosine from lr down to lr/10 at the last step."""
+    if step < LR_WARMUP_STEPS:
+        return args.lr * (step + 1) / LR_WARMUP_STEPS
+    progress = (step - LR_WARMUP_STEPS) / max(1, args.steps - 1 - LR_WARMUP_STEPS)
+    return args.lr / 10 + (args.lr - args.lr / 10) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+
+
+def autocast(device, amp_dtype):
+    return torch.autocast(device.type, dtype=amp_dtype) if amp_dtype is not None else nullcontext()
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class Timer:
+    """Adds up the seconds between start() and stop(), synchronising the GPU at both ends."""
+
+    def __init__(self, device):
+        self.device, self.total, self._t0 = device, 0.0, None
+
+    def start(self):
+        synchronize(self.device)
+        self._t0 = time.perf_counter()
+
+    def stop(self):
+        synchronize(self.device)
+        self.total += time.perf_counter() - self._t0
+
+
+def train_step(model, opt, scaler, x, y, step, args, device, amp_dtype):
+    for group in opt.param_groups:
+        group["lr"] = lr_at(step, args)
+    with autocast(device, amp_dtype):
+        loss = loss_of(model, x, y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    scaler.step(opt)
+    scaler.update()
+    opt.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+@torch.no_grad()
+def evaluate(model, data, args, device, amp_dtype):
+    """Mean loss over --eval-batches validation batches, the same batches every time."""
+    gen = torch.Generator().manual_seed(EVAL_SEED)
+    model.eval()
+    with autocast(device, amp_dtype):
+        losses = [loss_of(model, *get_batch(data, args.batch, args.context, gen, device))
+                  for _ in range(args.eval_batches)]
+    model.train()
+    return torch.stack(losses).mean().item()
+
+
+def train(model, train_data, val_data, args, device, amp_dtype):
+    """Runs --steps steps; returns (curve, training tokens/s after the timing warm-up)."""
+    opt = make_optimizer(model, args, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+    gen = torch.Generator().manual_seed(args.seed)
+    tokens_per_step = args.batch * args.context
+    warm = min(TIMING_WARMUP_STEPS, args.steps // 2)  # short smoke runs keep half their steps
+    timer, warm_total, window_total = Timer(device), 0.0, 0.0
+    loss_sum, window, curve = torch.zeros((), device=device), 0, []
+    t_begin = time.perf_counter()
+    timer.start()
+    for step in range(args.steps):
+        if step == warm:  # the timed steps start here
+            timer.stop()
+            warm_total = timer.total
+            timer.start()
+        x, y = get_batch(train_data, args.batch, args.context, gen, device)
+        loss_sum += train_step(model, opt, scaler, x, y, step, args, device, amp_dtype)
+        window += 1
+        done = step + 1
+        if done % args.eval_every == 0 or done == args.steps:
+            timer.stop()
+            point = {"step": done, "train_loss": loss_sum.item() / window,
+                     "val_loss": evaluate(model, val_data, args, device, amp_dtype)}
+            curve.append(point)
+            rate = window * tokens_per_step / (timer.total - window_total)
+            print(f"step {done:5d} | train {point['train_loss']:.4f} | val {point['val_loss']:.4f} | "
+                  f"{time.perf_counter() - t_begin:7.1f} s | {rate:10,.0f} tok/s", flush=True)
+            loss_sum.zero_()
+            window, window_total = 0, timer.total
+            timer.start()
+    timer.stop()
+    timed_steps = args.steps - warm
+    train_tps = timed_steps * tokens_per_step / (timer.total - warm_total) if timed_steps else None
+    return curve, train_tps
+
+
+@torch.no_grad()
+def bench_inference(model, vocab_size, args, device, amp_dtype):
+    """Forward passes of one [batch, context] input: tokens/s."""
+    model.eval()
+    gen = torch.Generator().manual_seed(args.seed)
+    x = torch.randint(vocab_size, (args.batch, args.context), generator=gen).to(device)
+    with autocast(device, amp_dtype):
+        for _ in range(INFER_WARMUP_PASSES):
+            model(x)
+        synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(args.bench_steps):
+            model(x)
+        synchronize(device)
+    seconds = time.perf_counter() - t0
+    return args.batch * args.context * args.bench_steps / seconds if args.bench_steps else None
+
+
+# ---------------------------------------------------------------- the kernels' status
+
+def kernel_status(args, device, dtype):
+    """Whether flash_tutorial's compiled extension is loaded, and why its kernels would not run
+    this model's attention (forward and backward) here, None if they would."""
+    try:
+        from flash_tutorial import ops
+    except ImportError as e:
+        if args.attn == "tutorial":
+            raise
+        return {"kernels": None, "kernel_reason": f"flash_tutorial not importable: {e}"}
+    probe = torch.empty(1, args.heads, 1, args.d_model // args.heads, device=device, dtype=dtype)
+    return {"kernels": ops._C is not None, "kernel_reason": ops.kernel_unavailable_reason(probe, backward=True)}
+
+
+def warn_if_reference(status, args, device):
+    if args.attn != "tutorial" or device.type != "cuda" or status["kernel_reason"] is None:
+        return
+    bar = "!" * 100
+    msg = (f"{bar}\n!! WARNING: --attn tutorial is NOT running the tutorial's kernels: {status['kernel_reason']}\n"
+           f"!! Every attention call runs flash_tutorial's PyTorch reference; the numbers below measure that.\n{bar}")
+    print(msg, flush=True)
+    print(msg, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- main
+
+def main(argv=None):
+    t_begin = time.perf_counter()
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    amp_dtype = DTYPES[args.dtype] if device.type == "cuda" and args.dtype != "f32" else None
+    compute_dtype = amp_dtype or torch.float32
+    status = kernel_status(args, device, compute_dtype)
+    warn_if_reference(status, args, device)
+
+    train_data, val_data, vocab = load_text()
+    torch.manual_seed(args.seed)
+    model = GPT(len(vocab), args).to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    print(f"{args.attn} | seed {args.seed} | {n_params / 1e6:.2f}M params | vocab {len(vocab)} | {gpu} | "
+          f"compute {str(compute_dtype).removeprefix('torch.')} | kernels {status['kernels']} "
+          f"({status['kernel_reason'] or 'they run'})", flush=True)
+
+    curve, train_tps = train(model, train_data, val_data, args, device, amp_dtype)
+    infer_tps = bench_inference(model, len(vocab), args, device, amp_dtype)
+    result = {
+        "config": {**vars(args), "params": n_params, "vocab": len(vocab), "gpu": gpu,
+                   "compute_dtype": str(compute_dtype).removeprefix("torch."), "torch": torch.__version__,
+                   "cuda": torch.version.cuda, "grad_clip": GRAD_CLIP, "lr_warmup_steps": LR_WARMUP_STEPS,
+                   "timing_warmup_steps": min(TIMING_WARMUP_STEPS, args.steps // 2)},
+        "attn": args.attn, "seed": args.seed, **status,
+        "curve": curve, "final_val_loss": curve[-1]["val_loss"],
+        "train_tokens_per_s": train_tps, "infer_tokens_per_s": infer_tps,
+        "wall_s": time.perf_counter() - t_begin,
+    }
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(f"final val loss {result['final_val_loss']:.4f} | train {train_tps or float('nan'):,.0f} tok/s | "
+          f"inference {infer_tps or float('nan'):,.0f} tok/s | {result['wall_s']:.1f} s -> {args.out}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
