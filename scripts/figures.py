@@ -157,6 +157,21 @@ def csr_from_rows(rows):
     return row_offsets, col_indices
 
 
+def packed_row(r, seqlen_q):
+    """10_decoding/split_plan.h: packed_row. Row r of a packed tile: (query head in the group, position)."""
+    return r // seqlen_q, r % seqlen_q
+
+
+def plan_splits(tiles, key_blocks, slots, max_splits=128):
+    """10_decoding/split_plan.cpp: plan_splits. (splits, key tiles per split): no split with 80% of the
+    slots busy unsplit; else the most pieces one wave holds, then the fewest pieces of that length."""
+    if key_blocks <= 1 or tiles >= 0.8 * slots:
+        return 1, key_blocks
+    most = min(max_splits, key_blocks, slots // tiles)
+    blocks_per_split = ceil_div(key_blocks, most)
+    return ceil_div(key_blocks, blocks_per_split), blocks_per_split
+
+
 # ------------------------------------------------------------------------------------------------
 # 1. 01_naive: the memory hierarchy, and the bytes each of the three kernels moves through HBM.
 
@@ -697,8 +712,181 @@ def fig_09_flash_v3():
     save(fig, "09_flash_v3_pipeline.png")
 
 
+# ------------------------------------------------------------------------------------------------
+# 10. 10_decoding: GQA packing, split-KV over one wave of CTAs, and the combine by LSE.
+
+def fig_10_decoding():
+    # The README's case: batch 1, H = 32 query heads on Hkv = 8 KV heads (G = 4), seqlen_q = 1,
+    # seqlen_k = 16384, D = 128, 132 SMs. 10_decoding/decoding.cu: plan (Br = Bc = 64, one CTA an SM);
+    # decoding.cuh: split_kv_kernel (kStages = 3) and combine_kernel (one warp per output row).
+    B, H, Hkv, Sq, Sk, D, sms, Br, Bc, kStages = 1, 32, 8, 1, 16384, 128, 132, 64, 64, 3
+    G = H // Hkv
+    rows = G * Sq  # packed_rows
+    tiles = B * Hkv * ceil_div(rows, Br)
+    key_tiles = ceil_div(Sk, Bc)
+    splits, per_split = plan_splits(tiles, key_tiles, sms)  # 16 pieces of 16 key tiles
+    keys = per_split * Bc
+    head_colors = [BLUE, ORANGE, GREEN, PURPLE]
+
+    fig, ax = plt.subplots(figsize=(13, 5.2))
+    ax.set_xlim(0, 28)
+    ax.set_ylim(0.4, 10.8)
+    ax.axis("off")
+
+    def box(x, y, w, h, text, color, fontsize=8.5, alpha=1.0, edge="black", textcolor="black"):
+        ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05", facecolor=color, edgecolor=edge,
+                                    linewidth=0.8, alpha=alpha))
+        if text:
+            ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, color=textcolor)
+
+    def arrow(p, q, color="black", rad=0.0, lw=1.1, scale=12):
+        ax.add_patch(FancyArrowPatch(p, q, arrowstyle="-|>", mutation_scale=scale, color=color, linewidth=lw,
+                                     connectionstyle=f"arc3,rad={rad}", shrinkA=1, shrinkB=1))
+
+    ax.set_title(f"Decoding, batch {B}: {H} query heads on {Hkv} KV heads (G = {G}), {Sq} query token, "
+                 f"seqlen_k = {Sk}, D = {D}, {sms} SMs", fontsize=11)
+
+    # ---- (a) GQA packing: the G heads of one KV head's group as the packed rows of one 64-row tile.
+    ax.text(0.1, 10.2, "(a) GQA packing", ha="left", va="center", fontsize=11)
+    ax.text(0.1, 9.55, f"one KV head's group:\n{G} query heads x {Sq} position",
+            ha="left", va="center", fontsize=8.5)
+    zx, zy, zw, zh = 0.2, 7.15, 5.2, 0.42  # the real rows 0 .. G Sq - 1, enlarged
+    for r in range(rows):
+        g, i = packed_row(r, Sq)
+        y = zy + (rows - 1 - r) * zh
+        ax.add_patch(Rectangle((zx, y), zw, zh, facecolor=head_colors[g], alpha=0.75, edgecolor="white",
+                               linewidth=1.2))
+        ax.text(zx + 0.15, y + zh / 2, f"r = {r}:  head {g}, position {i}", ha="left", va="center",
+                fontsize=8.5, color="white")
+    tx, ty, tw, rh = 1.2, 6.65, 1.9, 0.065  # the 64-row tile at scale, row 0 at the top
+    for r in range(Br):
+        real = r < rows
+        ax.add_patch(Rectangle((tx, ty - (r + 1) * rh), tw, rh,
+                               facecolor=head_colors[packed_row(r, Sq)[0]] if real else GREY,
+                               alpha=0.75 if real else 0.22, edgecolor="white", linewidth=0.3))
+    ax.add_patch(Rectangle((tx, ty - Br * rh), tw, Br * rh, fill=False, edgecolor="black", linewidth=0.8))
+    for x0, x1 in ((zx, tx), (zx + zw, tx + tw)):  # the zoom: the tile's real rows -> the enlarged ones
+        ax.plot([x0, x1], [zy, ty], color=GREY, linewidth=0.8, linestyle="--")
+    ax.annotate(f"rows 0-{rows - 1}: real", (tx + tw, ty - rows * rh / 2), xytext=(tx + tw + 0.35, ty - 0.4),
+                ha="left", va="center", fontsize=8.5, arrowprops=dict(arrowstyle="-", color="black", lw=0.7))
+    ax.text(tx + tw + 0.35, ty - (Br / 2) * rh, f"rows {rows}-{Br - 1}:\npadding (faded),\nzero-filled",
+            ha="left", va="center", fontsize=8.5, color="#555555")
+    ax.text(tx + tw / 2, ty - Br * rh - 0.15, f"Q tile ({Br} x {D})", ha="center", va="top", fontsize=8.5)
+    ax.text(0.1, 1.45, "packed row r =\n(query head in group) x Sq + position", ha="left", va="center", fontsize=9)
+    ax.text(0.1, 0.7, f"the {G} heads read one copy of K, V", ha="left", va="center", fontsize=9,
+            style="italic", color=BLUE)
+
+    # ---- (b) split-KV: one KV head's keys cut into `splits` pieces, one CTA each.
+    bx, bw, by, bh = 7.0, 10.8, 8.0, 0.6  # the key axis of one KV head
+    cw = bw / splits
+    ax.text(bx - 0.1, 10.2, "(b) split-KV", ha="left", va="center", fontsize=11)
+    ax.text(bx - 0.1, 9.55, f"one KV head's keys: {Sk} = {key_tiles} key tiles of {Bc},\ncut into {splits} "
+            f"pieces of {per_split} tiles, one CTA each", ha="left", va="center", fontsize=8.5)
+    zoom = 5
+    for s in range(splits):
+        box(bx + s * cw + 0.04, by, cw - 0.08, bh, str(s), BLUE if s == zoom else SKY, fontsize=8,
+            alpha=0.9 if s == zoom else 0.5, textcolor="white" if s == zoom else "black")
+    for s in (0, splits - 1):
+        ax.text(bx + (s + 0.5) * cw, by + bh + 0.3, f"CTA {s}", ha="center", va="center", fontsize=8.5)
+    ax.text(bx + (zoom + 0.5) * cw, by + bh + 0.3, "CTA s", ha="center", va="center", fontsize=8.5, weight="bold")
+    for s in (2.5, 10.5):
+        ax.text(bx + s * cw, by + bh + 0.3, "...", ha="center", va="center", fontsize=8.5)
+    for s in (0, splits):
+        ax.text(bx + s * cw, by - 0.08, f"key {s * keys}", ha="center", va="top", fontsize=7.5, color="#555555")
+
+    # The zoomed CTA: its piece's key tiles, the ring, what it writes.
+    cx, cy, cwid, top = bx, 2.35, bw, 7.45
+    ax.add_patch(FancyBboxPatch((cx, cy), cwid, top - cy, boxstyle="round,pad=0.05", facecolor="#F7F7F7",
+                                edgecolor="black", linewidth=1.0))
+    for x0, x1 in ((bx + zoom * cw, cx + 0.6), (bx + (zoom + 1) * cw, cx + cwid - 0.6)):
+        ax.plot([x0, x1], [by, top + 0.05], color=GREY, linewidth=0.8, linestyle="--")
+    ax.text(cx + 0.2, top - 0.3, f"CTA s (one SM): keys {keys}s ... {keys}s + {keys - 1}", ha="left",
+            va="center", fontsize=9, weight="bold")
+    n = 6  # the key tile being computed
+    kx, ky, kw_, kh = cx + 0.3, top - 1.5, 0.55, 0.5
+    for t in range(per_split):
+        if t < n:
+            color, alpha, hatch = GREEN, 0.35, None
+        elif t == n:
+            color, alpha, hatch = BLUE, 0.9, None
+        elif t < n + kStages:
+            color, alpha, hatch = SKY, 0.6, "///"
+        else:
+            color, alpha, hatch = "white", 1.0, None
+        ax.add_patch(Rectangle((kx + t * kw_, ky), kw_, kh, facecolor=color, alpha=alpha, edgecolor="black",
+                               linewidth=0.6, hatch=hatch))
+    ax.text(kx + n * kw_ / 2, ky + kh / 2, "done", ha="center", va="center", fontsize=8.5,
+            bbox=dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none"))
+    ax.text(kx + (n + kStages + per_split) * kw_ / 2, ky + kh / 2, "not loaded yet", ha="center", va="center",
+            fontsize=8.5, color="#555555", bbox=dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none"))
+    ax.text(kx + (n + 0.5) * kw_, ky + kh + 0.2, "n", ha="center", va="center", fontsize=8.5)
+    ax.text(kx + (n + 1) * kw_ + 0.05, ky + kh + 0.2, "n+1, n+2", ha="left", va="center", fontsize=8.5)
+    ax.annotate("", (kx, ky - 0.15), (kx + per_split * kw_, ky - 0.15),
+                arrowprops=dict(arrowstyle="<->", color="black", lw=0.8, shrinkA=0, shrinkB=0))
+    ax.text(kx + n * kw_ / 2, ky - 0.27, f"{per_split} tiles = {keys} keys", ha="center", va="top", fontsize=8.5)
+    # The K/V ring in shared memory: key tile m in stage m % kStages.
+    rx, ry, rw, rhh, gap = cx + 4.1, ky - 1.8, 1.6, 0.7, 0.12
+    ax.text(cx + 0.3, ry + rhh / 2 + 0.12,
+            f"K/V ring in shared\nmemory, {kStages} stages:\ntile m in stage m % {kStages}", ha="left", va="center",
+            fontsize=8.5)
+    for m in range(n, n + kStages):
+        st = m % kStages
+        x = rx + st * (rw + gap)
+        computing = m == n
+        ax.add_patch(Rectangle((x, ry), rw, rhh, facecolor=BLUE if computing else SKY, alpha=0.9 if computing else 0.6,
+                               edgecolor="black", linewidth=0.6, hatch=None if computing else "///"))
+        tag = "n" if computing else f"n+{m - n}"
+        ax.text(x + rw / 2, ry + rhh / 2, f"stage {st}\ntile {tag}", ha="center", va="center", fontsize=8,
+                color="white" if computing else "black",
+                bbox=None if computing else dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none",
+                                                 alpha=0.85))
+        arrow((kx + (m + 0.5) * kw_, ky - 0.18), (x + rw / 2, ry + rhh), lw=0.7, scale=8, color="#555555")
+    ax.text(cx + 0.3, ry - 0.2, "computing tile n, tiles n+1, n+2 in flight (cp.async)", ha="left", va="top",
+            fontsize=8.5)
+    box(cx + 0.2, cy + 0.15, cwid - 0.4, 0.95,
+        "online softmax over its piece; then, per row, writes a partial\n"
+        "O_s (fp32, already divided by its l_s), LSE_s = m_s + log l_s", GREEN, fontsize=8.5, alpha=0.3)
+    ax.text(bx + bw / 2, 1.75, f"{Hkv} KV heads x {splits} pieces = {tiles * splits} CTAs: one wave on {sms} SMs",
+            ha="center", va="center", fontsize=9.5, weight="bold", color=BLUE)
+
+    # ---- (c) combine: one warp per output row merges the row's pieces by their LSE.
+    px = 18.7
+    ax.text(px, 10.2, "(c) combine (one warp per output row)", ha="left", va="center", fontsize=11)
+    ax.text(px, 9.55, f"{H * Sq} output rows ({H} heads x {Sq} token);\none row's {splits} partials "
+            "(fp32 workspace in global memory):", ha="left", va="center", fontsize=8.5)
+    sx, sy0, sh = px + 0.5, 8.95, 0.265  # the row's partials, s = 0 at the top
+    ox, oy, ow, oh = 23.7, 6.4, 3.9, 0.9
+    for s in range(splits):
+        y = sy0 - (s + 1) * sh
+        ax.add_patch(Rectangle((sx, y), 1.9, sh, facecolor=SKY, alpha=0.5, edgecolor="white", linewidth=0.8))
+        ax.add_patch(Rectangle((sx + 1.95, y), 1.1, sh, facecolor=ORANGE, alpha=0.6, edgecolor="white",
+                               linewidth=0.8))
+        ax.text(sx + 0.95, y + sh / 2, f"$O_{{{s}}}$", ha="center", va="center", fontsize=7)
+        ax.text(sx + 2.5, y + sh / 2, f"$\\mathrm{{LSE}}_{{{s}}}$", ha="center", va="center", fontsize=7)
+        ax.add_patch(FancyArrowPatch((sx + 3.1, y + sh / 2), (ox - 0.5, oy + oh / 2), arrowstyle="-",
+                                     color="#777777", linewidth=0.6, shrinkA=0, shrinkB=0))
+    arrow((ox - 0.5, oy + oh / 2), (ox - 0.05, oy + oh / 2), lw=0.9)
+    box(ox, oy, ow, oh, f"output row:\nO ({D} values), LSE", GREEN, fontsize=8.5, alpha=0.35)
+    ax.text(ox + ow / 2, oy + oh + 0.5, "chapter 03's rescaling,\nacross CTAs", ha="center", va="bottom",
+            fontsize=8.5, style="italic", color=BLUE)
+    ax.text(ox + ow / 2, oy - 0.35, "a piece with no visible key\nwrote LSE = +inf: weight 0", ha="center",
+            va="top", fontsize=8.5, color=RED)
+    fx = px + 0.35
+    box(fx, 2.25, 27.85 - fx, 1.75, None, "white", edge=GREY)
+    formulas = [r"$M = \mathrm{max}_s\ \mathrm{LSE}_s$", r"$w_s = \exp(\mathrm{LSE}_s - M)$",
+                r"$O = \Sigma_s\, w_s O_s\ /\ \Sigma_s\, w_s$", r"$\mathrm{LSE} = M + \log\, \Sigma_s\, w_s$"]
+    for k, f in enumerate(formulas):
+        ax.text(fx + 0.3 + 4.4 * (k % 2), 3.55 - 0.85 * (k // 2), f, ha="left", va="center", fontsize=10)
+    ax.text(fx, 1.3, "launched as a programmatic dependent launch: its blocks\nstart while the split kernel's "
+            "last blocks finish", ha="left", va="center", fontsize=8.5)
+    # The partials: from the split CTAs' writes to the workspace.
+    arrow((cx + cwid + 0.1, cy + 0.65), (sx - 0.1, sy0 - splits * sh + 0.3), rad=0.3, lw=1.2)
+    save(fig, "10_decoding_split_combine.png")
+
+
 FIGURES = [fig_01_naive, fig_02_tiled, fig_03_online_softmax, fig_04_05_loop_order, fig_05_causal_tiles,
-           fig_06_fragments_swizzle, fig_07_block_mask, fig_08_backward, fig_09_flash_v3]
+           fig_06_fragments_swizzle, fig_07_block_mask, fig_08_backward, fig_09_flash_v3,
+           fig_10_decoding]
 
 
 def main():
