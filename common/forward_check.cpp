@@ -12,11 +12,11 @@ std::string ForwardCheck::summary() const {
 }
 
 ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
-                           const std::vector<std::uint8_t>& lse_bytes) {
-  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v);
+                           const std::vector<std::uint8_t>& lse_bytes, const ScoreOptions& options) {
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, {}, options);
   // Every dtype, f32 included: a plain implementation in the same precision shows how much error
   // the inputs themselves force; the kernel may have at most about twice that (compare.h).
-  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
+  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v, {}, options);
   double baseline = 0;
   for (std::size_t n = 0; n < ref.o.size(); ++n) baseline = std::max(baseline, std::abs(plain.o[n] - ref.o[n]));
   const SamePrecisionCheck rule{0.0, baseline};

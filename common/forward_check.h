@@ -24,7 +24,8 @@ struct ForwardCheck {
 };
 
 // `o_bytes` and `lse_bytes` are the device's outputs as raw bytes (O in p.dtype, LSE float).
+// `options`: the score options the kernel applied (reference.h), none by default.
 ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
-                           const std::vector<std::uint8_t>& lse_bytes);
+                           const std::vector<std::uint8_t>& lse_bytes, const ScoreOptions& options = {});
 
 }  // namespace fa

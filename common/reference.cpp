@@ -159,33 +159,41 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
 
 ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
                                         const std::vector<float>& k, const std::vector<float>& v,
-                                        const VisibleFn& visible) {
+                                        const VisibleFn& visible, const ScoreOptions& options) {
   check_sizes(p, q, k, v);
+  check_options(p, options);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim;
   const float scale = p.scale();
+  const float softcap = static_cast<float>(options.softcap);
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
       const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size()) * p.seqlen_k * d;
       const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
+      const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
       std::vector<float> s(p.seqlen_k), acc(d);
       for (int i = 0; i < p.seqlen_q; ++i) {
         const float* q_i = &q[(row0 + i) * d];
-        float m = -std::numeric_limits<float>::infinity();
+        float m = sink;  // the options as reference.h orders them, in float
         for (int j = 0; j < p.seqlen_k; ++j) {
           float dot = 0.0f;
           for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
           const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
                             (!visible || visible(b, h, i, j));
-          s[j] = seen ? scale * dot : -std::numeric_limits<float>::infinity();
+          float x = scale * dot;
+          if (softcap > 0) x = softcap * std::tanh(x / softcap);
+          x += slope * static_cast<float>(j - (i + p.seqlen_k - p.seqlen_q));
+          s[j] = seen ? x : -kInfF;
           m = std::max(m, s[j]);
         }
-        if (m == -std::numeric_limits<float>::infinity()) {  // no visible key (problem.h)
+        if (m == -kInfF) {  // no visible key and no sink (problem.h)
           out.lse[row0 + i] = kInf;
           continue;  // O row stays 0
         }
-        float l = 0.0f;
+        float l = sink == -kInfF ? 0.0f : std::exp(sink - m);  // the sink's share of the denominator
         for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int j = 0; j < p.seqlen_k; ++j) {

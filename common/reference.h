@@ -25,8 +25,8 @@ struct ReferenceBackward {
 };
 
 // What inference kernels (llama.cpp's, Gemma's) do to the scores besides masking. None by
-// default, and no chapter takes them yet (issue "10_decoding"); the reference has them so that a
-// chapter can be checked against it. With s_ij = scale Q_i . K_j, in this order:
+// default, and no chapter takes them yet (issue "10_decoding"); the reference and the
+// same-precision yardstick have them so that a chapter can be checked against them. With s_ij = scale Q_i . K_j, in this order:
 //   softcap > 0    s_ij = softcap tanh(s_ij / softcap)          (Gemma 2's logit softcap)
 //   alibi_slopes   s_ij += m_h (j - i')  with one slope m_h per query head and i' = i + Sk - Sq, the
 //                  query's position among the keys (bottom-right, as causal masking aligns it):
@@ -51,10 +51,11 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
 // f32 rounding to p.dtype changes nothing: a plain fp32 implementation): inputs as given (already rounded to p.dtype), S and the softmax in float32, P
 // rounded to p.dtype, O = P V accumulated in float32 and rounded to p.dtype. LSE is float32.
 // Returned as double so it compares with the reference like a kernel's output does. `visible`
-// is reference_forward's extra rule (chapter 07's block masks).
+// is reference_forward's extra rule (chapter 07's block masks); `options` its score options, applied
+// in float in the same order.
 ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
                                         const std::vector<float>& k, const std::vector<float>& v,
-                                        const VisibleFn& visible = {});
+                                        const VisibleFn& visible = {}, const ScoreOptions& options = {});
 
 // The float64 forward of the scores an fp32 kernel computes, for grading an fp32 backward on
 // its own (without a forward chapter). 05's forward and 08's fp32 backward both form

@@ -63,6 +63,45 @@ TEST(SamePrecision, RowsThatSeeNoKeyGetZeroAndInfiniteLse) {
   EXPECT_TRUE(std::isfinite(plain.lse[5]));
 }
 
+// The score options (reference.h) in float: softcap, ALiBi and sinks together, on a causal problem
+// with Sq != Sk and rows that see no key (which then get LSE = the sink, O = 0).
+TEST(SamePrecision, ScoreOptionsFollowTheReference) {
+  Problem p = shape(Dtype::f32, true, 9, 6);  // rows 0..2 see no key
+  p.softmax_scale = 3.0f;                     // large scores, so that the softcap bites
+  const HostInputs in = make_inputs(p, 10);
+  ScoreOptions opt;
+  opt.softcap = 5.0;
+  opt.alibi_slopes = {0.5f, 0.125f};
+  opt.sink_logits = {1.5f, -0.75f};
+  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, {}, opt);
+  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v, {}, opt);
+  EXPECT_LT(max_abs_diff(plain.o, ref.o), 1e-5);
+  EXPECT_LT(max_abs_diff(plain.lse, ref.lse), 1e-5);
+  for (int h = 0; h < p.heads; ++h)
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_FLOAT_EQ(plain.lse[h * p.seqlen_q + i], opt.sink_logits[h]);
+      for (int c = 0; c < p.head_dim; ++c) EXPECT_EQ(plain.o[(h * p.seqlen_q + i) * p.head_dim + c], 0.0);
+    }
+  // The options changed the result (so the test above compares something).
+  const ReferenceForward off = same_precision_forward(p, in.q, in.k, in.v);
+  EXPECT_GT(max_abs_diff(plain.o, off.o), 1e-2);
+  // In bf16 the yardstick stays within the output tolerance of the options' reference.
+  p.dtype = Dtype::bf16;
+  const HostInputs in16 = make_inputs(p, 11);
+  const double err = max_abs_diff(same_precision_forward(p, in16.q, in16.k, in16.v, {}, opt).o,
+                                  reference_forward(p, in16.q, in16.k, in16.v, {}, opt).o);
+  EXPECT_GT(err, 0.0);
+  EXPECT_LT(err, output_tolerance(Dtype::bf16).atol);
+}
+
+TEST(SamePrecision, OptionsAreChecked) {
+  const Problem p = shape(Dtype::f32, false, 4, 4);
+  const HostInputs in = make_inputs(p, 12);
+  ScoreOptions bad;
+  bad.alibi_slopes = {0.5f};  // one slope for two heads
+  EXPECT_THROW(same_precision_forward(p, in.q, in.k, in.v, {}, bad), std::invalid_argument);
+}
+
 TEST(SamePrecisionRule, BoundIsTwiceTheBaselinePlusSlack) {
   const SamePrecisionCheck ok{2e-3, 1e-3};
   EXPECT_DOUBLE_EQ(ok.bound(), 2e-3 + kSamePrecisionSlack);
