@@ -20,6 +20,11 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
   }
   if (!supports_head_dim(s, p.head_dim))
     fail("head_dim " + std::to_string(p.head_dim) + " is not supported (supported: " + head_dims_words(s) + ")");
+  if (s.head_dim_v == 0 && p.dv() != p.head_dim)
+    fail("V's head dim (" + std::to_string(p.dv()) + ") must be Q and K's (" + std::to_string(p.head_dim) +
+         "): a different one is not supported");
+  if (s.head_dim_v != 0 && p.dv() != s.head_dim_v)
+    fail("V's head dim must be " + std::to_string(s.head_dim_v) + ", got " + std::to_string(p.dv()));
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 

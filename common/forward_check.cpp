@@ -27,7 +27,7 @@ ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::ve
   // standard-normal inputs the plain error is far below it and nothing changes.
   Tolerance o_tol = output_tolerance(p.dtype);
   o_tol.atol = std::max(o_tol.atol, rule.bound());
-  ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.head_dim}, o_tol),
+  ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.dv()}, o_tol),
                  compare("LSE", lse_bytes, Dtype::f32, ref.lse, {p.batch, p.heads, p.seqlen_q, 1},
                          output_tolerance(Dtype::f32)),
                  std::nullopt};

@@ -148,7 +148,7 @@ HostInputs make_inputs(const Problem& p, std::uint64_t seed, InputKind kind) {
   // values are drawn in float, shaped, and only then rounded to the dtype.
   HostInputs in{random_normal(p.q_elems(), seed * 3 + 0, Dtype::f32),
                 random_normal(p.kv_elems(), seed * 3 + 1, Dtype::f32),
-                random_normal(p.kv_elems(), seed * 3 + 2, Dtype::f32)};
+                random_normal(p.v_elems(), seed * 3 + 2, Dtype::f32)};
   const std::size_t row = static_cast<std::size_t>(p.head_dim);
   auto scale_all = [](std::vector<float>& x, float by) {
     for (float& e : x) e *= by;

@@ -8,7 +8,7 @@ namespace fa {
 ForwardCheck check_forward_masked(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
                                   const std::vector<std::uint8_t>& lse_bytes, const VisibleFn& visible) {
   const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, visible);
-  ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.head_dim},
+  ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.dv()},
                          output_tolerance(p.dtype)),
                  compare("LSE", lse_bytes, Dtype::f32, ref.lse, {p.batch, p.heads, p.seqlen_q, 1},
                          output_tolerance(Dtype::f32)),

@@ -35,18 +35,22 @@ void Problem::validate() const {
   require(seqlen_q >= 1, "seqlen_q must be >= 1, got " + std::to_string(seqlen_q));
   require(seqlen_k >= 1, "seqlen_k must be >= 1, got " + std::to_string(seqlen_k));
   require(head_dim >= 1, "head_dim must be >= 1, got " + std::to_string(head_dim));
+  require(head_dim_v >= 0, "head_dim_v must be >= 1, or 0 for head_dim's, got " + std::to_string(head_dim_v));
   require(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0.0f),
           "softmax_scale must be finite and > 0");
   // Chapters index with 32-bit ints inside one (batch, head) slice and 64-bit across slices.
-  require(std::int64_t{seqlen_q} * head_dim < (std::int64_t{1} << 31) &&
-              std::int64_t{seqlen_k} * head_dim < (std::int64_t{1} << 31),
+  const std::int64_t widest = std::max(head_dim, dv());
+  require(std::int64_t{seqlen_q} * widest < (std::int64_t{1} << 31) &&
+              std::int64_t{seqlen_k} * widest < (std::int64_t{1} << 31),
           "seqlen * head_dim must stay below 2^31 per head");
 }
 
 std::string Problem::describe() const {
   std::ostringstream s;
   s << "B=" << batch << " H=" << heads << "/" << kv_heads << " Sq=" << seqlen_q
-    << " Sk=" << seqlen_k << " D=" << head_dim << (causal ? " causal " : " ") << dtype_name(dtype);
+    << " Sk=" << seqlen_k << " D=" << head_dim;
+  if (dv() != head_dim) s << "/" << dv();  // D=576/512: Q.K's head dim, then V's
+  s << (causal ? " causal " : " ") << dtype_name(dtype);
   return s.str();
 }
 
@@ -73,14 +77,14 @@ double forward_flops(const Problem& p) {
       }
     }
   }
-  return 4.0 * p.batch * p.heads * pairs * p.head_dim;
+  return 2.0 * p.batch * p.heads * pairs * (p.head_dim + p.dv());
 }
 
 double backward_flops(const Problem& p) { return 2.5 * forward_flops(p); }
 
 double forward_min_bytes(const Problem& p) {
   const double elem = static_cast<double>(dtype_size(p.dtype));
-  return elem * (2.0 * p.q_elems() + 2.0 * p.kv_elems()) + 4.0 * p.lse_elems();
+  return elem * (p.q_elems() + p.o_elems() + p.kv_elems() + p.v_elems()) + 4.0 * p.lse_elems();
 }
 
 }  // namespace fa

@@ -35,6 +35,10 @@ struct Problem {
   int seqlen_q = 128;
   int seqlen_k = 128;
   int head_dim = 64;
+  // V's head dim (and so O's) where it differs from Q and K's: DeepSeek's MLA attends with 576 dims
+  // for Q.K and 512 for V. 0: the same as head_dim. Only a chapter whose Support names it takes one
+  // (support.h); the others refuse it.
+  int head_dim_v = 0;
   bool causal = false;
   std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_dim)
   Dtype dtype = Dtype::f32;
@@ -43,12 +47,14 @@ struct Problem {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
   FA_HOST_DEVICE int group_size() const { return heads / kv_heads; }  // query heads per KV head
+  FA_HOST_DEVICE int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }  // V's and O's head dim
   // GQA/MQA: the (batch, KV head) slice b * Hkv + h / (H / Hkv) that slice bh = b * H + h reads.
   FA_HOST_DEVICE std::int64_t kv_index(std::int64_t bh) const { return bh / heads * kv_heads + bh % heads / group_size(); }
 
   FA_HOST_DEVICE std::int64_t q_elems() const { return std::int64_t{batch} * heads * seqlen_q * head_dim; }
-  FA_HOST_DEVICE std::int64_t kv_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * head_dim; }
-  FA_HOST_DEVICE std::int64_t o_elems() const { return q_elems(); }
+  FA_HOST_DEVICE std::int64_t kv_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * head_dim; }  // K
+  FA_HOST_DEVICE std::int64_t v_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * dv(); }
+  FA_HOST_DEVICE std::int64_t o_elems() const { return std::int64_t{batch} * heads * seqlen_q * dv(); }
   FA_HOST_DEVICE std::int64_t lse_elems() const { return std::int64_t{batch} * heads * seqlen_q; }
 
   // Throws std::invalid_argument naming the first field that is wrong.
@@ -70,8 +76,8 @@ FA_HOST_DEVICE constexpr bool causal_visible(int i, int j, int seqlen_q, int seq
   return j <= i + (seqlen_k - seqlen_q);
 }
 
-// Floating-point operations of one forward pass: two matrix products of 2*Sq*Sk*D each per
-// head. For causal attention with Sq == Sk we count half, as FlashAttention's benchmarks do;
+// Floating-point operations of one forward pass: two matrix products per head, 2*Sq*Sk*D for
+// S = Q K^T and 2*Sq*Sk*Dv for O = P V (4*Sq*Sk*D when V's head dim is D's). For causal attention with Sq == Sk we count half, as FlashAttention's benchmarks do;
 // for causal with Sq != Sk we count the visible (i, j) pairs exactly.
 double forward_flops(const Problem& p);
 // The backward pass does five matrix products against the forward's two: 2.5x.

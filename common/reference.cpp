@@ -80,7 +80,7 @@ void check_sizes(const Problem& p, const std::vector<float>& q, const std::vecto
   p.validate();
   if (static_cast<std::int64_t>(q.size()) != p.q_elems() ||
       static_cast<std::int64_t>(k.size()) != p.kv_elems() ||
-      static_cast<std::int64_t>(v.size()) != p.kv_elems())
+      static_cast<std::int64_t>(v.size()) != p.v_elems())
     throw std::invalid_argument("reference: tensor sizes do not match " + p.describe());
 }
 
@@ -92,7 +92,7 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
   check_sizes(p, q, k, v);
   check_options(p, options);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
-  const int d = p.head_dim;
+  const int d = p.head_dim, dv = p.dv();
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
@@ -101,11 +101,11 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
       Eigen::VectorXd lse;
       softmax_rows(p, b, h, slice(q, b, h, p.heads, p.seqlen_q, d),
                    slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse, options);
-      const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, d);  // (Sq, D)
+      const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, dv);  // (Sq, Dv)
       const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
       for (int i = 0; i < p.seqlen_q; ++i) {
         out.lse[row0 + i] = lse(i);
-        for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = o(i, c);
+        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = o(i, c);
       }
     }
   }
@@ -117,15 +117,16 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
   check_sizes(p, q, k, v);
   if (p.dtype != Dtype::f32) throw std::invalid_argument("fp32_score_forward: f32 problems only, got " + p.describe());
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
-  const int d = p.head_dim;
+  const int d = p.head_dim, dv = p.dv();
   const float scale_log2 = p.scale() * cuda::kLog2e;                  // rounded as the kernels round it
   const double scale = static_cast<double>(scale_log2) * cuda::kLn2D;  // back to natural-log units
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
-      const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size()) * p.seqlen_k * d;
+      const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
+      const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
       const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
-      std::vector<double> s(p.seqlen_k), acc(d);
+      std::vector<double> s(p.seqlen_k), acc(dv);
       for (int i = 0; i < p.seqlen_q; ++i) {
         const float* q_i = &q[(row0 + i) * d];
         double m = -kInf;
@@ -147,10 +148,10 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int j = 0; j < p.seqlen_k; ++j) {
           if (s[j] == 0.0) continue;
-          for (int c = 0; c < d; ++c) acc[c] += s[j] * v[kv0 + static_cast<std::size_t>(j) * d + c];
+          for (int c = 0; c < dv; ++c) acc[c] += s[j] * v[v0 + static_cast<std::size_t>(j) * dv + c];
         }
         out.lse[row0 + i] = m + std::log(l);
-        for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = acc[c] / l;
+        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = acc[c] / l;
       }
     }
   }
@@ -163,18 +164,19 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
   check_sizes(p, q, k, v);
   check_options(p, options);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
-  const int d = p.head_dim;
+  const int d = p.head_dim, dv = p.dv();
   const float scale = p.scale();
   const float softcap = static_cast<float>(options.softcap);
   constexpr float kInfF = std::numeric_limits<float>::infinity();
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
-      const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size()) * p.seqlen_k * d;
+      const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
+      const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
       const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
       const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
       const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
-      std::vector<float> s(p.seqlen_k), acc(d);
+      std::vector<float> s(p.seqlen_k), acc(dv);
       for (int i = 0; i < p.seqlen_q; ++i) {
         const float* q_i = &q[(row0 + i) * d];
         float m = sink;  // the options as reference.h orders them, in float
@@ -198,9 +200,9 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
         std::fill(acc.begin(), acc.end(), 0.0f);
         for (int j = 0; j < p.seqlen_k; ++j) {
           const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
-          for (int c = 0; c < d; ++c) acc[c] += p_ij * v[kv0 + static_cast<std::size_t>(j) * d + c];
+          for (int c = 0; c < dv; ++c) acc[c] += p_ij * v[v0 + static_cast<std::size_t>(j) * dv + c];
         }
-        for (int c = 0; c < d; ++c) out.o[(row0 + i) * d + c] = round_to_dtype(acc[c], p.dtype);
+        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = round_to_dtype(acc[c], p.dtype);
         out.lse[row0 + i] = m + std::log(l);
       }
     }
@@ -212,6 +214,9 @@ ReferenceBackward reference_backward(const Problem& p, const std::vector<float>&
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout, const VisibleFn& visible) {
   check_sizes(p, q, k, v);
+  if (p.dv() != p.head_dim)
+    throw std::invalid_argument("reference_backward: V's head dim must be Q and K's (no chapter's backward takes "
+                                "another), got " + p.describe());
   if (static_cast<std::int64_t>(dout.size()) != p.o_elems())
     throw std::invalid_argument("reference: dout size does not match " + p.describe());
   ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),

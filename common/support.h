@@ -16,6 +16,9 @@ struct Support {
   std::vector<int> head_dims;     // exact list, or empty for "any head_dim up to max_head_dim"
   int max_head_dim = 0;
   int head_dim_multiple = 1;      // without a list: head_dim must be a multiple of this (8: 16-byte rows)
+  // V's head dim where the chapter takes one other than Q and K's (Problem::head_dim_v; 512 under
+  // Q.K's 576); 0: V's head dim must be head_dim's.
+  int head_dim_v = 0;
 };
 
 // Whether s takes head dim d: the one rule check_forward_args, the test sweeps and --help use.

@@ -175,6 +175,12 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
   add("UnsupportedHeadDim", [&](Problem& p) { p.head_dim = unsupported_d; }, "head_dim");
   if (s.head_dims.empty() && s.head_dim_multiple > 1)  // a head dim below the maximum, off the multiple
     add("HeadDimNotMultiple", [&](Problem& p) { p.head_dim = s.head_dim_multiple + 1; }, "head_dim");
+  // V's head dim apart from Q and K's (Problem::head_dim_v): refused by a chapter that names none,
+  // and one other than the named one by a chapter that names one.
+  if (s.head_dim_v == 0)
+    add("SeparateVHeadDim", [](Problem& p) { p.head_dim_v = p.head_dim / 2; }, "V's head dim");
+  else
+    add("OtherVHeadDim", [&](Problem& p) { p.head_dim_v = s.head_dim_v + 8; }, "V's head dim");
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
       add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");

@@ -122,6 +122,27 @@ TEST(ProblemSizes, ElementCountsAndDescription) {
   EXPECT_EQ(forward_min_bytes(p), 2.0 * (2 * p.q_elems() + 2 * p.kv_elems()) + 4.0 * p.lse_elems());
 }
 
+// A V head dim of its own (MLA: 576 for Q.K, 512 for V): V's and O's sizes, the description, the
+// FLOPs of the two products, the bytes; 0 means head_dim's.
+TEST(ProblemSizes, SeparateVHeadDim) {
+  Problem p = shape(2, 8, 100, 300, 576, false);
+  p.kv_heads = 1;
+  p.dtype = Dtype::bf16;
+  EXPECT_EQ(p.dv(), 576);
+  p.head_dim_v = 512;
+  EXPECT_EQ(p.dv(), 512);
+  EXPECT_EQ(p.q_elems(), 2LL * 8 * 100 * 576);
+  EXPECT_EQ(p.kv_elems(), 2LL * 1 * 300 * 576);
+  EXPECT_EQ(p.v_elems(), 2LL * 1 * 300 * 512);
+  EXPECT_EQ(p.o_elems(), 2LL * 8 * 100 * 512);
+  EXPECT_EQ(p.describe(), "B=2 H=8/1 Sq=100 Sk=300 D=576/512 bf16");
+  EXPECT_DOUBLE_EQ(forward_flops(p), 2.0 * 2 * 8 * 100 * 300 * 576 + 2.0 * 2 * 8 * 100 * 300 * 512);
+  EXPECT_DOUBLE_EQ(forward_min_bytes(p),
+                   2.0 * (p.q_elems() + p.kv_elems() + p.v_elems() + p.o_elems()) + 4.0 * p.lse_elems());
+  p.head_dim_v = -1;
+  EXPECT_THROW(p.validate(), std::invalid_argument);
+}
+
 TEST(ProblemFlops, NonCausalIsFourBHSqSkD) {
   const Problem p = shape(3, 5, 17, 1013, 96, false);
   EXPECT_EQ(forward_flops(p), 4.0 * 3 * 5 * 17 * 1013 * 96);

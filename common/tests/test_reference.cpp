@@ -73,7 +73,7 @@ struct Naive {
 // LSE = sigma_h with a sink. The score options (reference.h) as their definitions state them.
 Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                     const VisibleFn& visible = {}, const ScoreOptions& o = {}) {
-  const int d = p.head_dim;
+  const int d = p.head_dim, dv = p.dv();
   const double scale = p.scale();
   Naive out{Tensor(p.o_elems(), 0.0), Tensor(p.lse_elems(), kInf)};
   for (int b = 0; b < p.batch; ++b) {
@@ -82,7 +82,7 @@ Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Te
       for (int i = 0; i < p.seqlen_q; ++i) {
         const std::size_t qi = row_index(p.heads, p.seqlen_q, b, h, i);
         double l = o.sink_logits.empty() ? 0.0 : std::exp(static_cast<double>(o.sink_logits[h]));
-        Tensor acc(d, 0.0);
+        Tensor acc(dv, 0.0);
         for (int j = 0; j < p.seqlen_k; ++j) {
           if (!sees(p, visible, b, h, i, j)) continue;
           const std::size_t kj = row_index(p.kv_heads, p.seqlen_k, b, kvh, j);
@@ -93,10 +93,10 @@ Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Te
           if (!o.alibi_slopes.empty()) s += o.alibi_slopes[h] * (j - i - (p.seqlen_k - p.seqlen_q));
           const double e = std::exp(s);
           l += e;
-          for (int c = 0; c < d; ++c) acc[c] += e * v[kj * d + c];
+          for (int c = 0; c < dv; ++c) acc[c] += e * v[kj * dv + c];
         }
         if (l == 0) continue;
-        for (int c = 0; c < d; ++c) out.o[qi * d + c] = acc[c] / l;
+        for (int c = 0; c < dv; ++c) out.o[qi * dv + c] = acc[c] / l;
         out.lse[qi] = std::log(l);
       }
     }
@@ -182,6 +182,29 @@ TEST(ReferenceForward, MatchesTripleLoop) {
     const Naive want = naive_forward(p, widen(in.q), widen(in.k), widen(in.v));
     expect_close(ref.o, want.o, kTight, "O");
     expect_close(ref.lse, want.lse, kTight, "LSE");
+  }
+}
+
+// V's head dim apart from Q and K's (MLA's 576 / 512, small here): the reference and the
+// same-precision yardstick against the triple loop; the backward refuses it.
+TEST(ReferenceForward, SeparateVHeadDim) {
+  for (bool causal : {false, true}) {
+    Problem p = make_problem(2, 4, 2, 13, 9, 12, causal);  // causal: rows 0..3 see no key
+    p.head_dim_v = 5;
+    SCOPED_TRACE(p.describe());
+    const Inputs in = inputs_for(p, 21);
+    ASSERT_EQ(in.v.size(), static_cast<std::size_t>(p.v_elems()));
+    const Naive want = naive_forward(p, widen(in.q), widen(in.k), widen(in.v));
+    const ReferenceForward got = reference_forward(p, in.q, in.k, in.v);
+    ASSERT_EQ(got.o.size(), static_cast<std::size_t>(p.o_elems()));
+    expect_close(got.o, want.o, kTight, "O");
+    expect_close(got.lse, want.lse, kTight, "LSE");
+    const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v);
+    expect_close(plain.o, want.o, 1e-5, "same-precision O");
+    const ReferenceForward fp32 = fp32_score_forward(p, in.q, in.k, in.v);
+    expect_close(fp32.o, want.o, 1e-5, "fp32-score O");
+    const std::vector<float> dout(p.o_elems(), 1.0f);
+    EXPECT_THROW(reference_backward(p, in.q, in.k, in.v, dout), std::invalid_argument);
   }
 }
 
