@@ -21,12 +21,12 @@ void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
   cuda::release_workspace();
   cuda::reset_peak();
   const std::size_t base = cuda::memory_stats().current;
-  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem),
+  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.v_elems() * elem),
       o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float));
   // Random inputs, never zeros: zeros hide wrong indexing and can run faster than real data.
   cuda::fill_random(q.get(), p.q_elems(), p.dtype, 1, nullptr);
   cuda::fill_random(k.get(), p.kv_elems(), p.dtype, 2, nullptr);
-  cuda::fill_random(v.get(), p.kv_elems(), p.dtype, 3, nullptr);
+  cuda::fill_random(v.get(), p.v_elems(), p.dtype, 3, nullptr);
   auto forward = [&] { chapter.forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr); };
   try {
     forward();  // warm-up; also allocates any workspace, outside the timed loop
@@ -70,6 +70,7 @@ void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const
         p.heads = p.kv_heads = 2048 / d;
         p.seqlen_q = p.seqlen_k = seqlen;
         p.head_dim = d;
+        p.head_dim_v = chapter.support.head_dim_v;  // a chapter or step with V's head dim of its own
         p.causal = causal;
         p.dtype = dtype;
         const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +

@@ -50,7 +50,7 @@ int run(const Chapter& c, const Options& o) {
   cuda::release_workspace();
   cuda::reset_peak();
   cuda::DeviceBuffer q(p.q_elems() * dtype_size(p.dtype)), k(p.kv_elems() * dtype_size(p.dtype)),
-      v(p.kv_elems() * dtype_size(p.dtype)), out(p.o_elems() * dtype_size(p.dtype)),
+      v(p.v_elems() * dtype_size(p.dtype)), out(p.o_elems() * dtype_size(p.dtype)),
       lse(p.lse_elems() * sizeof(float));
   q.upload(encode(in.q, p.dtype));
   k.upload(encode(in.k, p.dtype));

@@ -32,7 +32,8 @@ std::vector<ForwardCase> step_cases(const std::vector<Step>& steps) {
       const std::string suffix = first ? std::string() : std::string("_") + dtype_name(dtype);
       for (int d : step.chapter.test_head_dims) {
         for (const NamedShape& s : shapes) {
-          const Problem p = problem_of(s.shape, d, dtype);
+          Problem p = problem_of(s.shape, d, dtype);
+          p.head_dim_v = step.chapter.support.head_dim_v;  // a step with V's head dim of its own (06's MLA step)
           cases.push_back({.chapter = &step.chapter,
                            .problem = p,
                            .name = step.name + "_D" + std::to_string(d) + "_" + s.name + suffix});
@@ -76,7 +77,7 @@ void check_forward(const ForwardCase& c) {
   const HostInputs in = make_inputs(p, seed_of(c.name), c.inputs);
   const std::size_t elem = dtype_size(p.dtype);
 
-  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem);
+  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.v_elems() * elem);
   cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
   q.upload(encode(in.q, p.dtype));
   k.upload(encode(in.k, p.dtype));

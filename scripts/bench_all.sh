@@ -36,7 +36,7 @@ for steps in "$build"/[0-9][0-9]_*/[0-9][0-9]_*_steps_bench; do
   ch=$(basename "$steps" _steps_bench)
   for s in $("$steps" 2>&1 | awk -F: '/^  [a-z0-9_]+:/ {gsub(/ /, "", $1); print $1}'); do
     echo "== $(date +%T) $ch step $s"
-    "$steps" --step "$s" --head-dims 64,128,512 --benchmark_filter='fwd/.*/(D(64|128)/(full|causal)/seqlen:4096|D512)/' \
+    "$steps" --step "$s" --head-dims 64,128,512,576 --benchmark_filter='fwd/.*/(D(64|128)/(full|causal)/seqlen:4096|D512|D576)/' \
       --benchmark_out="$out/steps_${ch}_$s.json" --benchmark_out_format=json >"$out/steps_${ch}_$s.log" 2>&1 ||
       { status=1; tail -3 "$out/steps_${ch}_$s.log"; }
   done

@@ -44,10 +44,11 @@ def median_ms(fn, min_iters=5, min_seconds=0.2):
     return statistics.median(times)
 
 
-def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction):
+def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction, head_dim_v=None):
     gen = torch.Generator(device="cuda").manual_seed(seqlen * 1000 + head_dim)
     shape = (batch, heads, seqlen, head_dim)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+    q, k = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(2))
+    v = torch.randn(shape[:3] + (head_dim_v or head_dim,), device="cuda", dtype=dtype, generator=gen)
     with sdpa_kernel(BACKENDS[backend]):
         if direction == "fwd":
             return median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
@@ -63,6 +64,8 @@ def main():
     ap.add_argument("--dtypes", default="f32")
     ap.add_argument("--backends", default="math,efficient,flash,cudnn")
     ap.add_argument("--head-dims", default="64,128")
+    ap.add_argument("--head-dim-v", type=int, default=0,
+                    help="V's head dim where it differs from Q and K's (MLA: --head-dims 576 --head-dim-v 512)")
     ap.add_argument("--directions", default="fwd")
     ap.add_argument("--max-seqlen", type=int, default=16384)
     ap.add_argument("--out", required=True)
@@ -80,14 +83,17 @@ def main():
                     seqlen = 512
                     while seqlen <= args.max_seqlen:
                         batch, heads = 16384 // seqlen, 2048 // head_dim
-                        flops = 4.0 * batch * heads * seqlen * seqlen * head_dim / (2 if causal else 1)
+                        dv = args.head_dim_v or head_dim  # FLOPs: 2 Sq Sk (D + Dv), as common/problem.cpp
+                        flops = 2.0 * batch * heads * seqlen * seqlen * (head_dim + dv) / (2 if causal else 1)
                         flops *= 2.5 if direction == "bwd" else 1.0
                         for backend in args.backends.split(","):
                             rec = dict(direction=direction, backend=backend, dtype=dtype_name, batch=batch,
                                        heads=heads, seqlen=seqlen, head_dim=head_dim, causal=causal)
+                            if dv != head_dim:
+                                rec["head_dim_v"] = dv
                             try:
                                 ms = time_case(backend, DTYPES[dtype_name], batch, heads, seqlen, head_dim,
-                                               causal, direction)
+                                               causal, direction, dv)
                                 rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
                                 note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
                             except (RuntimeError, torch.OutOfMemoryError) as e:

@@ -134,6 +134,9 @@ if want pytorch; then
   # D = 512 (06's step alt_split_d512): FLASH stops at 256, so the backends that take it.
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16 --backends efficient,cudnn,math --head-dims 512 \
     --out "$out/pytorch_d512.json" >"$out/pytorch_d512.log" 2>&1 || tail -5 "$out/pytorch_d512.log"
+  # MLA's head dims, 576 for Q and K and 512 for V (06's step alt_split_d576_512).
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16 --backends efficient,cudnn,math --head-dims 576 \
+    --head-dim-v 512 --out "$out/pytorch_d576.json" >"$out/pytorch_d576.log" 2>&1 || tail -5 "$out/pytorch_d576.log"
 fi
 if want bench; then
   step "benchmarks"
