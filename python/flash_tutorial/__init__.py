@@ -13,7 +13,11 @@ import torch
 
 from . import ops, reference  # noqa: F401  (ops registers the custom ops)
 
-__all__ = ["attention"]
+__all__ = ["attention", "kernel_unavailable_reason"]
+
+# Why the CUDA kernels would not run a call on these tensors (None: they would), e.g.
+# kernel_unavailable_reason(q) before a training run; python/README.md.
+kernel_unavailable_reason = ops.kernel_unavailable_reason
 
 LAYOUTS = ("bshd", "bhsd")
 
@@ -77,8 +81,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     _check(q, k, v, block_mask, block_k)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    if ops.kernel_unavailable_reason(q, k, block_mask is not None) is None:  # the kernels take contiguous [B, H, S, D]
+    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None)
+    if reason is None:  # the kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))
+    elif not torch.compiler.is_compiling():
+        ops._fallback(reason, stacklevel=3)  # the warning points at the line that called attention()
     out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k))
     if layout == "bshd":
         out = out.transpose(1, 2)

@@ -34,10 +34,12 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
     return _C.unsupported(q, q if k is None else k, has_mask, backward) or None
 
 
-def _fallback(reason: str) -> None:
+def _fallback(reason: str, stacklevel: int = 3) -> None:
+    """Warns once per reason. attention() calls it first, so the warning names the user's line;
+    the ops call it too (the backward, and calls of the ops themselves)."""
     if reason not in _warned:
         _warned.add(reason)
-        warnings.warn(f"flash_tutorial: running the PyTorch reference: {reason}", stacklevel=3)
+        warnings.warn(f"flash_tutorial: running the PyTorch reference: {reason}", stacklevel=stacklevel)
 
 
 @torch.library.custom_op("flash_tutorial::attention_fwd", mutates_args=())

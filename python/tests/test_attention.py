@@ -179,7 +179,10 @@ def test_fallback_warns_with_the_reason():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         ft.attention(q, k, v)
-    assert any("running the PyTorch reference" in str(w.message) for w in caught)
+    ours = [w for w in caught if "running the PyTorch reference" in str(w.message)]
+    assert ours, "no fallback warning"
+    assert ours[0].filename == __file__, f"the warning points at {ours[0].filename}, not at the caller"
+    assert ft.kernel_unavailable_reason(q.transpose(1, 2)) in str(ours[0].message)
 
 
 class TinyAttention(torch.nn.Module):
