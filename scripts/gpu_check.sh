@@ -151,9 +151,6 @@ if want bench; then
     python3 scripts/plot_sparse.py "$out/bench_08_backward.json" "$out/sparse_backward_speedup.png" \
       >"$out/sparse_backward_table.md" 2>&1 || tail -3 "$out/sparse_backward_table.md"
   fi
-  step "summary"
-  python3 scripts/summarize.py "$out" --readmes . || true
-  cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done
 fi
 
 if want decode && [[ -x build-gpu/10_decoding/10_decoding_bench ]]; then
@@ -182,6 +179,12 @@ if want python; then
   done
   python3 python/examples/plot_gpt.py --out "$out/gpt_loss_h100.png" "$out"/gpt_sdpa_s0.json "$out"/gpt_sdpa_s1.json \
     "$out"/gpt_tutorial_s0.json "$out"/gpt_tutorial_s1.json | tee "$out/gpt_table.md"
+fi
+
+if want bench; then  # last, so that it sees the decode rows too
+  step "summary"
+  python3 scripts/summarize.py "$out" --readmes . || true
+  cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done
 fi
 
 step "done: tests rc=$tests_rc, sanitizer rc=$san_rc"

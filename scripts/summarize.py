@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Reads the chapters' benchmark JSON (Google Benchmark) and PyTorch's (compare_pytorch.py) from
 one folder and writes summary.md (TFLOP/s per chapter per shape next to the PyTorch backends,
-and memory against seqlen) plus PNG plots when matplotlib is available. With --readmes REPO it
-also rewrites the results tables of REPO's READMEs between their
-<!-- results:begin --> and <!-- results:end --> markers.
+and memory against seqlen; chapter 10's decode rows in GB/s next to compare_pytorch_decode.py's)
+plus PNG plots when matplotlib is available. With --readmes REPO it also rewrites the results
+tables of REPO's READMEs between their <!-- results:begin --> and <!-- results:end --> markers.
 
   python3 scripts/summarize.py OUTDIR [--readmes .]
 """
@@ -18,6 +18,8 @@ from collections import defaultdict
 # f16/bf16 is the register-only mma.sync rate measured on our H100 (chapter 06's README).
 PEAK_TFLOPS = {"f32": 67.0, "f16": 645.0, "bf16": 645.0}
 README_SEQLENS = (1024, 4096, 16384)
+# Chapters timed on their own shapes, not in the forward table of FlashAttention-2's shapes.
+OWN_TABLE = {"10_decoding"}
 
 
 def load_chapters(folder):
@@ -25,6 +27,7 @@ def load_chapters(folder):
     steps[chapter][(dtype, D, causal, seqlen)][step] from the Google Benchmark JSON files."""
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
     sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
+    decode = {}   # chapter 10's decode rows: (batch, seqlen_k) -> benchmark
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
         try:
             with open(path) as f:
@@ -36,7 +39,11 @@ def load_chapters(folder):
             parts = b["name"].split("/")
             if b.get("error_occurred"):
                 continue
-            if parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
+            if parts[0] == "decode":  # decode/<chapter>/<dtype>/H<h>x<hkv>/D<d>/B<b>/seqlen_k:<n>/...
+                decode[(int(parts[5][1:]), int(parts[6].split(":")[1]))] = b
+            elif parts[0] in ("fwd", "bwd") and parts[1] in OWN_TABLE:
+                continue
+            elif parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
                 if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle
                     chapter, step = parts[1].split(".", 1)
@@ -49,6 +56,7 @@ def load_chapters(folder):
                 # sparse/07_block_sparse/<dtype>/D<d>/blockk128/random/density:1.00/seqlen:<n>/...
                 sparse1[(parts[2], int(parts[3][1:]), False, int(parts[7].split(":")[1]))] = b
     context["sparse1"] = sparse1
+    context["decode"] = decode
     return fwd, mem, bwd, steps, context
 
 
@@ -56,6 +64,8 @@ def load_torch(folder):
     """({direction: {(dtype, D, causal, seqlen): {backend: record}}}, meta) from pytorch*.json."""
     tables, meta = {"fwd": {}, "bwd": {}}, {}
     for path in sorted(glob.glob(os.path.join(folder, "pytorch*.json"))):
+        if os.path.basename(path).startswith("pytorch_decode"):
+            continue  # decode rows: decode_table
         with open(path) as f:
             data = json.load(f)
         meta = data["meta"]
@@ -82,19 +92,21 @@ def main():
     chapters = sorted({c for row in fwd.values() for c in row})
     backends = [b for b in ("math", "efficient", "flash", "cudnn")
                 if any(b in row and "tflops" in row[b] for row in torch_fwd.values())]
-    last = chapters[-1] if chapters else None
+    # The ratio columns: 06 (mma.sync, any GPU from sm_80) and 09 (Hopper) where they ran, else the last chapter.
+    ratio_chapters = [c for c in ("06_tensor_core", "09_flash_v3") if c in chapters] or chapters[-1:]
     lines = [f"GPU: {meta.get('gpu', '?')}; PyTorch {meta.get('torch', '?')} (CUDA {meta.get('cuda', '?')}); "
              f"benchmark host: {context.get('host_name', '?')}; TFLOP/s from the median run; "
              "FLOPs = 4*B*H*S*S*D (halved for causal); batch = 16384/seqlen, heads = 2048/D.", ""]
     head = ["dtype", "D", "mask", "seqlen"] + chapters + [f"torch {b}" for b in backends]
-    head += [f"{last} / torch {b}" for b in backends]
+    head += [f"{c} / torch {b}" for c in ratio_chapters for b in backends]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in sorted(fwd):
         dtype, d, causal, seqlen = key
         row = fwd[key]
         ours = [row[c]["TFLOPS"] if c in row else None for c in chapters]
         theirs = [torch_fwd.get(key, {}).get(b, {}).get("tflops") for b in backends]
-        ratios = [(ours[-1] / t) if (ours[-1] and t) else None for t in theirs]
+        mine = [row[c]["TFLOPS"] if c in row else None for c in ratio_chapters]
+        ratios = [(m / t) if (m and t) else None for m in mine for t in theirs]
         cells = [dtype, str(d), "causal" if causal else "full", str(seqlen)] + [fmt(x) for x in ours + theirs]
         cells += ["-" if r is None else f"{r:.2f}x" for r in ratios]
         lines.append("| " + " | ".join(cells) + " |")
@@ -108,7 +120,9 @@ def main():
         lines.append(f"| {seqlen} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
+    decode = decode_table(folder, context.get("decode", {}))
     extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta, torch_fwd) for c in sorted(steps))
+    extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     print(extra)
@@ -122,6 +136,38 @@ def main():
         for chapter in sorted(steps):
             replace_between_markers(os.path.join(args.readmes, chapter, "README.md"),
                                     steps_table(chapter, steps[chapter], meta, torch_fwd), marker="steps")
+        if decode:
+            replace_between_markers(os.path.join(args.readmes, "10_decoding", "README.md"), decode,
+                                    marker="results-decode")
+
+
+def decode_table(folder, decode):
+    """Chapter 10's decode rows (GB/s, L2 flushed) next to PyTorch's (pytorch_decode*.json), as
+    the README's <!-- results-decode --> table; "" without them."""
+    if not decode:
+        return ""
+    torch_gbps, read, meta = {}, None, {}
+    for path in sorted(glob.glob(os.path.join(folder, "pytorch_decode*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        meta, read = data.get("meta", meta), data.get("read", read)
+        for r in data["results"]:
+            if "gbps" in r:
+                torch_gbps[(r["batch"], r["seqlen_k"], r["backend"])] = r["gbps"]
+    lines = [f"{meta.get('gpu', '?')}, PyTorch {meta.get('torch', '?')} (CUDA {meta.get('cuda', '?')}) in the same "
+             "run (scripts/gpu_check.sh). bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, a 256 MiB memset before "
+             "every timed run; GB/s = K and V bytes / median time."
+             + (f" Plain read of 2 GiB: {read['gbps']:.0f} GB/s." if read else ""), "",
+             "| batch | seqlen_k | splits | 10_decoding GB/s | torch flash GB/s | torch cudnn GB/s | / flash | / cudnn |",
+             "|---|---|---|---|---|---|---|---|"]
+    for (batch, seqlen_k), b in sorted(decode.items()):
+        ours = b["GBps"]
+        cells = [str(batch), str(seqlen_k), str(int(b["splits"])), f"{ours:.0f}"]
+        theirs = [torch_gbps.get((batch, seqlen_k, backend)) for backend in ("flash", "cudnn")]
+        cells += ["-" if t is None else f"{t:.0f}" for t in theirs]
+        cells += ["-" if t is None else f"{ours / t:.2f}x" for t in theirs]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def backward_table(bwd, torch_bwd, meta):
