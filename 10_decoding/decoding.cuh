@@ -195,6 +195,8 @@ __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std
   const int lane = threadIdx.x % 32;
   wait_on_prerequisites();  // every piece written (the split kernel has completed)
   if (row >= out_rows) return;
+  // BEGIN SOLUTION: combine_row's merge over the row's pieces (LSE_s: prm.lse_part[row * splits + s], O_s: prm.o_part + (row * splits + s) * kD): m = the largest LSE_s (skip +inf: no key); if m is finite, for each piece with a finite LSE_s: w = __expf(LSE_s - m), total += w, o[c] += w * O_s[lane + 32 c]
+  // STUB: float m = -kInf, total = 0.0f, o[kD / 32] = {};  // the stub merges nothing: O = 0, LSE = +inf
   const float* lse = prm.lse_part + row * prm.splits;
   float m = -kInf;
   for (int s = 0; s < prm.splits; ++s)
@@ -211,6 +213,7 @@ __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std
       for (int c = 0; c < kD / 32; ++c) o[c] += w * O_p[lane + 32 * c];
     }
   }
+  // END SOLUTION
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
   T* O_g = static_cast<T*>(prm.base.o) + row * kD;
 #pragma unroll

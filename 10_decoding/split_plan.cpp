@@ -27,6 +27,9 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
     throw std::invalid_argument("plan_splits: needs tiles >= 1, key_blocks >= 0, slots >= 1, max_splits >= 1; got " +
                                 std::to_string(tiles) + ", " + std::to_string(key_blocks) + ", " + std::to_string(slots) +
                                 ", " + std::to_string(max_splits));
+  // BEGIN SOLUTION: split_plan.h's one-wave rule: no split (one piece of key_blocks tiles, efficiency wave_efficiency(tiles, slots)) when key_blocks <= 1 or tiles >= 0.8 slots; else s = the most pieces with tiles x s <= slots, s <= key_blocks, s <= max_splits; blocks_per_split = ceil_div(key_blocks, s), splits = the fewest pieces of that length; efficiency = wave_efficiency(tiles x splits, slots)
+  // STUB: const int splits = key_blocks > 1 ? 2 : 1;  // not the rule: two pieces, so that the kernels' combine runs
+  // STUB: return {.splits = splits, .blocks_per_split = ceil_div(key_blocks, splits), .efficiency = wave_efficiency(tiles * splits, slots)};
   SplitPlan plan{.splits = 1, .blocks_per_split = key_blocks, .efficiency = wave_efficiency(tiles, slots)};
   if (key_blocks <= 1 || tiles >= 0.8 * slots) return plan;
   const std::int64_t fit = slots / tiles;  // pieces per tile that one wave holds (>= 1: tiles < slots)
@@ -35,6 +38,7 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
   plan.splits = ceil_div(key_blocks, plan.blocks_per_split);  // as few as that length needs: none empty
   plan.efficiency = wave_efficiency(tiles * plan.splits, slots);
   return plan;
+  // END SOLUTION
 }
 
 void combine_row(const std::vector<double>& o_parts, const std::vector<double>& lse_parts, int head_dim,
@@ -42,6 +46,9 @@ void combine_row(const std::vector<double>& o_parts, const std::vector<double>& 
   const std::size_t splits = lse_parts.size();
   if (head_dim < 1 || o_parts.size() != splits * head_dim)
     throw std::invalid_argument("combine_row: o_parts must hold one row of head_dim values per split");
+  // BEGIN SOLUTION: split_plan.h's merge: M = max(sink, the LSE_s that are finite: +inf saw no key and weighs nothing); o = sum_s w_s O_s / L with w_s = e^(LSE_s - M), L = sum_s w_s + e^(sink - M); lse = M + log(L); with no key and no sink (M = -inf): o = 0, lse = +inf
+  // STUB: o.assign(head_dim, 0.0);  // the stub merges nothing: O = 0 and LSE = +inf
+  // STUB: lse = kInf;
   auto weighs = [](double l) { return l != kInf && l != -kInf; };  // +inf: the split saw no key
   double m = sink;  // -inf without a sink
   for (double l : lse_parts)
@@ -60,6 +67,7 @@ void combine_row(const std::vector<double>& o_parts, const std::vector<double>& 
   }
   for (double& x : o) x /= total;
   lse = m + std::log(total);
+  // END SOLUTION
 }
 
 }  // namespace decoding

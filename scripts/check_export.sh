@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Checks the student repository end to end (README: For teachers), as CI does:
-#   1. `make_student.py --export DIR`: a fresh repository, one commit, no docs/teacher/;
+#   1. `make_student.py --export DIR`: a fresh repository, one commit, no docs/teacher/ or docs/pending/;
 #   2. no line of a solution region stands in it (make_student.py --check-export);
 #   3. it configures, builds and runs its own tests and grade.sh: the unfinished TODOs of the CPU
-#      models (03, 04, 05, 07, 08) fail their CPU tests, the other CPU tests pass, and no test
+#      models (03, 04, 05, 07, 08, 10) fail their CPU tests, the other CPU tests pass, and no test
 #      binary crashes.
 #
 #   bash scripts/check_export.sh DIR      (DIR must not exist yet, or be empty)
@@ -35,7 +35,7 @@ for name, why in crashes:
     bad += 1
 # Chapters whose CPU code has solution regions must fail some CPU test in the export; the others
 # (and common/, scripts/) must pass every one.
-stubbed = {"03_online_softmax", "04_flash_v1", "05_flash_v2", "07_block_sparse", "08_backward"}
+stubbed = {"03_online_softmax", "04_flash_v1", "05_flash_v2", "07_block_sparse", "08_backward", "10_decoding"}
 failing = {re.sub(r"[./].*", "", name) for name in failed}
 for ch in sorted(stubbed - failing):
     print(f"check_export: {ch}: every CPU test passes with its TODOs unfinished (a stub earns points)")

@@ -49,8 +49,9 @@ END = re.compile(r"^\s*// END SOLUTION\s*$")
 ANY_MARKER = re.compile(r"(BEGIN|END) SOLUTION|// STUB:")
 MD_BEGIN = re.compile(r"^\s*<!-- BEGIN SOLUTION:\s*(.*?)\s*-->\s*$")
 MD_END = re.compile(r"^\s*<!-- END SOLUTION -->\s*$")
-# Files the student repository leaves out: answer keys, and the tooling that checks solutions.
-TEACHER_ONLY = ("docs/teacher/",)
+# Files the student repository leaves out: answer keys, and the tooling that checks solutions;
+# pending patches (docs/pending/), whose context lines quote the chapters' code, solutions included.
+TEACHER_ONLY = ("docs/teacher/", "docs/pending/")
 
 
 class MarkerError(Exception):
@@ -177,7 +178,7 @@ def solution_lines(root):
     inside, outside = set(), set()
     for rel in tracked_files(root):
         suffix = Path(rel).suffix
-        if rel.startswith(TEACHER_ONLY):  # answer keys may quote solutions: they never count as outside
+        if rel.startswith(TEACHER_ONLY):  # answer keys and patches quote solutions: never outside
             continue
         if suffix not in SOURCE_SUFFIXES and suffix != ".md":
             continue
@@ -210,9 +211,10 @@ def check_export(root, dest):
             if line.strip() in secret:
                 print(f"make_student: solution line in the export: {path.relative_to(dest)}:{n}: {line.strip()}")
                 found += 1
-    if (dest / "docs" / "teacher").exists():
-        print("make_student: the export holds docs/teacher/ (teacher only)")
-        found += 1
+    for folder in TEACHER_ONLY:
+        if (dest / folder).exists():
+            print(f"make_student: the export holds {folder} (teacher only)")
+            found += 1
     print(f"make_student: export checked against {len(secret)} solution lines: "
           + ("clean" if not found else f"{found} problems"))
     return 1 if found else 0
