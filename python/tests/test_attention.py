@@ -197,12 +197,13 @@ class TinyAttention(torch.nn.Module):
         return ft.attention(q, k, v, causal=True).reshape(b, s, d)
 
 
-def test_torch_compile_traces_the_op():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])  # inductor: the default, generating code around the op
+def test_torch_compile_traces_the_op(backend):
     torch.manual_seed(0)
     model = TinyAttention()
     x = torch.randn(2, 24, 32, requires_grad=True)
     eager = model(x)
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    compiled = torch.compile(model, backend=backend, fullgraph=True)
     got = compiled(x)
     torch.testing.assert_close(got, eager)
     (g_eager,) = torch.autograd.grad(eager.sum(), x)
