@@ -7,15 +7,12 @@
 //   fwd/...: FlashAttention-2's shapes, the shared benchmark of every chapter.
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <string>
-#include <vector>
 
 #include "10_decoding/decoding.h"
 #include "common/bench_harness.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
-#include "common/gpu_timer.h"
 
 namespace {
 
@@ -29,18 +26,9 @@ void run_decode(benchmark::State& state, fa::Problem p) {
   auto forward = [&] { decoding::forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr); };
   forward();  // warm-up
   FA_CUDA_CHECK(cudaDeviceSynchronize());
-  fa::cuda::GpuTimer timer;
-  std::vector<double> seconds;
-  for (auto _ : state) {
+  const double median = fa::bench::median_seconds(state, forward, [&] {
     FA_CUDA_CHECK(cudaMemsetAsync(flush.get(), 0, flush.bytes(), nullptr));  // evicts K and V from L2
-    timer.start();  // recorded after the memset, in stream order
-    forward();
-    const double s = timer.stop_ms() * 1e-3;
-    state.SetIterationTime(s);
-    seconds.push_back(s);
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-  const double median = seconds[seconds.size() / 2];
+  });
   state.counters["GBps"] = static_cast<double>(k.bytes() + v.bytes()) / median / 1e9;
   state.counters["ms_median"] = median * 1e3;
   state.counters["splits"] = decoding::plan(p).splits;

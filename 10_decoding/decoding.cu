@@ -11,6 +11,7 @@
 #include "10_decoding/decoding.cuh"
 #include "common/cuda_check.h"
 #include "common/device/launch.h"
+#include "common/device_memory.h"  // workspace
 
 namespace decoding {
 namespace {
@@ -57,9 +58,11 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream) {
                   .o_part = nullptr,
                   .lse_part = nullptr};
   const std::int64_t out_rows = std::int64_t{p.batch} * p.heads * p.seqlen_q;
-  if (pl.splits > 1) {  // the pieces' partial O and LSE, for the combine
-    FA_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&prm.o_part), out_rows * pl.splits * kD * sizeof(float), stream));
-    FA_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&prm.lse_part), out_rows * pl.splits * sizeof(float), stream));
+  if (pl.splits > 1) {  // the pieces' partial O, then their LSE, for the combine
+    const std::int64_t parts = out_rows * pl.splits;
+    prm.o_part = static_cast<float*>(fa::cuda::workspace((parts * kD + parts) * sizeof(float),
+                                                         "10_decoding: the pieces' partial O and LSE (fp32)"));
+    prm.lse_part = prm.o_part + parts * kD;
   }
   const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
   split_kv_kernel<C><<<grid, C::kThreads, smem_bytes<C>(), stream>>>(prm);
@@ -67,8 +70,6 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream) {
   if (pl.splits > 1) {  // its blocks start while the split kernel's last blocks finish
     launch_dependent(combine_kernel<T, kD>, fa::cuda::blocks_1d((out_rows + 7) / 8, "10_decoding (combine)"), 256, 0,
                      stream, prm, out_rows);
-    FA_CUDA_CHECK(cudaFreeAsync(prm.o_part, stream));
-    FA_CUDA_CHECK(cudaFreeAsync(prm.lse_part, stream));
   }
 }
 

@@ -35,17 +35,7 @@ void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
     state.SkipWithError(e.what());
     return;
   }
-  cuda::GpuTimer timer;
-  std::vector<double> seconds;
-  for (auto _ : state) {
-    timer.start();
-    forward();
-    const double s = timer.stop_ms() * 1e-3;
-    state.SetIterationTime(s);
-    seconds.push_back(s);
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-  const double median = seconds[seconds.size() / 2];
+  const double median = median_seconds(state, forward, [] {});
   const std::size_t io = q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes();
   const std::size_t peak = cuda::memory_stats().peak - base;
   state.counters["TFLOPS"] = forward_flops(p) / median / 1e12;

@@ -11,12 +11,35 @@
 // peak_mem_MiB (all device memory the run held) and extra_mem_MiB (beyond Q, K, V, O, LSE).
 #pragma once
 
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/chapter.h"
+#include "common/gpu_timer.h"
 
 namespace fa::bench {
+
+// Times `run` once per benchmark iteration with CUDA events, after `before` (untimed, earlier in
+// stream order: chapter 10's L2 flush), sets each iteration's manual time and returns the median
+// iteration in seconds. The benchmarks register with UseManualTime().
+template <class Run, class Before>
+double median_seconds(benchmark::State& state, Run&& run, Before&& before) {
+  cuda::GpuTimer timer;
+  std::vector<double> seconds;
+  for (auto _ : state) {
+    before();
+    timer.start();
+    run();
+    const double s = timer.stop_ms() * 1e-3;
+    state.SetIterationTime(s);
+    seconds.push_back(s);
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  return seconds[seconds.size() / 2];
+}
 
 int main(const Chapter& chapter, int argc, char** argv);
 

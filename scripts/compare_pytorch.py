@@ -27,12 +27,16 @@ BACKENDS = {
 DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
 
-def median_ms(fn, min_iters=5, min_seconds=0.2):
+def median_ms(fn, min_iters=5, min_seconds=0.2, before=None):
+    """Median of fn's times (CUDA events), at least min_iters runs and min_seconds of them, at most
+    100. before: untimed work queued ahead of each run (compare_pytorch_decode.py's L2 flush)."""
     for _ in range(2):  # warm-up: kernel selection, workspace allocation
         fn()
     torch.cuda.synchronize()
     times = []
     while len(times) < min_iters or sum(times) < min_seconds * 1e3:
+        if before is not None:
+            before()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -11,31 +11,13 @@ read of 2 GiB (a sum) as the GPU's read bandwidth.
 """
 import argparse
 import json
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 
-BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
-            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
-
-
-def median_ms_flushed(fn, flush, iters=30):
-    for _ in range(3):  # warm-up: kernel selection, workspace allocation
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        flush.zero_()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+from compare_pytorch import BACKENDS, median_ms  # this script's folder is on sys.path
 
 
 def main():
@@ -63,7 +45,8 @@ def main():
                            seqlen_q=1, seqlen_k=seqlen_k, head_dim=head_dim)
                 try:
                     with sdpa_kernel(BACKENDS[backend]):
-                        ms = median_ms_flushed(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), flush)
+                        ms = median_ms(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+                                   before=flush.zero_)
                     rec.update(ms=ms, gbps=kv_bytes / (ms * 1e-3) / 1e9)
                     note = f"{ms:8.4f} ms {rec['gbps']:7.1f} GB/s"
                 except (RuntimeError, torch.OutOfMemoryError) as e:
@@ -72,7 +55,7 @@ def main():
                 records.append(rec)
                 print(f"decode B={batch} Sk={seqlen_k:6d} {backend:9s} {note}", flush=True)
     x = torch.ones(1 << 30, dtype=torch.bfloat16, device="cuda")  # 2 GiB
-    ms = median_ms_flushed(lambda: x.sum(), flush)
+    ms = median_ms(lambda: x.sum(), before=flush.zero_)
     read = dict(what="read 2 GiB (sum)", ms=ms, gbps=x.numel() * x.element_size() / (ms * 1e-3) / 1e9)
     print(f"plain read: {read['gbps']:.1f} GB/s", flush=True)
     with open(args.out, "w") as f:
