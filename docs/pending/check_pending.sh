@@ -30,6 +30,10 @@ cmake --build build-main -j "$(nproc)" --target "${targets[@]}" >"$out/build_mai
 cmake --build build-pending -j "$(nproc)" --target "${targets[@]}" >"$out/build_pending.log" 2>&1 ||
   { grep -E "error" "$out/build_pending.log" | head -20; }
 
+step "tests of main's chapter 10 (its scratch workspace change has not run on a GPU before)"
+ctest --test-dir build-main -L 10_decoding -j "$(nproc)" --timeout 300 --output-on-failure >"$out/ctest_10_main.log" 2>&1
+tail -3 "$out/ctest_10_main.log"; grep -E "\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest_10_main.log" | head -20
+
 step "tests of the patched build: chapter 10, and 06's split-D steps"
 ctest --test-dir build-pending -L 10_decoding -j "$(nproc)" --timeout 300 --output-on-failure >"$out/ctest_10.log" 2>&1
 tail -3 "$out/ctest_10.log"; grep -E "\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest_10.log" | head -20
