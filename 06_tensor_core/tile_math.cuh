@@ -126,15 +126,18 @@ template <class C>
 using QFrags = std::uint32_t[C::kMTiles][C::kQInRegs ? C::kD / 16 : 1][4];
 
 // S_ij = Q_i K_j^T for the warp's rows: per 16-wide step of d, one LDSM of K feeds 2 kM mmas
-// (two 8-key n-tiles). Q_w: the warp's rows of Q_i; K_j: the key tile's stage.
-template <class C>
+// (two 8-key n-tiles). Q_w: the warp's rows of Q_i; K_j: the key tile's stage. kAccumulate: add
+// to S instead (S over more head dims, held in another tile: steps/split_d.cuh).
+template <class C, bool kAccumulate = false>
 __device__ __forceinline__ void tile_scores(ScoreTile<C>& S, const QFrags<C>& q_frag, std::uint32_t Q_w,
                                             std::uint32_t K_j, int lane_a, int lane_b) {
   constexpr int kM = C::kMTiles, kCols = C::kCols;
+  if constexpr (!kAccumulate) {
 #pragma unroll
-  for (int mt = 0; mt < kM; ++mt)
+    for (int mt = 0; mt < kM; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < C::Bc / 8; ++nt) S[mt][nt][0] = S[mt][nt][1] = S[mt][nt][2] = S[mt][nt][3] = 0.0f;
+      for (int nt = 0; nt < C::Bc / 8; ++nt) S[mt][nt][0] = S[mt][nt][1] = S[mt][nt][2] = S[mt][nt][3] = 0.0f;
+  }
 #pragma unroll
   for (int ks = 0; ks < C::kD / 16; ++ks) {
     std::uint32_t a[kM][4];

@@ -5,7 +5,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
+#include <string>
+#include <vector>
 #include <type_traits>
 
 #include "10_decoding/decoding.cuh"
@@ -23,7 +27,8 @@ constexpr int kBr = 64, kBc = 64;  // DecodeConfig's tile
 template <class C>
 int plan_slots() {
   static const int n = [] {
-    allow_shared_memory(split_kv_kernel<C>, smem_bytes<C>());
+    allow_shared_memory(split_kv_kernel<C, false>, smem_bytes<C>());
+    allow_shared_memory(split_kv_kernel<C, true>, smem_bytes<C>());
     int device = 0, sms = 0;
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -45,8 +50,17 @@ Plan plan_for(const fa::Problem& p) {
   return pl;
 }
 
+// What forward_with_options and forward_with_cache add to SplitParams (device pointers, or null).
+struct Extras {
+  int kv_rows = 0;  // 0: p.seqlen_k
+  const int* seqlens_k = nullptr;
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  const float* sink_logits = nullptr;
+};
+
 template <class T, int kD>
-void run(const fa::Problem& p, const Params& base, cudaStream_t stream) {
+void run(const fa::Problem& p, const Params& base, cudaStream_t stream, const Extras& x = {}) {
   using C = DecodeConfig<T, kD>;
   const Plan pl = plan_for<T, kD>(p);
   SplitParams prm{.base = base,
@@ -56,7 +70,12 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream) {
                   .splits = pl.splits,
                   .keys_per_split = pl.keys_per_split,
                   .o_part = nullptr,
-                  .lse_part = nullptr};
+                  .lse_part = nullptr,
+                  .kv_rows = x.kv_rows > 0 ? x.kv_rows : p.seqlen_k,
+                  .seqlens_k = x.seqlens_k,
+                  .softcap = x.softcap,
+                  .alibi_slopes = x.alibi_slopes,
+                  .sink_logits = x.sink_logits};
   const std::int64_t out_rows = std::int64_t{p.batch} * p.heads * p.seqlen_q;
   if (pl.splits > 1) {  // the pieces' partial O, then their LSE, for the combine
     const std::int64_t parts = out_rows * pl.splits;
@@ -65,11 +84,13 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream) {
     prm.lse_part = prm.o_part + parts * kD;
   }
   const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
-  split_kv_kernel<C><<<grid, C::kThreads, smem_bytes<C>(), stream>>>(prm);
+  const bool extras = x.kv_rows > 0 || x.seqlens_k || x.softcap > 0.0f || x.alibi_slopes || x.sink_logits;
+  auto kernel = extras ? split_kv_kernel<C, true> : split_kv_kernel<C, false>;
+  kernel<<<grid, C::kThreads, smem_bytes<C>(), stream>>>(prm);
   FA_CHECK_LAUNCH();
   if (pl.splits > 1) {  // its blocks start while the split kernel's last blocks finish
-    launch_dependent(combine_kernel<T, kD>, fa::cuda::blocks_1d((out_rows + 7) / 8, "10_decoding (combine)"), 256, 0,
-                     stream, prm, out_rows);
+    launch_dependent(x.sink_logits ? combine_kernel<T, kD, true> : combine_kernel<T, kD, false>,
+                     fa::cuda::blocks_1d((out_rows + 7) / 8, "10_decoding (combine)"), 256, 0, stream, prm, out_rows);
   }
 }
 
@@ -82,6 +103,42 @@ void with_type_and_dim(const fa::Problem& p, F&& f) {
   };
   if (p.dtype == fa::Dtype::bf16) by_dim(__nv_bfloat16{});
   else by_dim(__half{});
+}
+
+// A host array copied into the stream's memory pool, freed in stream order by the destructor
+// (after the kernels that read it, whatever they throw).
+template <class V>
+class DeviceCopy {
+ public:
+  DeviceCopy(const std::vector<V>& host, cudaStream_t stream) : stream_(stream) {
+    if (host.empty()) return;
+    FA_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), host.size() * sizeof(V), stream));
+    // From pageable memory: returns once the bytes are staged, so `host` may go away.
+    FA_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), host.size() * sizeof(V), cudaMemcpyHostToDevice, stream));
+  }
+  ~DeviceCopy() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  const V* get() const { return ptr_; }
+
+ private:
+  V* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
+
+void check_options(const fa::Problem& p, const fa::ScoreOptions& o) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("10_decoding: " + what); };
+  if (!(std::isfinite(o.softcap) && o.softcap >= 0)) fail("softcap must be finite and >= 0 (0: off)");
+  for (const auto* list : {&o.alibi_slopes, &o.sink_logits}) {
+    const char* name = list == &o.alibi_slopes ? "alibi_slopes" : "sink_logits";
+    if (!list->empty() && static_cast<int>(list->size()) != p.heads)
+      fail(std::string(name) + " needs one value per query head (" + std::to_string(p.heads) + "), got " +
+           std::to_string(list->size()));
+    for (float v : *list)
+      if (!std::isfinite(v)) fail(std::string(name) + " must be finite");
+  }
 }
 
 }  // namespace
@@ -112,6 +169,57 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
   const Params base = tensor_core::make_params(p, q, k, v, o, lse, "10_decoding");
   with_type_and_dim(p, [&](auto type, auto kd) { run<decltype(type), decltype(kd)::value>(p, base, stream); });
+}
+
+void forward_with_options(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                          const fa::ScoreOptions& options, cudaStream_t stream) {
+  fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
+  check_options(p, options);
+  const Params base = tensor_core::make_params(p, q, k, v, o, lse, "10_decoding");
+  const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);
+  const Extras x{.softcap = static_cast<float>(options.softcap), .alibi_slopes = slopes.get(), .sink_logits = sinks.get()};
+  with_type_and_dim(p, [&](auto type, auto kd) { run<decltype(type), decltype(kd)::value>(p, base, stream, x); });
+}
+
+void forward_with_cache(const fa::Problem& p, const void* q, const void* k_new, const void* v_new, const KVCache& cache,
+                        void* o, float* lse, const fa::ScoreOptions& options, cudaStream_t stream) {
+  auto fail = [](const std::string& what) { throw std::invalid_argument("10_decoding (KV cache): " + what); };
+  if (static_cast<int>(cache.seqlens.size()) != p.batch)
+    fail("seqlens needs one length per sequence (" + std::to_string(p.batch) + "), got " +
+         std::to_string(cache.seqlens.size()));
+  if (cache.capacity < 1) fail("capacity must be >= 1");
+  std::vector<int> keys(p.batch);  // sequence b attends to its cached tokens and this step's
+  for (int b = 0; b < p.batch; ++b) {
+    if (cache.seqlens[b] < 0 || cache.seqlens[b] > cache.capacity - p.seqlen_q)
+      fail("sequence " + std::to_string(b) + " has " + std::to_string(cache.seqlens[b]) + " cached tokens; with " +
+           std::to_string(p.seqlen_q) + " new ones it needs 0 <= cached <= capacity - seqlen_q = " +
+           std::to_string(cache.capacity - p.seqlen_q));
+    keys[b] = cache.seqlens[b] + p.seqlen_q;
+  }
+  fa::Problem pk = p;  // as the kernel sees it: the longest sequence sizes the plan
+  pk.seqlen_k = *std::max_element(keys.begin(), keys.end());
+  fa::check_forward_args(chapter().support, pk, q, cache.k, cache.v, o, lse);
+  if (!k_new || !v_new) fail("k_new and v_new must not be null");
+  if (!aligned16(k_new) || !aligned16(v_new)) fail("k_new and v_new must be 16-byte aligned");
+  check_options(pk, options);
+  const Params base = tensor_core::make_params(pk, q, cache.k, cache.v, o, lse, "10_decoding");
+  const DeviceCopy<int> cached(cache.seqlens, stream), lengths(keys, stream);
+  const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);
+  const Extras x{.kv_rows = cache.capacity,
+                 .seqlens_k = lengths.get(),
+                 .softcap = static_cast<float>(options.softcap),
+                 .alibi_slopes = slopes.get(),
+                 .sink_logits = sinks.get()};
+  with_type_and_dim(pk, [&](auto type, auto kd) {
+    using T = decltype(type);
+    constexpr int kD = decltype(kd)::value;
+    const std::int64_t chunks = std::int64_t{p.batch} * p.kv_heads * p.seqlen_q * (kD * 2 / 16);
+    append_kernel<T, kD><<<blocks_1d((chunks + 255) / 256, "10_decoding (append)"), 256, 0, stream>>>(
+        static_cast<const T*>(k_new), static_cast<const T*>(v_new), static_cast<T*>(cache.k),
+        static_cast<T*>(cache.v), cached.get(), p.kv_heads, p.seqlen_q, cache.capacity, chunks);
+    FA_CHECK_LAUNCH();
+    run<T, kD>(pk, base, stream, x);
+  });
 }
 
 }  // namespace decoding

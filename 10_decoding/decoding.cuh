@@ -48,7 +48,23 @@ struct SplitParams {
   int keys_per_split;       // Bc x blocks_per_split
   float* o_part;            // [B H Sq, splits, D] fp32 (splits > 1), else null
   float* lse_part;          // [B H Sq, splits]
+  // A KV cache (forward_with_cache): a (batch, KV head)'s K and V rows lie kv_rows apart (the
+  // cache's capacity; seqlen_k without a cache), and sequence b has seqlens_k[b] keys (null:
+  // every sequence has base.seqlen_k, the longest).
+  int kv_rows;
+  const int* seqlens_k;     // [B] device, or null
+  // The score options (common/reference.h), all off by default: softcap > 0, and per query head
+  // ALiBi slopes and sink logits ([H] device, or null).
+  float softcap;
+  const float* alibi_slopes;
+  const float* sink_logits;
+  __device__ bool changes_scores() const { return softcap > 0.0f || alibi_slopes != nullptr; }
 };
+
+// Query head h of packed row r of KV head kv_bh (its slope and sink are h's).
+__device__ __forceinline__ int q_head(const SplitParams& prm, std::int64_t kv_bh, int r) {
+  return static_cast<int>(kv_bh % prm.kv_heads) * prm.base.group_size + packed_row(r, prm.base.seqlen_q).head_in_group;
+}
 
 // Packed row r of KV head kv_bh as a row of Q, O and LSE (split_plan.h, CPU-tested).
 __device__ __forceinline__ std::int64_t q_row(const SplitParams& prm, std::int64_t kv_bh, int r) {
@@ -77,20 +93,49 @@ __device__ __forceinline__ void gather_q(std::uint32_t tile, const SplitParams& 
 // hidden, or past the piece's end.
 template <class C>
 __device__ __forceinline__ void mask_packed(tensor_core::ScoreTile<C>& S, int row, int j0, int j_end, int t,
-                                            const Params& prm) {
+                                            const Params& prm, int seqlen_k) {
 #pragma unroll
   for (int nt = 0; nt < C::Bc / 8; ++nt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int i = packed_row(row + 8 * (e / 2), prm.seqlen_q).position, j = j0 + 8 * nt + 2 * t + e % 2;
-      if (j >= j_end || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, prm.seqlen_k)))
+      if (j >= j_end || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, seqlen_k)))
         S[0][nt][e] = -std::numeric_limits<float>::infinity();
     }
 }
 
+// The score options on this lane's raw scores S = Q K^T (rows row, row + 8; keys from j0), in
+// reference.h's order on x = scale S: x = c tanh(x / c), then x += m_h (j - i') with i' = i + Sk - Sq;
+// S = x / scale, so that 06's softmax_step (which multiplies by scale log2(e)) sees x. Before the
+// mask; padding rows (r >= rows) are left alone (no head, and never written).
+template <class C>
+__device__ __forceinline__ void apply_options(tensor_core::ScoreTile<C>& S, int row, int j0, int t, const SplitParams& prm,
+                                              std::int64_t kv_bh, int seqlen_k) {
+  const Params& p = prm.base;
+  const float scale = p.scale_log2 * kLn2, inv_scale = 1.0f / scale;
+  const int rows = packed_rows(p.group_size, p.seqlen_q);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row + 8 * h;
+    if (r >= rows) continue;
+    const float slope = prm.alibi_slopes ? prm.alibi_slopes[q_head(prm, kv_bh, r)] : 0.0f;
+    const int i_key = packed_row(r, p.seqlen_q).position + seqlen_k - p.seqlen_q;  // i': the query among the keys
+#pragma unroll
+    for (int nt = 0; nt < C::Bc / 8; ++nt)
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        float x = S[0][nt][e] * scale;
+        if (prm.softcap > 0.0f) x = prm.softcap * tanhf(x / prm.softcap);
+        x += slope * static_cast<float>(j0 + 8 * nt + 2 * t + e % 2 - i_key);
+        S[0][nt][e] = x * inv_scale;
+      }
+  }
+}
+
 // The epilogue for packed rows: with one piece, O / l in T and LSE (06's write_rows, gathered);
 // with several, the piece's O / l in fp32 and its LSE (+inf: no key) into the workspace.
-template <class C>
+// kExtras: the sinks may be on (split_kv_kernel).
+template <class C, bool kExtras>
 __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, const SplitParams& prm,
                                              std::int64_t kv_bh, int row, int t) {
   using T = typename C::T;
@@ -105,8 +150,18 @@ __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, 
     const int r = row + 8 * h;
     if (r >= rows) continue;
     const std::int64_t qr = q_row(prm, kv_bh, r);
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: O = 0
-    const float lse = l > 0.0f ? w.m[0][h] * scale + logf(l) : kInf;
+    float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: O = 0
+    float lse = l > 0.0f ? w.m[0][h] * scale + logf(l) : kInf;
+    if (kExtras && prm.splits == 1 && prm.sink_logits) {  // one piece: the sink joins the denominator here
+      const float sink = prm.sink_logits[q_head(prm, kv_bh, r)];
+      if (lse == kInf) {
+        lse = sink;  // O stays 0
+      } else {
+        const float m = fmaxf(lse, sink), total = m + logf(__expf(lse - m) + __expf(sink - m));
+        inv_l *= __expf(lse - total);  // O / l scaled by the keys' share e^(lse - total)
+        lse = total;
+      }
+    }
     if (prm.splits == 1) {
       T* O_g = static_cast<T*>(prm.base.o) + qr * C::kD;
 #pragma unroll
@@ -124,8 +179,10 @@ __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, 
 }
 
 // grid: (splits) x (B Hkv row_tiles rows over y and z); block: 4 warps, warp w owns packed rows
-// r0 + 16 w .. r0 + 16 w + 15.
-template <class C>
+// r0 + 16 w .. r0 + 16 w + 15. kExtras: the score options or a KV cache may be on (forward_with_options,
+// forward_with_cache); plain forward() runs the kernel without their code (measured 1-3% faster at
+// batch 1 than one kernel for both, which carries the options' registers and branches).
+template <class C, bool kExtras>
 __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
   const std::int64_t tile = grid_row();
   if (tile >= prm.tiles) return;  // a spare block of the grid
@@ -141,20 +198,23 @@ __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitPar
   const int rows = packed_rows(p.group_size, p.seqlen_q);
   const PositionRange pos = positions(r0, rows - r0 < Br ? rows - r0 : Br, p.seqlen_q);
   // This piece's keys: [j_begin, j_end), cut at the last key any of the block's rows sees.
+  // This sequence's keys: all of Sk, or its length in the cache.
+  const int seqlen_k = kExtras && prm.seqlens_k ? prm.seqlens_k[kv_bh / prm.kv_heads] : p.seqlen_k;
+  const std::int64_t kv_rows = kExtras ? prm.kv_rows : p.seqlen_k;  // rows between (b, KV head)s
   const int j_begin = blockIdx.x * prm.keys_per_split;
-  const int last = keys_end(pos, p.seqlen_q, p.seqlen_k, p.causal);
+  const int last = keys_end(pos, p.seqlen_q, seqlen_k, p.causal);
   const int j_end = j_begin + prm.keys_per_split < last ? j_begin + prm.keys_per_split : last;
   const int n_tiles = j_end > j_begin ? ceil_div(j_end - j_begin, Bc) : 0;
-  const typename C::T* K = static_cast<const typename C::T*>(p.k) + kv_bh * p.seqlen_k * C::kD;  // (Sk, D) global
-  const typename C::T* V = static_cast<const typename C::T*>(p.v) + kv_bh * p.seqlen_k * C::kD;
+  const typename C::T* K = static_cast<const typename C::T*>(p.k) + kv_bh * kv_rows * C::kD;  // (Sk, D) global
+  const typename C::T* V = static_cast<const typename C::T*>(p.v) + kv_bh * kv_rows * C::kD;
   // Key tile n of the piece into ring stage n % kStages, as one cp.async group (empty past the end,
   // so that the group count per tile stays one).
   auto load_tile = [&](int n) {
     if (n < n_tiles) {
       const int j0 = j_begin + n * Bc;
       const std::uint32_t stage = (n % kStages) * kTileBytes;
-      tensor_core::copy_tile<C, Bc>(K_s + stage, K + j0 * C::kD, p.seqlen_k - j0);
-      tensor_core::copy_tile<C, Bc>(V_s + stage, V + j0 * C::kD, p.seqlen_k - j0);
+      tensor_core::copy_tile<C, Bc>(K_s + stage, K + j0 * C::kD, seqlen_k - j0);
+      tensor_core::copy_tile<C, Bc>(V_s + stage, V + j0 * C::kD, seqlen_k - j0);
     }
     cp_async_commit();
   };
@@ -176,19 +236,21 @@ __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitPar
     load_tile(n + 2);    // into tile n - 1's stage, free since the barrier
     tensor_core::ScoreTile<C> S;
     tensor_core::tile_scores<C>(S, q_frag, Q_w, K_s + stage, lane_a, lane_b);
-    if (j0 + Bc > j_end || tile_needs_mask(pos, j0, Bc, p.seqlen_q, p.seqlen_k, p.causal))
-      mask_packed<C>(S, r0 + 16 * warp + g, j0, j_end, t, p);
+    if (kExtras && prm.changes_scores()) apply_options<C>(S, r0 + 16 * warp + g, j0, t, prm, kv_bh, seqlen_k);
+    if (j0 + Bc > j_end || tile_needs_mask(pos, j0, Bc, p.seqlen_q, seqlen_k, p.causal))
+      mask_packed<C>(S, r0 + 16 * warp + g, j0, j_end, t, p, seqlen_k);
     tensor_core::PTile<C> P;
     tensor_core::softmax_step<C>(S, P, w, p.scale_log2);
     tensor_core::accumulate_pv<C>(w, P, V_s + stage, lane_a);
   }
   launch_dependents();  // the combine (launched programmatically) may start its blocks now
-  write_packed<C>(w, prm, kv_bh, r0 + 16 * warp + g, t);
+  write_packed<C, kExtras>(w, prm, kv_bh, r0 + 16 * warp + g, t);
 }
 
 // One warp per output row (b H + h) Sq + i: the pieces' LSE merged as in combine_row
 // (split_plan.cpp), O = sum_s w_s O_s / sum_s w_s in T, LSE. Lane c holds columns c, c + 32, ...
-template <class T, int kD>
+// kSinks: attention sinks may be on (forward_with_options); plain forward() runs without their code.
+template <class T, int kD, bool kSinks>
 __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std::int64_t out_rows) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const std::int64_t row = std::int64_t{blockIdx.x} * 8 + threadIdx.x / 32;
@@ -214,11 +276,38 @@ __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std
     }
   }
   // END SOLUTION
+  if (kSinks && prm.sink_logits) {
+    // The row's sink (query head (row / Sq) mod H) joins the denominator once, as one more piece
+    // with weight e^(sink - m) and no value: chapter 03's rescale to the new maximum.
+    const float sink = prm.sink_logits[row / prm.base.seqlen_q % (prm.kv_heads * prm.base.group_size)];
+    const float m_new = fmaxf(m, sink), f = total > 0.0f ? __expf(m - m_new) : 0.0f;
+#pragma unroll
+    for (int c = 0; c < kD / 32; ++c) o[c] *= f;
+    total = total * f + __expf(sink - m_new);
+    m = m_new;
+  }
   const float inv = total > 0.0f ? 1.0f / total : 0.0f;
   T* O_g = static_cast<T*>(prm.base.o) + row * kD;
 #pragma unroll
   for (int c = 0; c < kD / 32; ++c) O_g[lane + 32 * c] = static_cast<T>(o[c] * inv);
   if (lane == 0) prm.base.lse[row] = total > 0.0f ? m + logf(total) : kInf;
+}
+
+// The KV cache's append: row i of (batch b, KV head) of k_new / v_new ([B, Hkv, Sq, D]) goes to
+// row cached[b] + i of the cache ([B, Hkv, kv_rows, D]). One thread per 16 bytes.
+template <class T, int kD>
+__global__ void __launch_bounds__(256) append_kernel(const T* k_new, const T* v_new, T* k_cache, T* v_cache,
+                                                     const int* cached, int kv_heads, int seqlen_q, int kv_rows,
+                                                     std::int64_t chunks) {
+  constexpr int kChunks = kD * static_cast<int>(sizeof(T)) / 16;  // 16-byte chunks per row
+  const std::int64_t n = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (n >= chunks) return;
+  const std::int64_t row = n / kChunks;  // (b Hkv + kv_h) Sq + i
+  const int c = static_cast<int>(n % kChunks), i = static_cast<int>(row % seqlen_q);
+  const std::int64_t kv_bh = row / seqlen_q;
+  const std::int64_t dst = (kv_bh * kv_rows + cached[kv_bh / kv_heads] + i) * kD;
+  reinterpret_cast<uint4*>(k_cache + dst)[c] = reinterpret_cast<const uint4*>(k_new + row * kD)[c];
+  reinterpret_cast<uint4*>(v_cache + dst)[c] = reinterpret_cast<const uint4*>(v_new + row * kD)[c];
 }
 
 }  // namespace decoding

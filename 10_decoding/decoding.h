@@ -1,7 +1,10 @@
 // Chapter 10: attention for decoding -- GQA packing and split-KV (Flash-Decoding).
 #pragma once
 
+#include <vector>
+
 #include "common/chapter.h"
+#include "common/reference.h"  // ScoreOptions
 
 namespace decoding {
 
@@ -13,6 +16,30 @@ namespace decoding {
 // call in flight at a time, as for 01 and 02).
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream);
+
+// forward with the score options of common/reference.h: a logit softcap, and per query head ALiBi
+// slopes and attention-sink logits (host vectors of H values, or empty: off). Checked; copied to
+// the device on `stream`.
+void forward_with_options(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                          const fa::ScoreOptions& options, cudaStream_t stream);
+
+// A KV cache: K and V of sequence b in rows 0 .. seqlens[b] - 1 of each (b, KV head) of k and v,
+// [B, Hkv, capacity, D] in p.dtype on the device.
+struct KVCache {
+  void* k;
+  void* v;
+  int capacity;
+  std::vector<int> seqlens;  // [B], on the host: tokens already cached, before this step
+};
+
+// One decoding step with a cache: writes k_new and v_new ([B, Hkv, Sq, D]) into the cache after
+// each sequence's seqlens[b] tokens (the caller advances seqlens by Sq afterwards), then attends q
+// ([B, H, Sq, D]) to sequence b's seqlens[b] + Sq keys, bottom-right causal when p.causal (the
+// step's tokens see the cache and each other in order). p gives B, H, Hkv, Sq, D, causal, dtype
+// and scale; p.seqlen_k is not used (the lengths are). Refused unless 0 <= seqlens[b] <=
+// capacity - Sq for every b.
+void forward_with_cache(const fa::Problem& p, const void* q, const void* k_new, const void* v_new, const KVCache& cache,
+                        void* o, float* lse, const fa::ScoreOptions& options, cudaStream_t stream);
 
 // The plan forward uses for p on this GPU (split_plan.h): how many pieces each key range is cut into.
 struct Plan {

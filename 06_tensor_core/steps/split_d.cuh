@@ -20,6 +20,11 @@
 // issues at most ~0.4 mma per clock, about 65% of the mma.sync ceiling, and with one block per SM
 // nothing hides the three barriers. H100 numbers: docs/session9_h100.md.
 // Run:  ./build/06_tensor_core/06_tensor_core_steps_bench --step alt_split_d512 --head-dims 512
+//
+// Step alt_split_d576_512 is the same kernel with 64 more head dims for Q and K than for V
+// (DeepSeek's MLA: S over 576 dims, O over 512): Q_i and K_j's last 64 columns sit in tiles of
+// their own, 64 wide, and tile_scores adds their share into S_ij (kAccumulate). 217 KiB of shared
+// memory.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -32,10 +37,11 @@
 
 namespace tensor_core::steps {
 
-// Head dim 512 in bf16 or f16. The block: Br = 64 rows (4 row groups of 16) by 8 warps, Bc = 64.
-// Scores and Values are the views of the two products as configurations of the chapter's tile
-// functions, so that tile_scores, mask_scores and accumulate_pv run on a warp's share as is.
-template <class T_>
+// Head dim 512 in bf16 or f16 (and kExtra more for Q and K). The block: Br = 64 rows (4 row groups
+// of 16) by 8 warps, Bc = 64. Scores and Values are the views of the two products as
+// configurations of the chapter's tile functions, so that tile_scores, mask_scores and
+// accumulate_pv run on a warp's share as is.
+template <class T_, int kExtra_ = 0>
 struct SplitD512 : Config<T_, 512, 64, 1> {
   using Base = Config<T_, 512, 64, 1>;
   static constexpr int kWarps = 8;  // warp w: rows 16 (w % 4) .. +15, group w / 4
@@ -50,9 +56,21 @@ struct SplitD512 : Config<T_, 512, 64, 1> {
   struct Values : Config<T_, kGroupCols, Bc, 1> {
     static constexpr int kCols = Base::kCols;
   };
-  // Q_i, K_j, V_j, P_ij in T; each group's row maxima, then row sums, in fp32.
-  static constexpr int kSmemBytes = (Br + 2 * Bc) * Base::kCols * 2 + Br * Bc * 2 + 2 * 2 * Br * 4;
+  // Q and K's head dims beyond V's 512 (0, or 64 for MLA's 576), global rows of kDqk.
+  static constexpr int kExtra = kExtra_;
+  static constexpr int kDqk = Base::kD + kExtra;
+  static constexpr int kExtraCols = kExtra > 0 ? kExtra : 16;  // (a valid Config when unused)
+  // S_ij's share over the extra dims: their own (Br, kExtra) and (Bc, kExtra) tiles.
+  using ExtraScores = Config<T_, kExtraCols, kGroupKeys, 1>;
+  // Copying those tiles with all 8 warps.
+  struct ExtraTile : Config<T_, kExtraCols, Bc, 1> {
+    static constexpr int kThreads = 32 * kWarps;
+  };
+  // Q_i, K_j, V_j, P_ij in T; each group's row maxima, then row sums, in fp32; the extra tiles.
+  static constexpr int kSmemBytes =
+      (Br + 2 * Bc) * Base::kCols * 2 + Br * Bc * 2 + 2 * 2 * Br * 4 + (Br + Bc) * kExtra * 2;
   static_assert(Base::kSwizzle && !Base::kQInRegs && !Base::kPadded && Base::kCols == 512);
+  static_assert(kExtra == 0 || (kExtra % 64 == 0 && ExtraScores::kCols == kExtra));
 };
 
 // The row max of this warp's keys of S_ij (a quad's, as in softmax_step), published for the other
@@ -124,19 +142,34 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_d_kernel(const Params pr
   const std::uint32_t P_s = smem_u32(P_b);
   float* const m_s = reinterpret_cast<float*>(P_b + Br * Bc * 2);  // (2, Br) smem: each group's row max of S_ij
   float* const l_s = m_s + 2 * Br;                                  // (2, Br) smem: each group's row sum, at the end
+  const std::uint32_t Qx_s = smem_u32(l_s + 2 * Br);                // (Br, kExtra) smem: Q_i's extra dims
+  const std::uint32_t Kx_s = Qx_s + Br * C::kExtra * 2;             // (Bc, kExtra) smem: K_j's extra dims
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int group = warp / 4;            // 0: keys 0-31 of S_ij, columns 0-255 of O_i; 1: the rest
   const int row0 = 16 * (warp % 4);      // this warp's first row of Q_i, shared with warp w +- 4
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
-  const BlockInputs<C> in(prm, i0);
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k;
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
+  // Global rows: Q and K of kDqk, V and O of kD (BlockInputs' with two head dims).
+  using T = typename C::T;
+  constexpr int kDqk = C::kDqk;
+  const std::int64_t bh = fa::cuda::grid_row(), kv_bh = bh / prm.group_size;
+  const T* Q = static_cast<const T*>(prm.q) + (bh * Sq + i0) * kDqk;  // (Br, kDqk) global: Q_i
+  const T* K = static_cast<const T*>(prm.k) + kv_bh * Sk * kDqk;      // (Sk, kDqk) global
+  const T* V = static_cast<const T*>(prm.v) + kv_bh * Sk * kD;        // (Sk, kD) global
+  // K_j (from key j0) into the K tiles: its first 512 dims, and the extra ones.
+  auto copy_keys = [&](int j0) {
+    copy_tile<C, Bc>(K_s, K + std::int64_t{j0} * kDqk, Sk - j0, kDqk);
+    if constexpr (C::kExtra > 0)
+      copy_tile<typename C::ExtraTile, Bc>(Kx_s, K + std::int64_t{j0} * kDqk + kD, Sk - j0, kDqk);
+  };
 
   // Prologue: Q_i and K_0 in one group (a block whose rows see no key copies nothing).
   if (Tc_end > 0) {
-    copy_tile<C, Br>(Q_s, in.Q, Sq - i0);
-    copy_tile<C, Bc>(K_s, in.K, Sk);
+    copy_tile<C, Br>(Q_s, Q, Sq - i0, kDqk);
+    if constexpr (C::kExtra > 0) copy_tile<typename C::ExtraTile, Br>(Qx_s, Q + kD, Sq - i0, kDqk);
+    copy_keys(0);
   }
   cp_async_commit();
 
@@ -150,24 +183,31 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_d_kernel(const Params pr
   const int lane_p = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, Bc, true);
   const int p_store = 2 * tile_offset(row0 + g, C::kGroupKeys * group + 2 * t, Bc, true);  // this lane's P_ij pairs
   const QFrags<Sc> q_frag = {};  // unused: Q_i is read from shared memory
+  // The same corners in the extra tiles (rows of kExtra).
+  const int lane_ax = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, C::kExtraCols, true);
+  const int lane_bx = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, C::kExtraCols, true);
+  const std::uint32_t Qx_w = Qx_s + 2 * row0 * C::kExtra;
+  const std::uint32_t Kx_w = Kx_s + 2 * C::kGroupKeys * group * C::kExtra;
 
   WarpRows<Va> w;  // this group's columns of O_i; m_i shared by the row pair; l_i over this group's keys
   for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
     const int j0 = j_tile * Bc;
     cp_async_wait<0>();  // this thread's copies of K_j (and Q_i) have landed
     __syncthreads();     // ... and everyone's; and every warp is done with V_{j-1} and P_{j-1}
-    copy_tile<C, Bc>(V_s, in.V + j0 * kD, Sk - j0);  // V_j flies while S_ij is computed
+    copy_tile<C, Bc>(V_s, V + std::int64_t{j0} * kD, Sk - j0);  // V_j flies while S_ij is computed
     cp_async_commit();
 
     ScoreTile<Sc> S_ij;  // (16, 32): the warp's rows, the group's keys
     tile_scores<Sc>(S_ij, q_frag, Q_w, K_w, lane_a, lane_b);
+    if constexpr (C::kExtra > 0)  // + the extra dims' share
+      tile_scores<typename C::ExtraScores, true>(S_ij, q_frag, Qx_w, Kx_w, lane_ax, lane_bx);
     // Only the last partial key tile and the causal diagonal tiles pay for the element mask.
     if (needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal))
       mask_scores<Sc>(S_ij, i0 + row0 + g, j0 + C::kGroupKeys * group, t, prm);
     publish_row_max<C>(S_ij, m_s + Br * group, row0 + g, t);
     __syncthreads();  // both groups' row maxima are published; and every warp is done with K_j
     if (j_tile + 1 < Tc_end)  // K_{j+1} flies during the softmax and P_ij V_j
-      copy_tile<C, Bc>(K_s, in.K + (j0 + Bc) * kD, Sk - j0 - Bc);
+      copy_keys(j0 + Bc);
     cp_async_commit();
 
     split_softmax_step<C>(S_ij, w, m_s, P_b, p_store, row0 + g, prm.scale_log2);
@@ -189,8 +229,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_d_kernel(const Params pr
     if (t == 0) l_s[Br * group + row + 8 * h] = l;
   }
   __syncthreads();  // both groups' row sums are published
-  using T = typename C::T;
-  T* O_g = static_cast<T*>(prm.o) + in.bh * Sq * kD + C::kGroupCols * group;  // (Sq, kD) global, the group's columns
+  T* O_g = static_cast<T*>(prm.o) + bh * Sq * kD + C::kGroupCols * group;  // (Sq, kD) global, the group's columns
   const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -203,11 +242,11 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_d_kernel(const Params pr
       *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * kD + 8 * nt + 2 * t) =
           pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
     if (group == 0 && t == 0)
-      prm.lse[in.bh * Sq + r] = l > 0.0f ? w.m[0][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
+      prm.lse[bh * Sq + r] = l > 0.0f ? w.m[0][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
   }
 }
 
-// 201 KiB of shared memory: an H100 (227 KiB a block) takes it; on an A100 (163 KiB)
+// 201 KiB of shared memory (217 with the extra dims): an H100 (227 KiB a block) takes it; on an A100 (163 KiB)
 // allow_shared_memory (common/device/launch.h) refuses it by size.
 template <class C>
 void launch_split_d(const Params& prm, cudaStream_t stream) {

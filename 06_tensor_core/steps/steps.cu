@@ -94,6 +94,37 @@ Step make_split_d512() {
                       .defaults = defaults}};
 }
 
+// alt_split_d576_512: DeepSeek's MLA head dims, 576 for Q and K, 512 for V (split_d.cuh with 64
+// extra dims), bf16 and f16.
+const fa::Support& split_d576_support() {
+  static const fa::Support support{.chapter = "06_tensor_core.alt_split_d576_512",
+                                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
+                                   .head_dims = {576},
+                                   .max_head_dim = 576,
+                                   .head_dim_v = 512};
+  return support;
+}
+
+void forward_split_d576(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                        cudaStream_t stream) {
+  fa::check_forward_args(split_d576_support(), p, q, k, v, o, lse);
+  const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core (steps)");
+  if (p.dtype == fa::Dtype::bf16) launch_split_d<SplitD512<bf16, 64>>(prm, stream);
+  else launch_split_d<SplitD512<__half, 64>>(prm, stream);
+}
+
+Step make_split_d576() {
+  fa::Problem defaults = fa::default_problem(fa::Dtype::bf16);
+  defaults.head_dim = 576;
+  defaults.head_dim_v = 512;
+  return {.name = "alt_split_d576_512",
+          .what = "MLA's head dims: S over 576 (the last 64 from tiles of their own), O over 512; as alt_split_d512",
+          .chapter = {.support = split_d576_support(),
+                      .forward = forward_split_d576,
+                      .test_head_dims = {576},
+                      .defaults = defaults}};
+}
+
 }  // namespace
 
 const std::vector<Step>& all() {
@@ -107,6 +138,7 @@ const std::vector<Step>& all() {
       make<Pp_64, Pp_128>("alt_pingpong", "v5 / v3 with 8 warps in two groups of 4 that take turns on the tensor cores (Br = 256)"),
       make<Bc32_64, Bc32_128>("alt_bc32", "v3 with Bc = 32 (fewer registers, twice the softmax bookkeeping per key)"),
       make_split_d512(),
+      make_split_d576(),
   };
   return steps;
 }
