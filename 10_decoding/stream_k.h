@@ -1,5 +1,6 @@
 // Chapter 10's stream-K schedule, in plain C++ that the device can call too (CPU-tested in
-// test_stream_k.cpp; the kernel that walks it is not written yet, issue "10_decoding").
+// test_stream_k.cpp; the kernel that walks it, steps/stream_k.cuh, is in docs/pending/10_stream_k.patch
+// until it has run on a GPU).
 //
 // The plain split (split_plan.h) cuts every tile's key range into the same number of pieces, one
 // CTA each, and leaves the SMs that one wave does not fill idle: at batch 8 with 8 KV heads, 64
@@ -77,6 +78,19 @@ FA_HOST_DEVICE constexpr int last_cta(const StreamK& s, std::int64_t tile) {
 // The workspace slot of the tile's piece held by CTA c (first_cta <= c <= last_cta), for the fix-up.
 FA_HOST_DEVICE constexpr int piece_slot(const StreamK& s, std::int64_t tile, int c) {
   return 2 * c + (s.begin(c) >= tile * s.key_blocks ? 0 : 1);
+}
+
+// The step's workspace (steps/stream_k.cuh) keeps the plain split's layout, [rows, pieces, D], so
+// that chapter 10's combine_kernel is the fix-up: the piece of `tile` held by CTA c is piece
+// c - first_cta(tile) of each of the tile's rows, and every row has room for max_pieces(s).
+FA_HOST_DEVICE constexpr int piece_of(const StreamK& s, std::int64_t tile, int c) { return c - first_cta(s, tile); }
+inline int max_pieces(const StreamK& s) {
+  int most = 1;
+  for (std::int64_t t = 0; t < s.tiles; ++t) {
+    const int n = last_cta(s, t) - first_cta(s, t) + 1;
+    most = n > most ? n : most;
+  }
+  return most;
 }
 
 }  // namespace decoding

@@ -107,6 +107,15 @@ TEST(StreamK, CoversEveryUnitOnceAndTheFixUpFindsThePieces) {
             by_tile[g.tile].push_back({c, g});
           }
         ASSERT_EQ(std::count(seen.begin(), seen.end(), 1), s.units());
+        // The kernel's workspace (steps/stream_k.cuh): piece_of numbers a tile's pieces 0, 1, ...
+        // in key order, and max_pieces is the most any tile has.
+        std::size_t most = 0;
+        for (const auto& [tile, pieces] : by_tile) {
+          most = std::max(most, pieces.size());
+          for (std::size_t k = 0; k < pieces.size(); ++k)
+            ASSERT_EQ(decoding::piece_of(s, tile, pieces[k].first), static_cast<int>(k));
+        }
+        ASSERT_EQ(decoding::max_pieces(s), static_cast<int>(most));
         for (const auto& [tile, pieces] : by_tile) {
           ASSERT_EQ(decoding::first_cta(s, tile), pieces.front().first);
           ASSERT_EQ(decoding::last_cta(s, tile), pieces.back().first);

@@ -39,6 +39,8 @@ def load_chapters(folder):
             parts = b["name"].split("/")
             if b.get("error_occurred"):
                 continue
+            if parts[0] == "decode" and parts[1] != "10_decoding":
+                continue  # a step's decode rows (10_decoding.stream_k): in the bench JSON, not the table
             if parts[0] == "decode":  # decode/<chapter>/<dtype>/H<h>x<hkv>/D<d>/B<b>/seqlen_k:<n>/...
                 decode[(int(parts[5][1:]), int(parts[6].split(":")[1]))] = b
             elif parts[0] in ("fwd", "bwd") and parts[1] in OWN_TABLE:
