@@ -24,6 +24,25 @@ ROOT = HERE.parent  # the repository
 BUILD = ROOT / "build-python"
 
 
+def check_build_tools():
+    """pip builds a wheel: setuptools before 70.1 needs the `wheel` package for that, and with
+    --no-build-isolation pip installs nothing for the build (a fresh venv has setuptools 65 and no
+    wheel). Say so, instead of pip's "invalid command 'bdist_wheel'"."""
+    import setuptools
+    try:
+        version = tuple(int(x) for x in setuptools.__version__.split(".")[:2])
+    except ValueError:
+        return
+    if version >= (70, 1):
+        return
+    try:
+        import wheel  # noqa: F401
+    except ImportError:
+        sys.exit(f"flash_tutorial: setuptools {setuptools.__version__} in {sys.executable}'s environment needs the "
+                 "`wheel` package to build a wheel, and --no-build-isolation installs nothing for the build: run "
+                 "`pip install 'setuptools>=70.1'` (or `pip install wheel`) there first, then install again")
+
+
 def kernels_unavailable():
     """Why the kernels cannot be built here, or None."""
     if not (ROOT / "CMakeLists.txt").is_file():
@@ -83,4 +102,5 @@ class WithCompiledCode(Distribution):
         return True
 
 
+check_build_tools()
 setup(cmdclass={"build_py": BuildPyWithKernels}, distclass=WithCompiledCode)
