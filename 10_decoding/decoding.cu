@@ -6,7 +6,6 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -128,19 +127,6 @@ class DeviceCopy {
   cudaStream_t stream_;
 };
 
-void check_options(const fa::Problem& p, const fa::ScoreOptions& o) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("10_decoding: " + what); };
-  if (!(std::isfinite(o.softcap) && o.softcap >= 0)) fail("softcap must be finite and >= 0 (0: off)");
-  for (const auto* list : {&o.alibi_slopes, &o.sink_logits}) {
-    const char* name = list == &o.alibi_slopes ? "alibi_slopes" : "sink_logits";
-    if (!list->empty() && static_cast<int>(list->size()) != p.heads)
-      fail(std::string(name) + " needs one value per query head (" + std::to_string(p.heads) + "), got " +
-           std::to_string(list->size()));
-    for (float v : *list)
-      if (!std::isfinite(v)) fail(std::string(name) + " must be finite");
-  }
-}
-
 }  // namespace
 
 const fa::Chapter& chapter() {
@@ -174,7 +160,7 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 void forward_with_options(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
                           const fa::ScoreOptions& options, cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
-  check_options(p, options);
+  fa::check_score_options(p, options, "10_decoding");
   const Params base = tensor_core::make_params(p, q, k, v, o, lse, "10_decoding");
   const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);
   const Extras x{.softcap = static_cast<float>(options.softcap), .alibi_slopes = slopes.get(), .sink_logits = sinks.get()};
@@ -201,7 +187,7 @@ void forward_with_cache(const fa::Problem& p, const void* q, const void* k_new, 
   fa::check_forward_args(chapter().support, pk, q, cache.k, cache.v, o, lse);
   if (!k_new || !v_new) fail("k_new and v_new must not be null");
   if (!aligned16(k_new) || !aligned16(v_new)) fail("k_new and v_new must be 16-byte aligned");
-  check_options(pk, options);
+  fa::check_score_options(pk, options, "10_decoding");
   const Params base = tensor_core::make_params(pk, q, cache.k, cache.v, o, lse, "10_decoding");
   const DeviceCopy<int> cached(cache.seqlens, stream), lengths(keys, stream);
   const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);

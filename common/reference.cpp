@@ -62,18 +62,6 @@ void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix&
   }
 }
 
-void check_options(const Problem& p, const ScoreOptions& o) {
-  auto fail = [](const std::string& what) { throw std::invalid_argument("reference: " + what); };
-  if (!(std::isfinite(o.softcap) && o.softcap >= 0)) fail("softcap must be finite and >= 0 (0: off)");
-  for (const auto* list : {&o.alibi_slopes, &o.sink_logits}) {
-    const char* name = list == &o.alibi_slopes ? "alibi_slopes" : "sink_logits";
-    if (!list->empty() && static_cast<int>(list->size()) != p.heads)
-      fail(std::string(name) + " needs one value per query head (" + std::to_string(p.heads) + "), not " +
-           std::to_string(list->size()));
-    for (float x : *list)
-      if (!std::isfinite(x)) fail(std::string(name) + " must be finite");
-  }
-}
 
 void check_sizes(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                  const std::vector<float>& v) {
@@ -86,11 +74,24 @@ void check_sizes(const Problem& p, const std::vector<float>& q, const std::vecto
 
 }  // namespace
 
+void check_score_options(const Problem& p, const ScoreOptions& o, const std::string& who) {
+  auto fail = [&](const std::string& what) { throw std::invalid_argument(who + ": " + what); };
+  if (!(std::isfinite(o.softcap) && o.softcap >= 0)) fail("softcap must be finite and >= 0 (0: off)");
+  for (const auto* list : {&o.alibi_slopes, &o.sink_logits}) {
+    const char* name = list == &o.alibi_slopes ? "alibi_slopes" : "sink_logits";
+    if (!list->empty() && static_cast<int>(list->size()) != p.heads)
+      fail(std::string(name) + " needs one value per query head (" + std::to_string(p.heads) + "), got " +
+           std::to_string(list->size()));
+    for (float x : *list)
+      if (!std::isfinite(x)) fail(std::string(name) + " must be finite");
+  }
+}
+
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
                                    const VisibleFn& visible, const ScoreOptions& options) {
   check_sizes(p, q, k, v);
-  check_options(p, options);
+  check_score_options(p, options, "reference");
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
 #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -162,7 +163,7 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
                                         const std::vector<float>& k, const std::vector<float>& v,
                                         const VisibleFn& visible, const ScoreOptions& options) {
   check_sizes(p, q, k, v);
-  check_options(p, options);
+  check_score_options(p, options, "reference");
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
   const float scale = p.scale();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "common/problem.h"
@@ -42,6 +43,10 @@ struct ScoreOptions {
   std::vector<float> alibi_slopes;  // [H] or empty
   std::vector<float> sink_logits;   // [H] or empty
 };
+
+// The checks above, for the reference and for the kernels that take the options (chapter 10):
+// std::invalid_argument("<who>: ...") naming what is wrong.
+void check_score_options(const Problem& p, const ScoreOptions& o, const std::string& who);
 
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
