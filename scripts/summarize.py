@@ -129,6 +129,7 @@ def main():
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     print(extra)
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
+    plot_decode(folder, context.get("decode", {}))
     if args.readmes:
         update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta,
                        extra_rows=root_extra_rows(context.get("sparse1", {}), bwd, torch_fwd, torch_bwd, backends))
@@ -379,6 +380,48 @@ def plot(folder, fwd, torch_fwd, mem, chapters, backends, meta):
         fig.tight_layout()
         fig.savefig(os.path.join(folder, "memory_vs_seqlen.png"), dpi=110)
         plt.close(fig)
+
+
+def plot_decode(folder, decode, out=None):
+    """decode_gbps.png: chapter 10's decode rows next to PyTorch's FLASH and cuDNN
+    (pytorch_decode*.json in folder), grouped by (batch, seqlen_k), with the plain read's rate."""
+    if not decode:
+        return
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not found: no decode plot")
+        return
+    torch_gbps, read, meta = {}, None, {}
+    for path in sorted(glob.glob(os.path.join(folder, "pytorch_decode*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        meta, read = data.get("meta", meta), data.get("read", read)
+        for r in data["results"]:
+            if "gbps" in r:
+                torch_gbps[(r["batch"], r["seqlen_k"], r["backend"])] = r["gbps"]
+    rows = sorted(decode)
+    series = [("10_decoding", [decode[k]["GBps"] for k in rows])]
+    series += [(f"PyTorch {b}", [torch_gbps.get((k[0], k[1], b), 0) for k in rows]) for b in ("flash", "cudnn")]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    width = 0.8 / len(series)
+    for n, (label, values) in enumerate(series):
+        ax.bar([i + (n - (len(series) - 1) / 2) * width for i in range(len(rows))], values, width, label=label)
+    if read:
+        ax.axhline(read["gbps"], color="black", linestyle="--", linewidth=1,
+                   label=f"plain read of 2 GiB ({read['gbps']:.0f} GB/s)")
+        ax.set_ylim(0, read["gbps"] * 1.25)  # room for the legend above the bars
+    ax.set_xticks(range(len(rows)), [f"B{b}, {s // 1024}k keys" for b, s in rows])
+    ax.set_ylabel("K and V bytes read per second (GB/s)")
+    ax.set_title(f"decoding: bf16, H 32 / Hkv 8, D 128, one query token, L2 flushed - {meta.get('gpu', '')}",
+                 fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", ncol=4)
+    fig.tight_layout()
+    fig.savefig(out or os.path.join(folder, "decode_gbps.png"), dpi=110)
+    plt.close(fig)
 
 
 if __name__ == "__main__":
