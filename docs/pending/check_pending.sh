@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Checks docs/pending/10_stream_k.patch on a GPU machine in one go (README.md here says what it
-# holds): main as it is (build-main) against main plus the patch (a copy in build-pending), the
-# patched chapter's tests, compute-sanitizer on the stream-K step, and the decode benchmark, main
-# and patched interleaved (the patch moves split_kv_kernel's body into attend_piece: main's rows
-# must not move), with PyTorch's anchors in the same run. Logs land in OUTDIR.
+# Checks docs/pending/10_*.patch (stream-K, D = 256) on a GPU machine in one go (README.md here says
+# what they hold): main as it is (build-main) against main plus the patches (a copy in
+# build-pending), the patched chapter's tests (D = 256 among them), compute-sanitizer on the
+# stream-K step and on D = 256, and the decode benchmark, main and patched interleaved (the
+# stream-K patch moves split_kv_kernel's body into attend_piece: main's rows must not move), with
+# PyTorch's anchors in the same run. Logs land in OUTDIR.
 #
 #   bash docs/pending/check_pending.sh OUTDIR
 set -uo pipefail
@@ -18,8 +19,10 @@ step "a copy of the repository with the patch applied"
 src=$(mktemp -d)/repo
 mkdir -p "$src"
 tar --exclude='./build*' --exclude='./.git' -cf - . | tar -xf - -C "$src"
-(cd "$src" && patch -p1 --fuzz=0 <"$OLDPWD/docs/pending/10_stream_k.patch" >"$out/patch.log" 2>&1) ||
-  { echo "FAILED to apply the patch (patch.log)"; exit 1; }
+for p in docs/pending/10_*.patch; do  # 10_d256, 10_stream_k: they apply together, in either order
+  (cd "$src" && patch -p1 --fuzz=0 <"$OLDPWD/$p" >>"$out/patch.log" 2>&1) && echo "applied $p" ||
+    { echo "FAILED to apply $p (patch.log)"; exit 1; }
+done
 
 step "build: main and patched"
 targets=(10_decoding_tests 10_decoding_cpu_tests 10_decoding_bench 10_decoding)
@@ -36,9 +39,9 @@ tail -3 "$out/ctest_10.log"; grep -E "\((Failed|Timeout|SEGFAULT|Subprocess)" "$
 step "compute-sanitizer on the stream-K step"
 for tool in memcheck racecheck synccheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 99 build-pending/10_decoding/10_decoding_tests \
-    --gtest_filter='StreamK/Decode.MatchesReference/B1_H32x8_Sq1_Sk4097_D128_causal_bf16:StreamK/Decode.MatchesReference/B3_H8x8_Sq5_Sk70_D64_causal_f16' \
+    --gtest_filter='StreamK/Decode.MatchesReference/B1_H32x8_Sq1_Sk4097_D128_causal_bf16:StreamK/Decode.MatchesReference/B3_H8x8_Sq5_Sk70_D64_causal_f16:Shapes/Decode.MatchesReference/B1_H32x8_Sq1_Sk4097_D256_causal_bf16' \
     >"$out/san_$tool.log" 2>&1
-  echo "$tool stream_k: rc=$?"
+  echo "$tool stream_k and D = 256: rc=$?"
 done | tee "$out/sanitizer_summary.txt"
 
 step "decode benchmark: main and patched interleaved, then PyTorch"
