@@ -4,19 +4,33 @@
 # Google Benchmark prints a line per case as it finishes (the progress); the per-chapter JSON
 # files and one merged file, OUTDIR/benchmarks.json, land in OUTDIR.
 #
-#   bash scripts/bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N]
+#   bash scripts/bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N] [--chapters LIST]
+#
+# --chapters 01_naive,06_tensor_core: only those chapters (their benchmarks and steps), so that a
+# machine with a time limit per command can take the chapters in several runs into one OUTDIR (the
+# merged benchmarks.json covers every chapter's JSON there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-build=${1:?usage: bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N]}
-out=${2:?usage: bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N]}
+usage="usage: bench_all.sh BUILD_DIR OUTDIR [--max-seqlen-naive N] [--chapters LIST]"
+build=${1:?$usage}
+out=${2:?$usage}
+shift 2
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
-[[ ${3:-} == --max-seqlen-naive ]] && naive_max=${4:?}
+only=""         # comma-separated chapter folders, or empty: all
+while (($#)); do
+  case $1 in
+    --max-seqlen-naive) naive_max=${2:?$usage}; shift 2 ;;
+    --chapters) only=${2:?$usage}; shift 2 ;;
+    *) echo "$usage"; exit 2 ;;
+  esac
+done
+wanted() { [[ -z $only || ,$only, == *,$1,* ]]; }
 mkdir -p "$out"
 status=0
 for dir in [0-9][0-9]_*/; do
   ch=${dir%/}
   bench=$build/$ch/${ch}_bench
-  [[ -x $bench ]] || continue
+  [[ -x $bench ]] && wanted "$ch" || continue
   limit=()  # each benchmark's own range (16k; 32k for 07), but 01 and 02 stop at naive_max
   [[ $ch == 01_* || $ch == 02_* ]] && limit=(--max-seqlen "$naive_max")
   # Head dims beyond 64 and 128 where a chapter's tiles differ (06: the 96, 192, 256 tiles; 08's
@@ -34,6 +48,7 @@ done
 for steps in "$build"/[0-9][0-9]_*/[0-9][0-9]_*_steps_bench; do
   [[ -x $steps ]] || continue
   ch=$(basename "$steps" _steps_bench)
+  wanted "$ch" || continue
   for s in $("$steps" 2>&1 | awk -F: '/^  [a-z0-9_]+:/ {gsub(/ /, "", $1); print $1}'); do
     echo "== $(date +%T) $ch step $s"
     "$steps" --step "$s" --head-dims 64,128,512,576 --benchmark_filter='fwd/.*/(D(64|128)/(full|causal)/seqlen:4096|D512|D576)/' \

@@ -6,11 +6,14 @@
 #   PyTorch SDPA on the same shapes -> summary table and plots.
 # Everything lands in OUTDIR; the summary prints last.
 #
-#   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B]
+#   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B] [--chapters LIST]
 # LIST is a comma-separated subset of build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
 # (default: all;
 # the build always runs, and is quick when build-gpu is already up to date). --tests-range A,B runs
-# tests A..B only (ctest -I), to split the ~3700 tests over calls of a time-limited lent machine.
+# tests A..B only (ctest -I), to split the ~3700 tests over calls of a time-limited lent machine;
+# --chapters LIST (e.g. 01_naive,02_tiled) benchmarks only those chapters, for the same reason (the
+# bench stage's JSON files accumulate in OUTDIR; the summary covers all of them). The stages that
+# docs/results_h100.md needs: --stages pytorch,bench,decode.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_check.sh OUTDIR}
@@ -18,11 +21,13 @@ shift
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
 stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
 ctest_extra=()
+bench_chapters=()
 while (($#)); do
   case $1 in
     --max-seqlen-naive) naive_max=$2; shift 2 ;;
     --stages) stages=$2; shift 2 ;;
     --tests-range) ctest_extra=(-I "$2"); shift 2 ;;
+    --chapters) bench_chapters=(--chapters "$2"); shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
 done
@@ -140,7 +145,7 @@ if want pytorch; then
 fi
 if want bench; then
   step "benchmarks"
-  bash scripts/bench_all.sh build-gpu "$out" --max-seqlen-naive "$naive_max" >"$out/bench_all.log" 2>&1 ||
+  bash scripts/bench_all.sh build-gpu "$out" --max-seqlen-naive "$naive_max" "${bench_chapters[@]}" >>"$out/bench_all.log" 2>&1 ||
     { echo "some benchmarks failed:"; grep -iE "error|fail" "$out/bench_all.log" | head; }
   grep "^==" "$out/bench_all.log"
   if [[ -f $out/bench_07_block_sparse.json ]]; then
