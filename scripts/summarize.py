@@ -144,11 +144,9 @@ def main():
                                     marker="results-decode")
 
 
-def decode_table(folder, decode):
-    """Chapter 10's decode rows (GB/s, L2 flushed) next to PyTorch's (pytorch_decode*.json), as
-    the README's <!-- results-decode --> table; "" without them."""
-    if not decode:
-        return ""
+def load_torch_decode(folder):
+    """compare_pytorch_decode.py's results in folder (pytorch_decode*.json): GB/s by (batch,
+    seqlen_k, backend), the plain read's record (or None) and the run's meta."""
     torch_gbps, read, meta = {}, None, {}
     for path in sorted(glob.glob(os.path.join(folder, "pytorch_decode*.json"))):
         with open(path) as f:
@@ -157,6 +155,15 @@ def decode_table(folder, decode):
         for r in data["results"]:
             if "gbps" in r:
                 torch_gbps[(r["batch"], r["seqlen_k"], r["backend"])] = r["gbps"]
+    return torch_gbps, read, meta
+
+
+def decode_table(folder, decode):
+    """Chapter 10's decode rows (GB/s, L2 flushed) next to PyTorch's (pytorch_decode*.json), as
+    the README's <!-- results-decode --> table; "" without them."""
+    if not decode:
+        return ""
+    torch_gbps, read, meta = load_torch_decode(folder)
     lines = [f"{meta.get('gpu', '?')}, PyTorch {meta.get('torch', '?')} (CUDA {meta.get('cuda', '?')}) in the same "
              "run (scripts/gpu_check.sh). bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, a 256 MiB memset before "
              "every timed run; GB/s = K and V bytes / median time."
@@ -394,14 +401,7 @@ def plot_decode(folder, decode, out=None):
     except ImportError:
         print("matplotlib not found: no decode plot")
         return
-    torch_gbps, read, meta = {}, None, {}
-    for path in sorted(glob.glob(os.path.join(folder, "pytorch_decode*.json"))):
-        with open(path) as f:
-            data = json.load(f)
-        meta, read = data.get("meta", meta), data.get("read", read)
-        for r in data["results"]:
-            if "gbps" in r:
-                torch_gbps[(r["batch"], r["seqlen_k"], r["backend"])] = r["gbps"]
+    torch_gbps, read, meta = load_torch_decode(folder)
     rows = sorted(decode)
     series = [("10_decoding", [decode[k]["GBps"] for k in rows])]
     series += [(f"PyTorch {b}", [torch_gbps.get((k[0], k[1], b), 0) for k in rows]) for b in ("flash", "cudnn")]
