@@ -12,13 +12,9 @@
 // and gives each of `ctas` persistent CTAs (one per SM) an even share: CTA c takes the units
 // [begin(c), begin(c + 1)), the first `U mod ctas` CTAs one unit more than the others. A CTA's
 // share crosses tiles wherever it crosses a multiple of key_blocks; each piece of one tile inside
-// the share is a segment. A segment that covers its tile's whole key range is finished by its CTA
-// alone (O and LSE written as 06 writes them); the others are partial and meet in a fix-up, the
-// combine step of split_plan.h over the tile's pieces, in key order.
-//
-// Where a partial segment's O and LSE go: a CTA has at most two partial segments, its first
-// (when its share starts inside a tile) and its last (when its share ends inside one). They get
-// slots 2c and 2c + 1 of the workspace; a share that lies inside one tile is one segment, slot 2c.
+// the share is a segment. The segments of one tile (a single one when the tile lies inside one
+// share: `whole`) meet in a fix-up, the combine step of split_plan.h over the tile's pieces, in key
+// order: piece_of numbers them, max_pieces sizes the workspace (below).
 #pragma once
 
 #include <cstdint>
@@ -51,8 +47,7 @@ struct StreamK {
 struct Segment {
   std::int64_t tile;
   int kb_begin, kb_end;
-  bool whole;  // kb_begin == 0 and kb_end == key_blocks: no fix-up
-  int slot;    // partial: its workspace slot (2c or 2c + 1); whole: -1
+  bool whole;  // kb_begin == 0 and kb_end == key_blocks: the tile's only piece
 };
 
 // The segment of CTA c's share that starts at unit u (begin(c) <= u < end(c)); the next one starts
@@ -64,22 +59,14 @@ FA_HOST_DEVICE constexpr Segment segment_at(const StreamK& s, int c, std::int64_
   const std::int64_t stop = s.end(c) < (tile + 1) * s.key_blocks ? s.end(c) : (tile + 1) * s.key_blocks;
   const int kb_end = static_cast<int>(stop - tile * s.key_blocks);
   const bool whole = kb_begin == 0 && kb_end == s.key_blocks;
-  // The first segment of the share takes slot 2c, any later partial one (its last) 2c + 1.
-  const int slot = whole ? -1 : 2 * c + (u == s.begin(c) ? 0 : 1);
-  return {tile, kb_begin, kb_end, whole, slot};
+  return {tile, kb_begin, kb_end, whole};
 }
 
-// The pieces of one tile, in key order: the CTAs first(t) .. last(t) hold them. With one piece the
-// tile needs no fix-up (that piece is whole).
+// The pieces of one tile, in key order: the CTAs first(t) .. last(t) hold them (one piece: whole).
 FA_HOST_DEVICE constexpr int first_cta(const StreamK& s, std::int64_t tile) { return s.owner(tile * s.key_blocks); }
 FA_HOST_DEVICE constexpr int last_cta(const StreamK& s, std::int64_t tile) {
   return s.owner((tile + 1) * s.key_blocks - 1);
 }
-// The workspace slot of the tile's piece held by CTA c (first_cta <= c <= last_cta), for the fix-up.
-FA_HOST_DEVICE constexpr int piece_slot(const StreamK& s, std::int64_t tile, int c) {
-  return 2 * c + (s.begin(c) >= tile * s.key_blocks ? 0 : 1);
-}
-
 // The step's workspace (steps/stream_k.cuh) keeps the plain split's layout, [rows, pieces, D], so
 // that chapter 10's combine_kernel is the fix-up: the piece of `tile` held by CTA c is piece
 // c - first_cta(tile) of each of the tile's rows, and every row has room for max_pieces(s).

@@ -1,5 +1,5 @@
 // The stream-K schedule (stream_k.h) on the CPU: even shares, every (tile, key tile) unit in one
-// segment, slots that never collide, the fix-up's view of a tile's pieces agreeing with the CTAs'
+// segment, the fix-up's view of a tile's pieces (numbered in key order) agreeing with the CTAs'
 // walks, and the pieces' partial results merging (combine_row) into the float64 reference.
 // ctest -L 10_decoding
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 #include <vector>
 
 #include "10_decoding/split_plan.h"
@@ -42,12 +41,12 @@ TEST(StreamK, ByHand) {
   EXPECT_EQ(decoding::first_cta(s, 0), 0);
   EXPECT_EQ(decoding::last_cta(s, 0), 15);
   // Tile 4 (units 1024-1279): CTAs 64-67 take 16 units each (to 1088), CTAs 68-79 15 each (to
-  // 1268), and CTA 80 (units 1268-1282) crosses into tile 5: 17 pieces, the last one CTA 80's
-  // first segment (slot 160); its second segment is tile 5's first piece (slot 161).
+  // 1268), and CTA 80 (units 1268-1282) crosses into tile 5: 17 pieces, the last one (piece 16)
+  // CTA 80's first segment; its second segment is tile 5's first piece (piece 0).
   EXPECT_EQ(decoding::first_cta(s, 4), 64);
   EXPECT_EQ(decoding::last_cta(s, 4), 80);
-  EXPECT_EQ(decoding::piece_slot(s, 4, 80), 160);
-  EXPECT_EQ(decoding::piece_slot(s, 5, 80), 161);
+  EXPECT_EQ(decoding::piece_of(s, 4, 80), 16);
+  EXPECT_EQ(decoding::piece_of(s, 5, 80), 0);
   const std::vector<Segment> cta80 = walk(s)[80];
   ASSERT_EQ(cta80.size(), 2u);
   EXPECT_EQ(cta80[0].tile, 4);
@@ -68,9 +67,9 @@ TEST(StreamK, ByHand) {
   EXPECT_EQ(decoding::last_cta(few, 0), 2);
 }
 
-// Over many shapes: the shares are even, the walks cover every unit once, slots are unique, and
-// each tile's pieces as the fix-up sees them (first_cta .. last_cta, piece_slot) are exactly the
-// walk's partial segments of that tile, in key order.
+// Over many shapes: the shares are even, the walks cover every unit once, and each tile's pieces
+// as the fix-up sees them (first_cta .. last_cta, piece_of) are exactly the walk's segments of
+// that tile, in key order.
 TEST(StreamK, CoversEveryUnitOnceAndTheFixUpFindsThePieces) {
   for (std::int64_t tiles : {1, 2, 7, 8, 64, 100, 133, 1000})
     for (int key_blocks : {1, 2, 5, 64, 256, 1023})
@@ -86,7 +85,6 @@ TEST(StreamK, CoversEveryUnitOnceAndTheFixUpFindsThePieces) {
         ASSERT_EQ(s.end(ctas - 1), s.units());
         const std::vector<std::vector<Segment>> segs = walk(s);
         std::vector<char> seen(s.units(), 0);
-        std::set<int> slots;
         std::map<std::int64_t, std::vector<std::pair<int, Segment>>> by_tile;  // tile -> (cta, segment)
         for (int c = 0; c < ctas; ++c)
           for (const Segment& g : segs[c]) {
@@ -97,12 +95,6 @@ TEST(StreamK, CoversEveryUnitOnceAndTheFixUpFindsThePieces) {
               ASSERT_EQ(seen[u], 0) << "unit " << u << " twice";
               seen[u] = 1;
               ASSERT_EQ(s.owner(u), c);
-            }
-            if (!g.whole) {
-              ASSERT_TRUE(g.slot == 2 * c || g.slot == 2 * c + 1);
-              ASSERT_TRUE(slots.insert(g.slot).second) << "slot " << g.slot << " twice";
-            } else {
-              ASSERT_EQ(g.slot, -1);
             }
             by_tile[g.tile].push_back({c, g});
           }
@@ -121,10 +113,9 @@ TEST(StreamK, CoversEveryUnitOnceAndTheFixUpFindsThePieces) {
           ASSERT_EQ(decoding::last_cta(s, tile), pieces.back().first);
           ASSERT_EQ(static_cast<std::size_t>(decoding::last_cta(s, tile) - decoding::first_cta(s, tile) + 1), pieces.size());
           int next_kb = 0;
-          for (const auto& [c, g] : pieces) {  // in CTA order, which is key order
-            ASSERT_EQ(g.kb_begin, next_kb);
-            next_kb = g.kb_end;
-            if (pieces.size() > 1) ASSERT_EQ(decoding::piece_slot(s, tile, c), g.slot);
+          for (const auto& piece : pieces) {  // in CTA order, which is key order
+            ASSERT_EQ(piece.second.kb_begin, next_kb);
+            next_kb = piece.second.kb_end;
           }
           ASSERT_EQ(next_kb, key_blocks);
           ASSERT_EQ(pieces.size() == 1, pieces.front().second.whole);
