@@ -98,7 +98,8 @@ void with_type_and_dim(const fa::Problem& p, F&& f) {
   auto by_dim = [&](auto type) {
     using T = decltype(type);
     if (p.head_dim == 64) f(T{}, std::integral_constant<int, 64>{});
-    else f(T{}, std::integral_constant<int, 128>{});
+    else if (p.head_dim == 128) f(T{}, std::integral_constant<int, 128>{});
+    else f(T{}, std::integral_constant<int, 256>{});  // Q's tile and a 3-stage K/V ring: 224 KiB
   };
   if (p.dtype == fa::Dtype::bf16) by_dim(__nv_bfloat16{});
   else by_dim(__half{});
@@ -133,18 +134,18 @@ const fa::Chapter& chapter() {
   static const fa::Chapter c{
       .support = {.chapter = "10_decoding",
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
-                  .head_dims = {64, 128},
-                  .max_head_dim = 128},
+                  .head_dims = {64, 128, 256},
+                  .max_head_dim = 256},
       .forward = forward,
-      .test_head_dims = {64, 128},
+      .test_head_dims = {64, 128, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};
   return c;
 }
 
 Plan plan(const fa::Problem& p) {
   p.validate();
-  if ((p.head_dim != 64 && p.head_dim != 128) || p.dtype == fa::Dtype::f32)
-    throw std::invalid_argument("10_decoding: plans bf16 / f16 problems of head dim 64 or 128");
+  if ((p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) || p.dtype == fa::Dtype::f32)
+    throw std::invalid_argument("10_decoding: plans bf16 / f16 problems of head dim 64, 128 or 256");
   Plan out{};
   with_type_and_dim(p, [&](auto type, auto kd) { out = plan_for<decltype(type), decltype(kd)::value>(p); });
   return out;

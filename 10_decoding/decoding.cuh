@@ -34,7 +34,7 @@ using DecodeConfig = tensor_core::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
 
 // K/V in a ring of three stages, two tiles in flight ahead of the one computed: decoding is bound
 // by memory, and a piece of a few tiles must not wait one round trip per tile. Q's tile, then the
-// ring: 112 KB at D = 128, 56 KB at D = 64.
+// ring: 112 KB at D = 128, 56 KB at D = 64, 224 KB at D = 256 (of the H100's 227: one block an SM).
 constexpr int kStages = 3;
 template <class C>
 constexpr int smem_bytes() { return (C::Br + 2 * kStages * C::Bc) * C::kCols * 2; }
@@ -132,12 +132,12 @@ __device__ __forceinline__ void apply_options(tensor_core::ScoreTile<C>& S, int 
   }
 }
 
-// The epilogue for packed rows: with one piece, O / l in T and LSE (06's write_rows, gathered);
-// with several, the piece's O / l in fp32 and its LSE (+inf: no key) into the workspace.
-// kExtras: the sinks may be on (split_kv_kernel).
-template <class C, bool kExtras>
+// The epilogue for packed rows: for a whole key range (`whole`), O / l in T and LSE (06's
+// write_rows, gathered); for a piece of one, the piece's O / l in fp32 and its LSE (+inf: no key)
+// into row part(r, qr) of the workspace (o_part, lse_part). kExtras: the sinks may be on.
+template <class C, bool kExtras, class Part>
 __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, const SplitParams& prm,
-                                             std::int64_t kv_bh, int row, int t) {
+                                             std::int64_t kv_bh, int row, int t, bool whole, Part part) {
   using T = typename C::T;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const float scale = prm.base.scale_log2 * kLn2;
@@ -152,7 +152,7 @@ __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, 
     const std::int64_t qr = q_row(prm, kv_bh, r);
     float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: O = 0
     float lse = l > 0.0f ? w.m[0][h] * scale + logf(l) : kInf;
-    if (kExtras && prm.splits == 1 && prm.sink_logits) {  // one piece: the sink joins the denominator here
+    if (kExtras && whole && prm.sink_logits) {  // one piece: the sink joins the denominator here
       const float sink = prm.sink_logits[q_head(prm, kv_bh, r)];
       if (lse == kInf) {
         lse = sink;  // O stays 0
@@ -162,30 +162,32 @@ __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, 
         lse = total;
       }
     }
-    if (prm.splits == 1) {
+    if (whole) {
       T* O_g = static_cast<T*>(prm.base.o) + qr * C::kD;
 #pragma unroll
       for (int nt = 0; nt < C::kD / 8; ++nt)
         *reinterpret_cast<std::uint32_t*>(O_g + 8 * nt + 2 * t) = pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
       if (t == 0) prm.base.lse[qr] = lse;
     } else {
-      float* O_p = prm.o_part + (qr * prm.splits + blockIdx.x) * C::kD;
+      const std::int64_t at = part(r, qr);
+      float* O_p = prm.o_part + at * C::kD;
 #pragma unroll
       for (int nt = 0; nt < C::kD / 8; ++nt)
         *reinterpret_cast<float2*>(O_p + 8 * nt + 2 * t) = make_float2(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
-      if (t == 0) prm.lse_part[qr * prm.splits + blockIdx.x] = lse;
+      if (t == 0) prm.lse_part[at] = lse;
     }
   }
 }
 
-// grid: (splits) x (B Hkv row_tiles rows over y and z); block: 4 warps, warp w owns packed rows
-// r0 + 16 w .. r0 + 16 w + 15. kExtras: the score options or a KV cache may be on (forward_with_options,
-// forward_with_cache); plain forward() runs the kernel without their code (measured 1-3% faster at
-// batch 1 than one kernel for both, which carries the options' registers and branches).
-template <class C, bool kExtras>
-__global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
-  const std::int64_t tile = grid_row();
-  if (tile >= prm.tiles) return;  // a spare block of the grid
+// One piece of one tile's key range, as a block computes it: keys [j_begin, j_cap) of packed-row
+// tile `tile` (KV head tile / row_tiles, rows r0 .. r0 + Br - 1), cut at the last key any of the
+// tile's rows sees, through the K/V ring; then write_packed(whole, part). Block: 4 warps, warp w
+// owns packed rows r0 + 16 w .. r0 + 16 w + 15. signal: let the programmatic dependent (the
+// combine or the fix-up) launch before the epilogue. The caller makes sure the block's previous
+// piece, if any, is done with shared memory (steps/stream_k.cuh walks several).
+template <class C, bool kExtras, class Part>
+__device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_t tile, int j_begin, int j_cap,
+                                             bool whole, bool signal, Part part) {
   constexpr int Br = C::Br, Bc = C::Bc, kCols = C::kCols, kTileBytes = Bc * kCols * 2;
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t Q_s = smem_u32(smem);                 // (Br, kCols) smem: the packed rows of Q
@@ -201,9 +203,8 @@ __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitPar
   // This sequence's keys: all of Sk, or its length in the cache.
   const int seqlen_k = kExtras && prm.seqlens_k ? prm.seqlens_k[kv_bh / prm.kv_heads] : p.seqlen_k;
   const std::int64_t kv_rows = kExtras ? prm.kv_rows : p.seqlen_k;  // rows between (b, KV head)s
-  const int j_begin = blockIdx.x * prm.keys_per_split;
   const int last = keys_end(pos, p.seqlen_q, seqlen_k, p.causal);
-  const int j_end = j_begin + prm.keys_per_split < last ? j_begin + prm.keys_per_split : last;
+  const int j_end = j_cap < last ? j_cap : last;
   const int n_tiles = j_end > j_begin ? ceil_div(j_end - j_begin, Bc) : 0;
   const typename C::T* K = static_cast<const typename C::T*>(p.k) + kv_bh * kv_rows * C::kD;  // (Sk, D) global
   const typename C::T* V = static_cast<const typename C::T*>(p.v) + kv_bh * kv_rows * C::kD;
@@ -243,8 +244,22 @@ __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitPar
     tensor_core::softmax_step<C>(S, P, w, p.scale_log2);
     tensor_core::accumulate_pv<C>(w, P, V_s + stage, lane_a);
   }
-  launch_dependents();  // the combine (launched programmatically) may start its blocks now
-  write_packed<C, kExtras>(w, prm, kv_bh, r0 + 16 * warp + g, t);
+  if (signal) launch_dependents();  // the combine (launched programmatically) may start its blocks now
+  write_packed<C, kExtras>(w, prm, kv_bh, r0 + 16 * warp + g, t, whole, part);
+}
+
+// grid: (splits) x (B Hkv row_tiles rows over y and z); block x of a tile row computes piece x.
+// kExtras: the score options or a KV cache may be on (forward_with_options, forward_with_cache);
+// plain forward() runs the kernel without their code (measured 1-3% faster at batch 1 than one
+// kernel for both, which carries the options' registers and branches).
+template <class C, bool kExtras>
+__global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
+  const std::int64_t tile = grid_row();
+  if (tile >= prm.tiles) return;  // a spare block of the grid
+  const int j_begin = blockIdx.x * prm.keys_per_split;
+  // Piece x of row qr goes to row qr * splits + x of the workspace.
+  attend_piece<C, kExtras>(prm, tile, j_begin, j_begin + prm.keys_per_split, prm.splits == 1, true,
+                           [&](int, std::int64_t qr) { return qr * prm.splits + blockIdx.x; });
 }
 
 // One warp per output row (b H + h) Sq + i: the pieces' LSE merged as in combine_row

@@ -9,7 +9,7 @@
 namespace decoding {
 
 // q: [B, H, Sq, D]   k, v: [B, Hkv, Sk, D]   o: [B, H, Sq, D]   (p.dtype: f16 or bf16, device)
-// lse: [B, H, Sq] (float, device, natural log). Head dims 64 and 128; pointers 16-byte aligned; a
+// lse: [B, H, Sq] (float, device, natural log). Head dims 64, 128 and 256; pointers 16-byte aligned; a
 // GPU of compute capability 8.0 or newer. Any seqlen_q (decoding: 1-16) and seqlen_k. When the key
 // range is split over several blocks, the partial results go to the project's grow-only scratch
 // workspace (common/device_memory.h): allocated by the first call that needs it, reused after (one

@@ -1,18 +1,21 @@
 // Chapter 10 against the float64 reference: the shared shapes (both dtypes, D 64 and 128), and
 // decode shapes -- seqlen_q 1-16, long and odd seqlen_k, GQA ratios 1, 4, 8, batch 1-64 -- chosen so
-// that the plan splits the key range (several pieces and the combine) as well as not.
+// that the plan splits the key range (several pieces and the combine) as well as not. The stream-K
+// step (steps/) runs the same shared shapes and decode shapes.
 // ctest -L 10_decoding
 #include <string>
 #include <vector>
 
 #include "10_decoding/decoding.h"
+#include "10_decoding/steps/steps.h"
 #include "common/test_harness.h"
 
 FA_FORWARD_TESTS(decoding::chapter());
+FA_STEP_TESTS(decoding::steps::all());
 
 namespace {
 
-std::vector<fa::testing::ForwardCase> decode_cases() {
+std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch) {
   struct Shape {
     int batch, heads, kv_heads, seqlen_q, seqlen_k;
     bool causal;
@@ -24,7 +27,6 @@ std::vector<fa::testing::ForwardCase> decode_cases() {
       {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},
   };
   std::vector<fa::testing::ForwardCase> cases;
-  const fa::Chapter& ch = decoding::chapter();
   for (const Shape& s : shapes)
     for (fa::Dtype dtype : ch.support.dtypes)
       for (int d : ch.test_head_dims) {
@@ -42,6 +44,8 @@ std::vector<fa::testing::ForwardCase> decode_cases() {
 
 class Decode : public ::testing::TestWithParam<fa::testing::ForwardCase> {};
 TEST_P(Decode, MatchesReference) { fa::testing::check_forward(GetParam()); }
-INSTANTIATE_TEST_SUITE_P(Shapes, Decode, ::testing::ValuesIn(decode_cases()), fa::testing::CaseName{});
+INSTANTIATE_TEST_SUITE_P(Shapes, Decode, ::testing::ValuesIn(decode_cases(decoding::chapter())), fa::testing::CaseName{});
+INSTANTIATE_TEST_SUITE_P(StreamK, Decode, ::testing::ValuesIn(decode_cases(decoding::steps::all().at(0).chapter)),
+                         fa::testing::CaseName{});
 
 }  // namespace

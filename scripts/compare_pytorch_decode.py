@@ -25,13 +25,14 @@ def main():
     ap.add_argument("--backends", default="flash,cudnn")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--seqlens-k", default="4096,16384,65536")
+    ap.add_argument("--head-dim", type=int, default=128, help="the issue's rows are at 128")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)
     meta = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda}
     print(f"PyTorch {torch.__version__} (CUDA {torch.version.cuda}) on {props.name}", flush=True)
     flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
-    heads, kv_heads, head_dim, dtype = 32, 8, 128, torch.bfloat16
+    heads, kv_heads, head_dim, dtype = 32, 8, args.head_dim, torch.bfloat16
     records = []
     for batch in map(int, args.batches.split(",")):
         for seqlen_k in map(int, args.seqlens_k.split(",")):
@@ -53,7 +54,7 @@ def main():
                     rec["error"] = str(e).splitlines()[0][:200]
                     note = "n/a: " + rec["error"][:70]
                 records.append(rec)
-                print(f"decode B={batch} Sk={seqlen_k:6d} {backend:9s} {note}", flush=True)
+                print(f"decode B={batch} Sk={seqlen_k:6d} D={head_dim} {backend:9s} {note}", flush=True)
     x = torch.ones(1 << 30, dtype=torch.bfloat16, device="cuda")  # 2 GiB
     ms = median_ms(lambda: x.sum(), before=flush.zero_)
     read = dict(what="read 2 GiB (sum)", ms=ms, gbps=x.numel() * x.element_size() / (ms * 1e-3) / 1e9)

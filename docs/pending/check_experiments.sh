@@ -5,7 +5,10 @@
 # reference on a few awkward shapes, then timed interleaved with main, two rounds, with PyTorch
 # FLASH's backward on the same shapes in the same call. Logs and a summary table land in OUTDIR.
 #
-#   bash docs/pending/check_experiments.sh OUTDIR        (about 5 minutes on an H100, estimated)
+#   bash docs/pending/check_experiments.sh OUTDIR [VARIANT...]    (session 14: 7 minutes, 4 variants)
+#
+# VARIANTs: the exp_08_<name>.patch names to try (all of them by default). Environment: HEAD_DIMS
+# (default 64,128,256), SEQLENS (default 4096,16384; a regex alternation is built from both).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:?usage: check_experiments.sh OUTDIR}
@@ -14,7 +17,11 @@ step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 variants=(main)
-for p in docs/pending/exp_08_*.patch; do variants+=("$(basename "$p" .patch | sed 's/^exp_08_//')"); done
+if (($# > 1)); then variants+=("${@:2}"); else
+  for p in docs/pending/exp_08_*.patch; do variants+=("$(basename "$p" .patch | sed 's/^exp_08_//')"); done
+fi
+head_dims=${HEAD_DIMS:-64,128,256}
+seqlens=${SEQLENS:-4096,16384}
 
 step "copies and builds: ${variants[*]}"
 root=$(mktemp -d)
@@ -45,17 +52,17 @@ done | tee "$out/correctness.txt" | grep -v "rc=0" || true
 echo "$(grep -c 'rc=0' "$out/correctness.txt") of $(wc -l <"$out/correctness.txt") checks pass"
 
 step "benchmarks: every variant, interleaved, two rounds"
-filter='bwd/08_backward/(bf16|f16)/D(64|128|256)/(full|causal)/seqlen:(4096|16384)/'
+filter="bwd/08_backward/(bf16|f16)/D(${head_dims//,/|})/(full|causal)/seqlen:(${seqlens//,/|})/"
 for round in 1 2; do
   for v in "${variants[@]}"; do
-    "$root/$v/build/08_backward/08_backward_bench" --benchmark_filter="$filter" --benchmark_out="$out/bench_${v}_$round.json" \
+    "$root/$v/build/08_backward/08_backward_bench" --head-dims "$head_dims" --benchmark_filter="$filter" --benchmark_out="$out/bench_${v}_$round.json" \
       --benchmark_out_format=json >"$out/bench_${v}_$round.log" 2>&1 || echo "bench failed: $v"
   done
 done
 
 step "PyTorch FLASH backward, same shapes"
 PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash \
-  --head-dims 64,128,256 --out "$out/pytorch_bwd.json" >"$out/pytorch_bwd.log" 2>&1 || tail -3 "$out/pytorch_bwd.log"
+  --head-dims "$head_dims" --max-seqlen "${seqlens##*,}" --out "$out/pytorch_bwd.json" >"$out/pytorch_bwd.log" 2>&1 || tail -3 "$out/pytorch_bwd.log"
 
 step "summary"
 python3 - "$out" "${variants[@]}" <<'PY' | tee "$out/summary.md"
