@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     }
   if (fa::cuda::unavailable_reason().empty()) {
     register_decode("10_decoding", decoding::forward, head_dim);
-    for (const fa::Step& step : decoding::steps::all())
-      register_decode("10_decoding." + step.name, step.chapter.forward, head_dim);
+    for (const fa::Step& step : decoding::steps::all())  // the steps that take this head dim
+      if (fa::supports_head_dim(step.chapter.support, head_dim))
+        register_decode("10_decoding." + step.name, step.chapter.forward, head_dim);
   }
   return fa::bench::main(decoding::chapter(), argc, argv);
 }
