@@ -49,8 +49,10 @@ def kernels_unavailable():
         return f"the repository is not around {HERE} (install from a clone of the repository)"
     try:
         import torch
-    except ImportError:
-        return "PyTorch is not importable in the build (install it first and pass --no-build-isolation)"
+    except ImportError as e:
+        return (f"PyTorch is not importable by the build's Python, {sys.executable} ({e}): install it into that "
+                "environment first and pass --no-build-isolation (a venv made with --system-site-packages from "
+                "another venv's python does not see that venv's packages)")
     if torch.version.cuda is None:
         return f"PyTorch {torch.__version__} has no CUDA"
     if shutil.which("cmake") is None:
