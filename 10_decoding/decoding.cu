@@ -19,80 +19,6 @@
 namespace decoding {
 namespace {
 
-constexpr int kBr = 64, kBc = 64;  // DecodeConfig's tile
-
-// The plan's slots: the SM count, one CTA an SM (split_plan.h says why). The first call also lets
-// the kernel have its shared memory (above 48 KB a kernel must opt in).
-template <class C>
-int plan_slots() {
-  static const int n = [] {
-    allow_shared_memory(split_kv_kernel<C, false>, smem_bytes<C>());
-    allow_shared_memory(split_kv_kernel<C, true>, smem_bytes<C>());
-    int device = 0, sms = 0;
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-  }();
-  return n;
-}
-
-template <class T, int kD>
-Plan plan_for(const fa::Problem& p) {
-  using C = DecodeConfig<T, kD>;
-  static_assert(C::Br == kBr && C::Bc == kBc);
-  Plan pl{};
-  pl.row_tiles = ceil_div(packed_rows(p.group_size(), p.seqlen_q), kBr);
-  pl.tiles = std::int64_t{p.batch} * p.kv_heads * pl.row_tiles;
-  const SplitPlan sp = plan_splits(pl.tiles, ceil_div(p.seqlen_k, kBc), plan_slots<C>());
-  pl.splits = sp.splits;
-  pl.keys_per_split = sp.blocks_per_split * kBc;
-  return pl;
-}
-
-// What forward_with_options and forward_with_cache add to SplitParams (device pointers, or null).
-struct Extras {
-  int kv_rows = 0;  // 0: p.seqlen_k
-  const int* seqlens_k = nullptr;
-  float softcap = 0.0f;
-  const float* alibi_slopes = nullptr;
-  const float* sink_logits = nullptr;
-};
-
-template <class T, int kD>
-void run(const fa::Problem& p, const Params& base, cudaStream_t stream, const Extras& x = {}) {
-  using C = DecodeConfig<T, kD>;
-  const Plan pl = plan_for<T, kD>(p);
-  SplitParams prm{.base = base,
-                  .kv_heads = p.kv_heads,
-                  .row_tiles = pl.row_tiles,
-                  .tiles = pl.tiles,
-                  .splits = pl.splits,
-                  .keys_per_split = pl.keys_per_split,
-                  .o_part = nullptr,
-                  .lse_part = nullptr,
-                  .kv_rows = x.kv_rows > 0 ? x.kv_rows : p.seqlen_k,
-                  .seqlens_k = x.seqlens_k,
-                  .softcap = x.softcap,
-                  .alibi_slopes = x.alibi_slopes,
-                  .sink_logits = x.sink_logits};
-  const std::int64_t out_rows = std::int64_t{p.batch} * p.heads * p.seqlen_q;
-  if (pl.splits > 1) {  // the pieces' partial O, then their LSE, for the combine
-    const std::int64_t parts = out_rows * pl.splits;
-    prm.o_part = static_cast<float*>(fa::cuda::workspace((parts * kD + parts) * sizeof(float),
-                                                         "10_decoding: the pieces' partial O and LSE (fp32)"));
-    prm.lse_part = prm.o_part + parts * kD;
-  }
-  const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
-  const bool extras = x.kv_rows > 0 || x.seqlens_k || x.softcap > 0.0f || x.alibi_slopes || x.sink_logits;
-  auto kernel = extras ? split_kv_kernel<C, true> : split_kv_kernel<C, false>;
-  kernel<<<grid, C::kThreads, smem_bytes<C>(), stream>>>(prm);
-  FA_CHECK_LAUNCH();
-  if (pl.splits > 1) {  // its blocks start while the split kernel's last blocks finish
-    launch_dependent(x.sink_logits ? combine_kernel<T, kD, true> : combine_kernel<T, kD, false>,
-                     fa::cuda::blocks_1d((out_rows + 7) / 8, "10_decoding (combine)"), 256, 0, stream, prm, out_rows);
-  }
-}
-
 template <class F>
 void with_type_and_dim(const fa::Problem& p, F&& f) {
   auto by_dim = [&](auto type) {
@@ -104,29 +30,6 @@ void with_type_and_dim(const fa::Problem& p, F&& f) {
   if (p.dtype == fa::Dtype::bf16) by_dim(__nv_bfloat16{});
   else by_dim(__half{});
 }
-
-// A host array copied into the stream's memory pool, freed in stream order by the destructor
-// (after the kernels that read it, whatever they throw).
-template <class V>
-class DeviceCopy {
- public:
-  DeviceCopy(const std::vector<V>& host, cudaStream_t stream) : stream_(stream) {
-    if (host.empty()) return;
-    FA_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), host.size() * sizeof(V), stream));
-    // From pageable memory: returns once the bytes are staged, so `host` may go away.
-    FA_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), host.size() * sizeof(V), cudaMemcpyHostToDevice, stream));
-  }
-  ~DeviceCopy() {
-    if (ptr_) cudaFreeAsync(ptr_, stream_);
-  }
-  DeviceCopy(const DeviceCopy&) = delete;
-  DeviceCopy& operator=(const DeviceCopy&) = delete;
-  const V* get() const { return ptr_; }
-
- private:
-  V* ptr_ = nullptr;
-  cudaStream_t stream_;
-};
 
 }  // namespace
 

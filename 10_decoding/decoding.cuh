@@ -16,11 +16,19 @@
 // Run:  ./build/10_decoding/10_decoding --batch 1 --heads 32 --kv-heads 8 --seqlen-q 1 --seqlen-k 16384 --head-dim 128
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstdint>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "06_tensor_core/tensor_core.cuh"  // Params, Config, copy/score/softmax/pv steps
+#include "10_decoding/decoding.h"          // Plan
 #include "10_decoding/split_plan.h"
+#include "common/cuda_check.h"
+#include "common/device/launch.h"
+#include "common/device_memory.h"  // workspace
 
 namespace decoding {
 
@@ -53,6 +61,10 @@ struct SplitParams {
   // every sequence has base.seqlen_k, the longest).
   int kv_rows;
   const int* seqlens_k;     // [B] device, or null
+  // A paged cache (steps/paged_cache.cuh; null and unused in the chapter's kernels): page n of
+  // sequence b is page block_table[b pages_per_seq + n] of k and v ([pages, Hkv, 2^page_log2, D]).
+  const int* block_table;
+  int pages_per_seq, page_log2;
   // The score options (common/reference.h), all off by default: softcap > 0, and per query head
   // ALiBi slopes and sink logits ([H] device, or null).
   float softcap;
@@ -179,13 +191,30 @@ __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, 
   }
 }
 
+// Where the K and V rows of a (batch, KV head) lie, as attend_piece copies a key tile: the
+// chapter's layout, rows kv_rows apart ([B, Hkv, kv_rows, D]: seqlen_k rows, or a cache's
+// capacity). steps/paged_cache.cuh has the other: pages named by a block table.
+template <class C>
+struct KvRows {
+  const typename C::T *K, *V;  // (kv_rows, D) global: this (batch, KV head)'s rows
+  __device__ __forceinline__ KvRows(const SplitParams& prm, std::int64_t kv_bh, std::int64_t kv_rows)
+      : K(static_cast<const typename C::T*>(prm.base.k) + kv_bh * kv_rows * C::kD),
+        V(static_cast<const typename C::T*>(prm.base.v) + kv_bh * kv_rows * C::kD) {}
+  // Keys j0 .. j0 + Bc - 1 into the two smem tiles; rows past `rows` (the sequence's end) zero-filled.
+  __device__ __forceinline__ void copy(std::uint32_t K_dst, std::uint32_t V_dst, int j0, int rows) const {
+    tensor_core::copy_tile<C, C::Bc>(K_dst, K + j0 * C::kD, rows);
+    tensor_core::copy_tile<C, C::Bc>(V_dst, V + j0 * C::kD, rows);
+  }
+};
+
 // One piece of one tile's key range, as a block computes it: keys [j_begin, j_cap) of packed-row
 // tile `tile` (KV head tile / row_tiles, rows r0 .. r0 + Br - 1), cut at the last key any of the
 // tile's rows sees, through the K/V ring; then write_packed(whole, part). Block: 4 warps, warp w
 // owns packed rows r0 + 16 w .. r0 + 16 w + 15. signal: let the programmatic dependent (the
 // combine or the fix-up) launch before the epilogue. The caller makes sure the block's previous
-// piece, if any, is done with shared memory (steps/stream_k.cuh walks several).
-template <class C, bool kExtras, class Part>
+// piece, if any, is done with shared memory (steps/stream_k.cuh walks several). Kv: where K and V
+// lie (KvRows above).
+template <class C, bool kExtras, template <class> class Kv = KvRows, class Part>
 __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_t tile, int j_begin, int j_cap,
                                              bool whole, bool signal, Part part) {
   constexpr int Br = C::Br, Bc = C::Bc, kCols = C::kCols, kTileBytes = Bc * kCols * 2;
@@ -206,16 +235,14 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
   const int last = keys_end(pos, p.seqlen_q, seqlen_k, p.causal);
   const int j_end = j_cap < last ? j_cap : last;
   const int n_tiles = j_end > j_begin ? ceil_div(j_end - j_begin, Bc) : 0;
-  const typename C::T* K = static_cast<const typename C::T*>(p.k) + kv_bh * kv_rows * C::kD;  // (Sk, D) global
-  const typename C::T* V = static_cast<const typename C::T*>(p.v) + kv_bh * kv_rows * C::kD;
+  const Kv<C> kv(prm, kv_bh, kv_rows);
   // Key tile n of the piece into ring stage n % kStages, as one cp.async group (empty past the end,
   // so that the group count per tile stays one).
   auto load_tile = [&](int n) {
     if (n < n_tiles) {
       const int j0 = j_begin + n * Bc;
       const std::uint32_t stage = (n % kStages) * kTileBytes;
-      tensor_core::copy_tile<C, Bc>(K_s + stage, K + j0 * C::kD, seqlen_k - j0);
-      tensor_core::copy_tile<C, Bc>(V_s + stage, V + j0 * C::kD, seqlen_k - j0);
+      kv.copy(K_s + stage, V_s + stage, j0, seqlen_k - j0);
     }
     cp_async_commit();
   };
@@ -252,13 +279,13 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
 // kExtras: the score options or a KV cache may be on (forward_with_options, forward_with_cache);
 // plain forward() runs the kernel without their code (measured 1-3% faster at batch 1 than one
 // kernel for both, which carries the options' registers and branches).
-template <class C, bool kExtras>
+template <class C, bool kExtras, template <class> class Kv = KvRows>
 __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
   const std::int64_t tile = grid_row();
   if (tile >= prm.tiles) return;  // a spare block of the grid
   const int j_begin = blockIdx.x * prm.keys_per_split;
   // Piece x of row qr goes to row qr * splits + x of the workspace.
-  attend_piece<C, kExtras>(prm, tile, j_begin, j_begin + prm.keys_per_split, prm.splits == 1, true,
+  attend_piece<C, kExtras, Kv>(prm, tile, j_begin, j_begin + prm.keys_per_split, prm.splits == 1, true,
                            [&](int, std::int64_t qr) { return qr * prm.splits + blockIdx.x; });
 }
 
@@ -324,5 +351,122 @@ __global__ void __launch_bounds__(256) append_kernel(const T* k_new, const T* v_
   reinterpret_cast<uint4*>(k_cache + dst)[c] = reinterpret_cast<const uint4*>(k_new + row * kD)[c];
   reinterpret_cast<uint4*>(v_cache + dst)[c] = reinterpret_cast<const uint4*>(v_new + row * kD)[c];
 }
+
+
+// ---------------------------------------------------------------- the host side of a launch
+// The plan, the split-KV launch and (with several pieces) the combine: decoding.cu's entry points
+// and the paged-cache step (steps/paged_cache.cu) call run().
+
+// The plan's slots: the SM count, one CTA an SM (split_plan.h says why).
+inline int plan_slots() {
+  static const int n = [] {
+    int device = 0, sms = 0;
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return n;
+}
+
+template <class T, int kD>
+Plan plan_for(const fa::Problem& p) {
+  using C = DecodeConfig<T, kD>;
+  Plan pl{};
+  pl.row_tiles = ceil_div(packed_rows(p.group_size(), p.seqlen_q), C::Br);
+  pl.tiles = std::int64_t{p.batch} * p.kv_heads * pl.row_tiles;
+  const SplitPlan sp = plan_splits(pl.tiles, ceil_div(p.seqlen_k, C::Bc), plan_slots());
+  pl.splits = sp.splits;
+  pl.keys_per_split = sp.blocks_per_split * C::Bc;
+  return pl;
+}
+
+// What forward_with_options, forward_with_cache and the paged step add to SplitParams (device
+// pointers, or null).
+struct Extras {
+  int kv_rows = 0;  // 0: p.seqlen_k
+  const int* seqlens_k = nullptr;
+  float softcap = 0.0f;
+  const float* alibi_slopes = nullptr;
+  const float* sink_logits = nullptr;
+  const int* block_table = nullptr;  // a paged cache
+  int pages_per_seq = 0, page_log2 = 0;
+};
+
+// One instantiation of the split kernel, launched; the first launch lets it have its shared memory
+// (above 48 KB a kernel must opt in).
+template <class C, bool kExtras, template <class> class Kv>
+void launch_split(dim3 grid, const SplitParams& prm, cudaStream_t stream) {
+  static const bool opted_in = [] {
+    allow_shared_memory(split_kv_kernel<C, kExtras, Kv>, smem_bytes<C>());
+    return true;
+  }();
+  (void)opted_in;
+  split_kv_kernel<C, kExtras, Kv><<<grid, C::kThreads, smem_bytes<C>(), stream>>>(prm);
+  FA_CHECK_LAUNCH();
+}
+
+template <class T, int kD, template <class> class Kv = KvRows>
+void run(const fa::Problem& p, const Params& base, cudaStream_t stream, const Extras& x = {}) {
+  using C = DecodeConfig<T, kD>;
+  const Plan pl = plan_for<T, kD>(p);
+  SplitParams prm{.base = base,
+                  .kv_heads = p.kv_heads,
+                  .row_tiles = pl.row_tiles,
+                  .tiles = pl.tiles,
+                  .splits = pl.splits,
+                  .keys_per_split = pl.keys_per_split,
+                  .o_part = nullptr,
+                  .lse_part = nullptr,
+                  .kv_rows = x.kv_rows > 0 ? x.kv_rows : p.seqlen_k,
+                  .seqlens_k = x.seqlens_k,
+                  .block_table = x.block_table,
+                  .pages_per_seq = x.pages_per_seq,
+                  .page_log2 = x.page_log2,
+                  .softcap = x.softcap,
+                  .alibi_slopes = x.alibi_slopes,
+                  .sink_logits = x.sink_logits};
+  const std::int64_t out_rows = std::int64_t{p.batch} * p.heads * p.seqlen_q;
+  if (pl.splits > 1) {  // the pieces' partial O, then their LSE, for the combine
+    const std::int64_t parts = out_rows * pl.splits;
+    prm.o_part = static_cast<float*>(fa::cuda::workspace((parts * kD + parts) * sizeof(float),
+                                                         "10_decoding: the pieces' partial O and LSE (fp32)"));
+    prm.lse_part = prm.o_part + parts * kD;
+  }
+  const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
+  if constexpr (std::is_same_v<Kv<C>, KvRows<C>>) {
+    const bool extras = x.kv_rows > 0 || x.seqlens_k || x.softcap > 0.0f || x.alibi_slopes || x.sink_logits;
+    if (extras) launch_split<C, true, Kv>(grid, prm, stream);
+    else launch_split<C, false, Kv>(grid, prm, stream);
+  } else {  // another K/V layout is always a cache: the lengths are per sequence
+    launch_split<C, true, Kv>(grid, prm, stream);
+  }
+  if (pl.splits > 1) {  // its blocks start while the split kernel's last blocks finish
+    launch_dependent(x.sink_logits ? combine_kernel<T, kD, true> : combine_kernel<T, kD, false>,
+                     fa::cuda::blocks_1d((out_rows + 7) / 8, "10_decoding (combine)"), 256, 0, stream, prm, out_rows);
+  }
+}
+
+// A host array copied into the stream's memory pool, freed in stream order by the destructor
+// (after the kernels that read it, whatever they throw).
+template <class V>
+class DeviceCopy {
+ public:
+  DeviceCopy(const std::vector<V>& host, cudaStream_t stream) : stream_(stream) {
+    if (host.empty()) return;
+    FA_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&ptr_), host.size() * sizeof(V), stream));
+    // From pageable memory: returns once the bytes are staged, so `host` may go away.
+    FA_CUDA_CHECK(cudaMemcpyAsync(ptr_, host.data(), host.size() * sizeof(V), cudaMemcpyHostToDevice, stream));
+  }
+  ~DeviceCopy() {
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
+  }
+  DeviceCopy(const DeviceCopy&) = delete;
+  DeviceCopy& operator=(const DeviceCopy&) = delete;
+  const V* get() const { return ptr_; }
+
+ private:
+  V* ptr_ = nullptr;
+  cudaStream_t stream_;
+};
 
 }  // namespace decoding
