@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "10_decoding/cache_checks.h"
 #include "10_decoding/decoding.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
@@ -227,27 +228,10 @@ TEST_P(Cache, AppendsAndAttends) {
   EXPECT_TRUE(vc.download() == fa::encode(v_after, p.dtype)) << "V cache: not exactly the old tokens + v_new";
 
   // Each sequence on its own: batch 1, its cached + Sq keys.
-  const std::size_t q_per_b = static_cast<std::size_t>(c.heads) * c.seqlen_q * D;
-  const std::size_t lse_per_b = static_cast<std::size_t>(c.heads) * c.seqlen_q;
-  for (int b = 0; b < B; ++b) {
-    fa::Problem pb = p;
-    pb.batch = 1;
-    pb.seqlen_k = c.cached[b] + c.seqlen_q;
-    fa::HostInputs in;
-    in.q.assign(q.begin() + b * q_per_b, q.begin() + (b + 1) * q_per_b);
-    for (int h = 0; h < c.kv_heads; ++h) {
-      const std::int64_t row0 = (std::int64_t{b} * c.kv_heads + h) * c.capacity * D;
-      in.k.insert(in.k.end(), k_after.begin() + row0, k_after.begin() + row0 + std::int64_t{pb.seqlen_k} * D);
-      in.v.insert(in.v.end(), v_after.begin() + row0, v_after.begin() + row0 + std::int64_t{pb.seqlen_k} * D);
-    }
-    const std::vector<std::uint8_t> o_b(runs[0][0].begin() + b * q_per_b * elem,
-                                        runs[0][0].begin() + (b + 1) * q_per_b * elem);
-    const std::vector<std::uint8_t> lse_b(runs[0][1].begin() + b * lse_per_b * sizeof(float),
-                                          runs[0][1].begin() + (b + 1) * lse_per_b * sizeof(float));
-    const fa::ForwardCheck check = fa::check_forward(pb, in, o_b, lse_b, opt);
-    EXPECT_TRUE(check.pass()) << "sequence " << b << ": " << pb.describe() << " (" << c.cached[b] << " cached)\n"
-                              << check.summary();
-  }
+  decoding::testing::expect_each_sequence_matches(
+      p, c.cached, q, k_after, v_after,
+      [&](int b, int h, int t) { return ((std::int64_t{b} * c.kv_heads + h) * c.capacity + t) * D; }, runs[0][0],
+      runs[0][1], opt);
 }
 INSTANTIATE_TEST_SUITE_P(Steps, Cache, ::testing::ValuesIn(cache_cases()),
                          [](const ::testing::TestParamInfo<CacheCase>& i) { return i.param.name; });

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "10_decoding/cache_checks.h"
 #include "10_decoding/decoding.h"
 #include "10_decoding/steps/paged_cache.h"
 #include "common/cuda_check.h"
@@ -165,27 +166,10 @@ TEST_P(Paged, MatchesTheContiguousCache) {
   EXPECT_TRUE(pages1[1] == rows[1]) << "LSE differs from the contiguous cache's";
 
   // And against the float64 reference, each sequence alone over its cached + Sq keys.
-  const std::size_t q_per_b = static_cast<std::size_t>(c.heads) * c.seqlen_q * D;
-  const std::size_t lse_per_b = static_cast<std::size_t>(c.heads) * c.seqlen_q;
-  for (int b = 0; b < B; ++b) {
-    fa::Problem pb = p;
-    pb.batch = 1;
-    pb.seqlen_k = c.cached[b] + c.seqlen_q;
-    fa::HostInputs in;
-    in.q.assign(q.begin() + b * q_per_b, q.begin() + (b + 1) * q_per_b);
-    for (int h = 0; h < Hkv; ++h)
-      for (int t = 0; t < pb.seqlen_k; ++t) {
-        const std::int64_t at = pool_row(table[b * pages_per_seq + t / P], h, t % P);
-        in.k.insert(in.k.end(), k_pool_after.begin() + at, k_pool_after.begin() + at + D);
-        in.v.insert(in.v.end(), v_pool_after.begin() + at, v_pool_after.begin() + at + D);
-      }
-    const std::vector<std::uint8_t> o_b(pages1[0].begin() + b * q_per_b * elem, pages1[0].begin() + (b + 1) * q_per_b * elem);
-    const std::vector<std::uint8_t> lse_b(pages1[1].begin() + b * lse_per_b * sizeof(float),
-                                          pages1[1].begin() + (b + 1) * lse_per_b * sizeof(float));
-    const fa::ForwardCheck check = fa::check_forward(pb, in, o_b, lse_b, opt);
-    EXPECT_TRUE(check.pass()) << "sequence " << b << ": " << pb.describe() << " (" << c.cached[b] << " cached)\n"
-                              << check.summary();
-  }
+  decoding::testing::expect_each_sequence_matches(
+      p, c.cached, q, k_pool_after, v_pool_after,
+      [&](int b, int h, int t) { return pool_row(table[b * pages_per_seq + t / P], h, t % P); }, pages1[0], pages1[1],
+      opt);
 }
 INSTANTIATE_TEST_SUITE_P(Steps, Paged, ::testing::ValuesIn(paged_cases()),
                          [](const ::testing::TestParamInfo<PagedCase>& i) { return i.param.name; });
