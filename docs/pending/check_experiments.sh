@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Issue 17/21's candidate changes to 08's tensor-core backward, each measured against main in one
+# device call (README.md here says why each): every variant is main plus one patch
+# (docs/pending/exp_08_*.patch), built side by side (in parallel), checked against the CPU
+# reference on a few awkward shapes, then timed interleaved with main, two rounds, with PyTorch
+# FLASH's backward on the same shapes in the same call. Logs and a summary table land in OUTDIR.
+#
+#   bash docs/pending/check_experiments.sh OUTDIR [VARIANT...]    (session 14: 7 minutes, 4 variants)
+#
+# VARIANTs: the exp_08_<name>.patch names to try (all of them by default). Environment: HEAD_DIMS
+# (default 64,128,256), SEQLENS (default 4096,16384; a regex alternation is built from both),
+# TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: check_experiments.sh OUTDIR}
+mkdir -p "$out"
+step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
+[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
+gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+variants=(main)
+if (($# > 1)); then variants+=("${@:2}"); else
+  for p in docs/pending/exp_08_*.patch; do variants+=("$(basename "$p" .patch | sed 's/^exp_08_//')"); done
+fi
+head_dims=${HEAD_DIMS:-64,128,256}
+seqlens=${SEQLENS:-4096,16384}
+
+step "copies and builds: ${variants[*]}"
+root=$(mktemp -d)
+for v in "${variants[@]}"; do
+  mkdir -p "$root/$v"
+  tar --exclude='./build*' --exclude='./.git' -cf - . | tar -xf - -C "$root/$v"
+  if [[ $v != main ]]; then
+    (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/docs/pending/exp_08_$v.patch" >>"$out/patch.log" 2>&1) ||
+      { echo "FAILED to apply exp_08_$v.patch"; exit 1; }
+  fi
+  (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
+    cmake --build "$root/$v/build" -j 4 --target 08_backward 08_backward_bench >"$out/build_$v.log" 2>&1 ||
+    echo "BUILD FAILED: $v (build_$v.log)") &
+done
+wait
+for v in "${variants[@]}"; do grep -hE "spill|error" "$out/build_$v.log" | head -3; done
+
+step "correctness: each variant against the CPU reference (exit 0: a match)"
+for v in "${variants[@]}"; do
+  exe=$root/$v/build/08_backward/08_backward
+  for args in "--head-dim 64 --seqlen-q 777 --seqlen-k 1001 --causal" "--head-dim 128 --seqlen 1000 --heads 8 --kv-heads 2" \
+              "--head-dim 192 --seqlen 700" "--head-dim 256 --seqlen-q 513 --seqlen-k 900 --causal"; do
+    for dt in bf16 f16; do
+      "$exe" --dtype $dt --batch 2 --heads 4 $args >>"$out/check_$v.log" 2>&1; echo "$v $dt $args: rc=$?"
+    done
+  done
+done | tee "$out/correctness.txt" | grep -v "rc=0" || true
+echo "$(grep -c 'rc=0' "$out/correctness.txt") of $(wc -l <"$out/correctness.txt") checks pass"
+
+if [[ ${TESTS:-1} == 1 ]]; then
+  step "tests and sanitizers of each variant but main"
+  for v in "${variants[@]:1}"; do
+    cmake --build "$root/$v/build" -j "$(nproc)" --target 08_backward_tests >>"$out/build_$v.log" 2>&1 || echo "TEST BUILD FAILED: $v"
+    ctest --test-dir "$root/$v/build" -L 08_backward -j "$(nproc)" --timeout 300 >"$out/ctest_$v.log" 2>&1
+    echo "$v: $(grep -E 'tests passed' "$out/ctest_$v.log")"
+    grep -E "\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest_$v.log" | head -10
+    for tool in memcheck racecheck synccheck; do
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$root/$v/build/08_backward/08_backward" --dtype bf16 --batch 1 \
+        --heads 2 --seqlen 300 --head-dim 128 --causal --iters 1 >"$out/san_${v}_$tool.log" 2>&1
+      echo "$v $tool: rc=$?"
+    done
+  done
+fi
+
+step "benchmarks: every variant, interleaved, two rounds"
+filter="bwd/08_backward/(bf16|f16)/D(${head_dims//,/|})/(full|causal)/seqlen:(${seqlens//,/|})/"
+for round in 1 2; do
+  for v in "${variants[@]}"; do
+    "$root/$v/build/08_backward/08_backward_bench" --head-dims "$head_dims" --benchmark_filter="$filter" --benchmark_out="$out/bench_${v}_$round.json" \
+      --benchmark_out_format=json >"$out/bench_${v}_$round.log" 2>&1 || echo "bench failed: $v"
+  done
+done
+
+step "PyTorch FLASH backward, same shapes"
+PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash \
+  --head-dims "$head_dims" --max-seqlen "${seqlens##*,}" --out "$out/pytorch_bwd.json" >"$out/pytorch_bwd.log" 2>&1 || tail -3 "$out/pytorch_bwd.log"
+
+step "summary"
+python3 - "$out" "${variants[@]}" <<'PY' | tee "$out/summary.md"
+import json, re, sys
+out, variants = sys.argv[1], sys.argv[2:]
+def key(name):
+    m = re.match(r"bwd/08_backward/(\w+)/D(\d+)/(full|causal)/seqlen:(\d+)", name)
+    return (m[1], int(m[2]), m[3], int(m[4]))
+tf = {}
+for v in variants:
+    for r in (1, 2):
+        try:
+            for b in json.load(open(f"{out}/bench_{v}_{r}.json"))["benchmarks"]:
+                tf.setdefault((v, key(b["name"])), []).append(b["TFLOPS"])
+        except (OSError, ValueError):
+            pass
+flash = {}
+for line in open(f"{out}/pytorch_bwd.log"):
+    m = re.search(r"bwd (\w+) D=(\d+) (full|causal)\s+seqlen=\s*(\d+) flash\s+[\d.]+ ms\s+([\d.]+) TFLOP", line)
+    if m:
+        flash[(m[1], int(m[2]), m[3], int(m[4]))] = float(m[5])
+cells = sorted({k for (_, k) in tf})
+print("| dtype | D | mask | seqlen | flash | " + " | ".join(variants) + " | " + " | ".join(f"{v} / main" for v in variants[1:]) + " | best / flash |")
+print("|" + "---|" * (5 + 2 * len(variants)))
+for c in cells:
+    mean = {v: sum(tf.get((v, c), [0])) / max(1, len(tf.get((v, c), []))) for v in variants}
+    base = mean["main"] or 1
+    best = max(mean.values())
+    f = flash.get(c)
+    row = f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | {f or '-'} | " + " | ".join(f"{mean[v]:.1f}" for v in variants)
+    row += " | " + " | ".join(f"{mean[v] / base:.3f}" for v in variants[1:])
+    print(row + (f" | {best / f:.3f} |" if f else " | - |"))
+PY
+step "done"
