@@ -884,9 +884,103 @@ def fig_10_decoding():
     save(fig, "10_decoding_split_combine.png")
 
 
+# 10, step: the paged KV cache (10_decoding/steps/paged_cache.{h,cuh}): a block table naming pages
+# of one pool, and one key tile gathered from pages of 16 tokens.
+
+def fig_10_paged_cache():
+    # Three sequences after this step's token: 40, 17 and 100 tokens, pages of 16 (the tests' smallest);
+    # physical pages drawn from a shuffled pool of 15 (12 used, 3 spare), as test_paged_cache.cpp does.
+    P, Bc, lengths, num_pages = 16, 64, [40, 17, 100], 15
+    pages_per_seq = max(ceil_div(n, P) for n in lengths) + 1
+    rng = np.random.default_rng(7)
+    pool = list(rng.permutation(num_pages))
+    table, owner, nxt = [], {}, 0
+    for b, n in enumerate(lengths):
+        row = []
+        for i in range(pages_per_seq):
+            if i < ceil_div(n, P):
+                row.append(int(pool[nxt]))
+                owner[int(pool[nxt])] = (b, i)
+                nxt += 1
+            else:
+                row.append(-1)
+        table.append(row)
+    seq_colors = [BLUE, ORANGE, GREEN]
+
+    fig = plt.figure(figsize=(13, 3.9))
+    ax = fig.add_axes([0, 0, 1, 1])
+    ax.set_xlim(0, 30)
+    ax.set_ylim(1.8, 10.5)
+    ax.axis("off")
+    ax.text(15, 10.0, f"A paged KV cache: pages of {P} tokens from one pool, named per sequence by a block table",
+            ha="center", va="center", fontsize=11)
+
+    # (a) the block table
+    ax.text(0.3, 9.1, "(a) block_table[b][n]: the pool page of tokens 16n .. 16n + 15", ha="left", fontsize=9.5)
+    cw, ch, x0, y0 = 1.05, 0.9, 2.2, 7.6
+    for n in range(pages_per_seq):
+        ax.text(x0 + n * cw + cw / 2, y0 + ch + 0.25, f"n={n}", ha="center", fontsize=7.5)
+    for b, row in enumerate(table):
+        y = y0 - b * (ch + 0.15)
+        ax.text(x0 - 0.15, y + ch / 2, f"seq {b}\n({lengths[b]} tok)", ha="right", va="center", fontsize=7.5)
+        for n, page in enumerate(row):
+            color = seq_colors[b] if page >= 0 else "white"
+            ax.add_patch(Rectangle((x0 + n * cw, y), cw, ch, facecolor=color, alpha=0.75 if page >= 0 else 1,
+                                   edgecolor=GREY, linewidth=0.8))
+            ax.text(x0 + n * cw + cw / 2, y + ch / 2, str(page), ha="center", va="center", fontsize=8.5,
+                    color="white" if page >= 0 else GREY)
+    ax.text(0.3, 3.9, "-1: not used (not read). The host checks every used entry:\ninside the pool, "
+            "no page named twice, the row long enough.", ha="left", va="center", fontsize=8)
+
+    # (b) the pool
+    ax.text(11.0, 9.1, "(b) k_pages, v_pages: [num_pages, Hkv, 16, D]", ha="left", fontsize=9.5)
+    pw, ph, px0, py0 = 1.05, 1.0, 11.0, 7.4
+    for page in range(num_pages):
+        r, c = divmod(page, 5)
+        x, y = px0 + c * (pw + 0.12), py0 - r * (ph + 0.35)
+        b, i = owner.get(page, (None, None))
+        ax.add_patch(Rectangle((x, y), pw, ph, facecolor=seq_colors[b] if b is not None else "white",
+                               alpha=0.75 if b is not None else 1, edgecolor=GREY, linewidth=0.8))
+        ax.text(x + pw / 2, y + ph - 0.22, f"page {page}", ha="center", va="center", fontsize=7,
+                color="white" if b is not None else GREY)
+        ax.text(x + pw / 2, y + 0.3, f"s{b} n{i}" if b is not None else "spare", ha="center", va="center",
+                fontsize=7, color="white" if b is not None else GREY)
+    ax.text(px0, 3.9, "Sequences grow a page at a time; their pages need\nnot be contiguous or in order.",
+            ha="left", va="center", fontsize=8)
+
+    # (c) one key tile of sequence 2: 64 keys = 4 runs of 16 rows, each from its own page
+    ax.text(19.6, 9.1, f"(c) key tile j0 = {Bc} of seq 2 into shared memory ({Bc} rows)", ha="left", fontsize=9.5)
+    tx, ty, tw, th = 25.2, 3.6, 3.2, 4.8
+    ax.add_patch(Rectangle((tx, ty), tw, th, facecolor="white", edgecolor="black", linewidth=1.0))
+    run_h = th / (Bc // P)
+    rows = lengths[2] - Bc  # valid rows of this tile (keys 64 .. 99)
+    for k in range(Bc // P):
+        n = (Bc + k * P) // P
+        page = table[2][n]
+        y = ty + th - (k + 1) * run_h
+        valid = min(max(rows - k * P, 0), P)
+        if valid:
+            ax.add_patch(Rectangle((tx, y + run_h * (P - valid) / P), tw, run_h * valid / P, facecolor=GREEN,
+                                   alpha=0.45 + 0.15 * k, edgecolor="white", linewidth=1.0))
+            label = f"rows {k * P}-{k * P + valid - 1}" + (f" (+{P - valid} zero)" if valid < P else "")
+            ax.text(tx - 0.25, y + run_h / 2, f"table[2][{n}] = page {page}: copy_tile<C, 16>", ha="right",
+                    va="center", fontsize=8)
+        else:
+            label = "zero-filled"
+            ax.text(tx - 0.25, y + run_h / 2, f"keys {Bc + k * P}.. past the sequence: table not read", ha="right",
+                    va="center", fontsize=8, color="#777777")
+        ax.add_patch(Rectangle((tx, y), tw, run_h, facecolor="none", edgecolor=GREY, linewidth=0.6))
+        ax.text(tx + tw / 2, y + run_h / 2, label, ha="center", va="center", fontsize=8)
+    ax.text(tx + tw / 2, ty - 0.45, "K_j (and V_j) in the K/V ring", ha="center", fontsize=8)
+    ax.text(19.6, 2.55, "Paged<16>::Kv::copy: one block-table load per run; the swizzle repeats every 8 rows,\n"
+            "so a run lands exactly as that part of a 64-row copy. Pages of 64 tokens or more hold whole\n"
+            "key tiles: one lookup, one copy_tile, as the contiguous cache.", ha="left", va="center", fontsize=8)
+    save(fig, "10_decoding_paged_cache.png")
+
+
 FIGURES = [fig_01_naive, fig_02_tiled, fig_03_online_softmax, fig_04_05_loop_order, fig_05_causal_tiles,
            fig_06_fragments_swizzle, fig_07_block_mask, fig_08_backward, fig_09_flash_v3,
-           fig_10_decoding]
+           fig_10_decoding, fig_10_paged_cache]
 
 
 def main():
