@@ -14,6 +14,10 @@
 # --chapters LIST (e.g. 01_naive,02_tiled) benchmarks only those chapters, for the same reason (the
 # bench stage's JSON files accumulate in OUTDIR; the summary covers all of them). The stages that
 # docs/results_h100.md needs: --stages pytorch,bench,decode.
+# Split over calls of one lent machine (session 14: bench 01-05, bench 06-10, then pytorch,decode,
+# about 15 minutes in all, one build-gpu), each call's OUTDIR comes back on its own: archive it
+# (`tar czf OUTDIR.tgz OUTDIR`: the lent machine returns at most 8 files a call), copy the calls'
+# JSON and logs into one folder here, and run `python3 scripts/summarize.py FOLDER --readmes .`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_check.sh OUTDIR}
