@@ -11,7 +11,7 @@
 #include <vector>
 #include <type_traits>
 
-#include "10_decoding/decoding.cuh"
+#include "10_decoding/launch.cuh"
 #include "common/cuda_check.h"
 #include "common/device/launch.h"
 #include "common/device_memory.h"  // workspace

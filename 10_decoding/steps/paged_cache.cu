@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "10_decoding/launch.cuh"
 #include "10_decoding/steps/paged_cache.cuh"
 
 namespace decoding::steps {

@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "10_decoding/launch.cuh"  // plan_slots
 #include "10_decoding/steps/stream_k.cuh"
 #include "common/cuda_check.h"
 #include "common/device/launch.h"
