@@ -1,13 +1,16 @@
 // Chapter 10's paged KV cache (steps/paged_cache.h says what it is): the split kernel's K/V copy
 // through a block table, and the append into pages.
 //
-// New since decoding.cuh, whose split_kv_kernel and combine run unchanged with Kv = KvPages:
+// New since decoding.cuh, whose split_kv_kernel and combine run unchanged with Kv = Paged<k>::Kv
+// (instead of KvRows):
 //   * A key tile of Bc = 64 keys lies in one page when pages hold 64 tokens or more; with pages of
-//     16 or 32 tokens it spans 4 or 2 pages. KvPages copies it as Bc / kPageRows runs of kPageRows
-//     rows (kPageRows = min(page size, Bc)), each with 06's copy_tile from its own page: the
-//     swizzle repeats every 8 rows, so a run of 16 rows lands exactly as part of a 64-row copy.
-//   * Only the page number changes per run: one load of the block table (cached in L1/L2 after the
-//     first block), the rest is the contiguous kernel's address arithmetic.
+//     16 or 32 tokens it spans 4 or 2 pages. Paged<kPageRows>::Kv copies it as Bc / kPageRows runs
+//     of kPageRows rows (kPageRows = min(page size, Bc)), each with 06's copy_tile from its own
+//     page: the swizzle repeats every 8 rows, so a run of 16 rows lands exactly as part of a
+//     64-row copy, with as many cp.async in all.
+//   * Only the page number changes per run: one load of the block table, the rest is the
+//     contiguous kernel's address arithmetic. That load is waited for before the run's copies
+//     (README: pages of 16 cost 10-19%; exercise 7).
 #pragma once
 
 #include "10_decoding/decoding.cuh"
