@@ -22,6 +22,9 @@ for v in main "$var"; do
   mkdir -p "$root/$v"
   tar --exclude='./build*' --exclude='./.git' -cf - . | tar -xf - -C "$root/$v"
   if [[ $v != main ]]; then
+    for c in docs/pending/common_*.patch; do  # the device vocabulary the experiments share
+      (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/$c" >>"$out/patch.log" 2>&1) || { echo "FAILED to apply $c"; exit 1; }
+    done
     (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/docs/pending/exp_09_$v.patch" >"$out/patch.log" 2>&1) ||
       { echo "FAILED to apply exp_09_$v.patch"; exit 1; }
   fi
