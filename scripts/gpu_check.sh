@@ -11,8 +11,9 @@
 # (default: all;
 # the build always runs, and is quick when build-gpu is already up to date). --tests-range A,B runs
 # tests A..B only (ctest -I), to split the ~3700 tests over calls of a time-limited lent machine;
-# --chapters LIST (e.g. 01_naive,02_tiled) benchmarks only those chapters, for the same reason (the
-# bench stage's JSON files accumulate in OUTDIR; the summary covers all of them). The stages that
+# --chapters LIST (e.g. 01_naive,02_tiled) builds, tests (ctest -L), sanitizes and benchmarks only
+# those chapters, for the same reason (the bench stage's JSON files accumulate in OUTDIR; the
+# summary covers all of them). The stages that
 # docs/results_h100.md needs: --stages pytorch,bench,decode.
 # Split over calls of one lent machine (session 14: bench 01-05, bench 06-10, then pytorch,decode,
 # about 15 minutes in all, one build-gpu), each call's OUTDIR comes back on its own: archive it
@@ -26,17 +27,30 @@ naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and
 stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
 ctest_extra=()
 bench_chapters=()
+only_chapters=
 while (($#)); do
   case $1 in
     --max-seqlen-naive) naive_max=$2; shift 2 ;;
     --stages) stages=$2; shift 2 ;;
     --tests-range) ctest_extra=(-I "$2"); shift 2 ;;
-    --chapters) bench_chapters=(--chapters "$2"); shift 2 ;;
+    --chapters) bench_chapters=(--chapters "$2"); only_chapters=$2; shift 2 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
 done
 mkdir -p "$out"
 want() { [[ ,$stages, == *,$1,* ]]; }
+# chosen CH: is chapter CH among --chapters (every chapter when none were named)?
+chosen() { [[ -z $only_chapters || ,$only_chapters, == *,$1,* ]]; }
+build_targets=()
+if [[ -n $only_chapters ]]; then
+  IFS=, read -ra chapter_list <<<"$only_chapters"
+  for ch in "${chapter_list[@]}"; do
+    [[ -d $ch ]] || { echo "unknown chapter $ch"; exit 2; }
+    build_targets+=("$ch/all")  # Ninja's per-folder target; other generators build everything
+  done
+  labels=$(IFS='|'; echo "${chapter_list[*]}")
+  ctest_extra+=(-L "^($labels)\$")
+fi
 step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
 
 step "environment"
@@ -50,7 +64,8 @@ cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure.
   { tail -40 "$out/configure.log"; exit 1; }
 # Keep going past a broken target, so one chapter's compile error does not hide the others' results.
 keep_going=(-k 0); ((${#gen[@]})) || keep_going=(-k)
-cmake --build build-gpu -j "$(nproc)" -- "${keep_going[@]}" >"$out/build.log" 2>&1 ||
+targets=(); ((${#gen[@]})) && targets=("${build_targets[@]}")
+cmake --build build-gpu -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} -- "${keep_going[@]}" >"$out/build.log" 2>&1 ||
   { echo "BUILD FAILED (continuing with what was built):"; grep -E "error|FAILED" "$out/build.log" | head -30; }
 
 tests_rc=skipped
@@ -72,7 +87,8 @@ for exe in build-gpu/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
   [[ $exe == *_tests || $exe == *_bench ]] && continue
   [[ -x $exe ]] || continue
   name=$(basename "$exe")
-  for tool in memcheck racecheck; do
+  chosen "$name" || continue
+  for tool in memcheck racecheck synccheck; do
     if compute-sanitizer --tool "$tool" --error-exitcode 99 "$exe" "${small[@]}" >>"$out/sanitizer.log" 2>&1; then
       echo "sanitizer $tool $name: clean" | tee -a "$out/sanitizer_summary.txt"
     else
