@@ -80,12 +80,17 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   cp_async_commit();
 
   KeyTile<C> dK_j = {}, dV_j = {};  // fp32 accumulators, for the whole walk
+  constexpr bool kBulk = C::kBulkDq && !kTurns && kHasBulkCopy;  // sm_80 builds keep the REDs
+  float* dQ_prev = nullptr;  // kBulk: the rows of dQ_accum the shared dQ tile holds a part of
   for (int n = 0; n < walk.n_steps; ++n) {
     const int buf = n % 2;
     const Step next = n + 1 < walk.n_steps ? walk.next(st, n + 1) : st;
     const int i0 = st.i_tile * Br;
     cp_async_wait<0>();  // this thread's copies of step n (and K_j, V_j) have landed
     __syncthreads();     // ... and everyone's; every warp is done with step n-1's stage, P_s, dS_s
+    if constexpr (kBulk) {
+      if (n > 0) add_dq_rows(dQ_prev, sm);  // step n-1's dQ_i part: every warp stored it before the barrier
+    }
     if (n + 1 < walk.n_steps) stage_rows(sm, prm, next, 1 - buf);  // step n+1 flies while step n is computed
     cp_async_commit();
     const std::uint32_t Q_i = sm.Q_s + buf * C::kRowBytes, dO_i = sm.dO_s + buf * C::kRowBytes;
@@ -102,6 +107,9 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
       probs_and_grads<C, true>(S, dP, sm, rs, w, prm, i0, j0, half_on);
     else
       probs_and_grads<C, false>(S, dP, sm, rs, w, prm, i0, j0, half_on);
+    if constexpr (kBulk) {
+      if (threadIdx.x < Br) bulk_wait_read<0>();  // step n-1's reduction has read the dQ tile
+    }
     __syncthreads();  // all of P_ij and dS_ij are in smem: the products below mix every warp's part
 
     // dV_j += P_ij^T dO_i first (as FlashAttention-2 orders them): the dQ REDs below then issue
@@ -111,16 +119,28 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     // dQ_i += dS_ij K_j, into the fp32 accumulator that every key tile adds to.
     DqTile<C> dQ = {};
     dq_product(dQ, sm, w);
-    int* turn = kTurns ? prm.dq_turn + st.bh * Tr + st.i_tile : nullptr;
-    if constexpr (kTurns) wait_turn(turn, walk.rank_of(n));
-    add_dq(prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD, dQ, w);
-    if constexpr (kTurns) pass_turn(turn, walk.rank_of(n));
+    if constexpr (kBulk) {
+      store_dq(sm, dQ, w);  // added by the bulk reduction after the next barrier
+      dQ_prev = prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD;
+    } else {
+      int* turn = kTurns ? prm.dq_turn + st.bh * Tr + st.i_tile : nullptr;
+      if constexpr (kTurns) wait_turn(turn, walk.rank_of(n));
+      add_dq(prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD, dQ, w);
+      if constexpr (kTurns) pass_turn(turn, walk.rank_of(n));
+    }
 
     // dK_j += dS_ij^T Q_i.
     key_grads(dK_j, sm.dS_s, Q_i, w);
     st = next;
   }
   cp_async_wait<0>();  // a block with no query tile to visit still has K_j, V_j in flight
+  if constexpr (kBulk) {
+    if (walk.n_steps > 0) {
+      __syncthreads();  // the last step's dQ_i part is stored by every warp
+      add_dq_rows(dQ_prev, sm);
+      if (threadIdx.x < Br) bulk_wait<0>();  // done before the block (and its shared memory) goes
+    }
+  }
 
   // Epilogue: dK_j * scale and dV_j, once, after every query head of the group.
   write_key_grads<C>(static_cast<T*>(prm.dk) + (kv_bh * Sk + j0) * D, static_cast<T*>(prm.dv) + (kv_bh * Sk + j0) * D,
@@ -182,15 +202,23 @@ __global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B
 
 constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// The block's shared memory: the tiles, and the dQ tile of kBulkDq where the GPU runs the sm_90
+// code that uses it (an A100's 164 KiB would not take it; its sm_80 code keeps the REDs).
+template <class C>
+int tc_smem_bytes() {
+  static const int bytes = C::kSmemBytes + (C::kBulkDq && fa::cuda::compute_capability() >= 90 ? C::kDqBytes : 0);
+  return bytes;
+}
+
 template <class C, auto kKernel>
 void launch(const TcParams& prm, dim3 grid, cudaStream_t stream) {
   // Above 48 KB of shared memory a kernel must opt in, once per kernel.
   static const bool opted_in = [] {
-    allow_shared_memory(kKernel, C::kSmemBytes);
+    allow_shared_memory(kKernel, tc_smem_bytes<C>());
     return true;
   }();
   (void)opted_in;
-  kKernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
+  kKernel<<<grid, C::kThreads, tc_smem_bytes<C>(), stream>>>(prm);
   FA_CHECK_LAUNCH();
 }
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 
 #include "08_backward/tc_tiles.cuh"  // TcConfig, TcParams, SmemTiles, WarpTiles, the walks
+#include "common/device/tma.cuh"    // bulk_reduce_add_f32 (kBulkDq)
+#include "common/device/wgmma.cuh"  // fence_proxy_async
 
 namespace backward::tc {
 
@@ -169,6 +171,34 @@ __device__ __forceinline__ void add_dq(float* dQ_g, const DqTile<C>& dQ, const W
       for (int nt = 0; nt < C::kQN; ++nt)
         add_pair(dQ_g + r * C::kD + w.q_col0 + 8 * nt + 2 * w.t, dQ[mt][nt][2 * h], dQ[mt][nt][2 * h + 1]);
     }
+  }
+}
+
+// kBulkDq: the warp's part of dQ_i into the shared fp32 tile (rows kDqStride apart), then fenced
+// for the copy engine; the bulk reduction of the next barrier's far side adds it to dQ_accum.
+template <class C>
+__device__ __forceinline__ void store_dq(const SmemTiles<C>& sm, const DqTile<C>& dQ, const WarpTiles<C>& w) {
+#pragma unroll
+  for (int mt = 0; mt < C::kQM; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = w.q_row0 + 16 * mt + w.g + 8 * h;
+#pragma unroll
+      for (int nt = 0; nt < C::kQN; ++nt)
+        *reinterpret_cast<float2*>(sm.dQ_p + r * C::kDqStride + w.q_col0 + 8 * nt + 2 * w.t) =
+            make_float2(dQ[mt][nt][2 * h], dQ[mt][nt][2 * h + 1]);
+    }
+  fence_proxy_async();  // these generic-proxy stores before the copy engine's reads
+}
+
+// kBulkDq: thread r < Br adds row r of the shared dQ tile to row r of dQ_g (the tile's rows of
+// dQ_accum, kD floats each), by one bulk reduction, and commits it. After a barrier that follows
+// every thread's store_dq.
+template <class C>
+__device__ __forceinline__ void add_dq_rows(float* dQ_g, const SmemTiles<C>& sm) {
+  if (threadIdx.x < C::Br) {
+    bulk_reduce_add_f32(dQ_g + threadIdx.x * C::kD, sm.dQ_s + threadIdx.x * C::kDqStride * 4, C::kD * 4);
+    bulk_commit();
   }
 }
 

@@ -17,7 +17,8 @@
 //   * v4 (this kernel, the chapter's at D = 128): persistent. One block per SM walks the tiles
 //     (causal: in pairs of a long and a short tile, TileWalk): the producer loads the next tile's
 //     Q_i and first K/V, and the other consumer starts the next tile's S, while a consumer finishes
-//     its last P V and writes O_i.
+//     its last P V and writes O_i. O_i leaves through the copy engine (stage_o, a TMA store), as in
+//     FlashAttention-3, instead of v1's write_rows.
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
@@ -26,7 +27,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "06_tensor_core/tensor_core.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores, write_rows
+#include "06_tensor_core/tensor_core.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
 #include "09_flash_v3/tile_walk.h"  // TileWalk: which tiles a block computes, in which order
 #include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"
@@ -139,6 +140,33 @@ __device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>
     wgmma_rs<typename C::T, C::kD, 1>(o, P[0][kk], mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, 0), true);
 }
 
+// The epilogue through the copy engine (FlashAttention-3's): O_i / l_i in T into the group's 64
+// rows of the tile's Q slot, which the tile's last S has read and which the producer refills only
+// after the group releases it, in the 128-byte swizzle the O map writes from (a quad's 8 bytes a
+// row land in one 16-byte chunk, the 8 rows of a lane group in 8 chunks: no bank conflict); LSE
+// straight to global memory. O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
+template <class C>
+__device__ __forceinline__ void stage_o(const tensor_core::WarpRows<typename C::Tile>& w, const Params& prm,
+                                        std::int64_t bh, unsigned char* O_p, int warp, int row, int g, int t) {
+  using T = typename C::T;
+  const float scale = prm.scale_log2 * kLn2;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float l = w.l[0][h];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
+    const int r = 16 * warp + g + 8 * h;             // the row among the group's 64
+#pragma unroll
+    for (int nt = 0; nt < C::kD / 8; ++nt)
+      *reinterpret_cast<std::uint32_t*>(O_p + kmajor_sw128_offset(r, 8 * nt + 2 * t, C::Br)) =
+          pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
+    if (t == 0 && row + 8 * h < prm.seqlen_q)
+      prm.lse[bh * prm.seqlen_q + row + 8 * h] =
+          l > 0.0f ? w.m[0][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
+  }
+}
+
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
 // turn s (s = 0 .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
 // softmax of S_s follows, outside the turn. Ping-pong: group g waits on named barrier 1 + g for its
@@ -148,16 +176,22 @@ __device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>
 // very last turn hands over nothing). Both groups take Tc_end + 1 turns a tile (a group's rows past
 // the causal edge of a tile are masked), so every bar.sync has its arrival, tile after tile.
 template <class C, int kGroup>
-__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base) {
+__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
+                                        unsigned char* base_p, const CUtensorMap* o_map) {
   using Tile = typename C::Tile;
   constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   auto K_s = [&](int it) { return base + C::kK + it % C::kStages * C::kTileBytes; };
   auto V_s = [&](int it) { return base + C::kV + it % C::kStages * C::kTileBytes; };
   int it0 = 0, n = 0;  // K/V tiles before this work tile (as the producer counts them), work tiles
+  const bool storer = threadIdx.x % 128 == 0;  // the thread of the group that issues the O stores
   TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x);
   if (C::kPingPong && kGroup == 1 && !walk.done()) barrier_arrive<1>(kGroupThreads);  // group 0 goes first
   for (; !walk.done(); walk.advance(), ++n) {
+    if (n > 0 && storer) {  // the previous tile's O boxes have left its Q slot: the slot may be refilled
+      bulk_wait_read<0>();
+      for (int k = 0; k < 4; ++k) mbarrier_arrive(smem_u32(&bars.empty_q[(n - 1) % C::kQSlots]));  // the group's 4 warps
+    }
     const WorkTile wt = walk.tile();
     const bool last_tile = walk.last();  // the block's last: no turn follows its last
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
@@ -204,17 +238,28 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       for (int s = 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
       turn(Tc_end, No{}, Yes{});
     }
-    if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty_q[slot]));  // Q_i is read: the slot may be refilled
     it0 += Tc_end;
-    tensor_core::write_rows<Tile>(w, prm, wt.bh, row, t);  // under the next tile's first copies
+    // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
+    // top of the group's next tile, once the copy engine has read it.
+    stage_o<C>(w, prm, wt.bh, base_p + (Q_w - base), warp, row, g, t);
+    fence_proxy_async();                 // the stores, before the copy engine reads them
+    barrier_sync<3 + kGroup>(128);       // the group's 4 warps have stored their rows
+    if (storer) {
+#pragma unroll
+      for (int a = 0; a < C::kD / kAtomCols; ++a)
+        tma_store_3d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh), Q_w + a * C::Br * 128);
+      bulk_commit();
+    }
   }
+  if (storer) bulk_wait<0>();  // the last boxes are written before the block (and its smem) goes
 }
 
 // grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
 template <class C>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                    const __grid_constant__ CUtensorMap v_map, const Params prm) {
+                    const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
+                    const Params prm) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
@@ -240,8 +285,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();
-  if (warpgroup == 1) consume<C, 0>(prm, bars, base);
-  else consume<C, 1>(prm, bars, base);
+  unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
+  if (warpgroup == 1) consume<C, 0>(prm, bars, base, base_p, &o_map);
+  else consume<C, 1>(prm, bars, base, base_p, &o_map);
 }
 
 // The tensor maps of q, k, v as [B * H][S][D] (3-D, so that a box never crosses a head): boxes of
@@ -277,7 +323,10 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   }();
   const std::int64_t cap = C::kPersistent ? blocks_per_gpu : std::int64_t{kMaxGridX};
   const unsigned blocks = static_cast<unsigned>(units < cap ? units : cap);
-  flash_v3_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, prm);
+  // O as [B * H][Sq][D] in boxes of one consumer's 64 rows x 64 columns (the TMA-store epilogue).
+  const CUtensorMap o_map = make_tma(prm.o, p.dtype == fa::Dtype::bf16, std::uint64_t(p.batch) * p.heads, p.seqlen_q,
+                                     p.head_dim, 64, kAtomCols);
+  flash_v3_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm);
   FA_CHECK_LAUNCH();
 }
 

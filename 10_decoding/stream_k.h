@@ -1,6 +1,5 @@
 // Chapter 10's stream-K schedule, in plain C++ that the device can call too (CPU-tested in
-// test_stream_k.cpp; the kernel that walks it, steps/stream_k.cuh, is in docs/pending/10_stream_k.patch
-// until it has run on a GPU).
+// test_stream_k.cpp; the kernel that walks it is the step steps/stream_k.cuh).
 //
 // The plain split (split_plan.h) cuts every tile's key range into the same number of pieces, one
 // CTA each, and leaves the SMs that one wave does not fill idle: at batch 8 with 8 KV heads, 64

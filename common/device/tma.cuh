@@ -75,6 +75,21 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap
       : "memory");
 }
 
+// The other direction, a box of shared memory (in the map's 128-byte swizzle) to global memory at
+// (column c0, row c1, matrix c2); rows past the matrix's end are not written. Tracked in the
+// calling thread's bulk group (bulk_commit / bulk_wait_read below). The generic-proxy stores that
+// filled the box must be fenced (fence_proxy_async, wgmma.cuh) and synchronized first.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, int c0, int c1, int c2, std::uint32_t src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(src)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // ---- host ----------------------------------------------------------------------------------
 
 // A 3-D tensor map of `matrices` row-major (rows, cols) matrices of 2-byte elements (bf16 or
@@ -114,6 +129,45 @@ inline CUtensorMap make_tma(const void* base, bool bf16, std::uint64_t matrices,
 inline CUtensorMap make_tma_2d(const void* base, bool bf16, std::uint64_t rows, std::uint64_t cols,
                                std::uint32_t box_rows, std::uint32_t box_cols) {
   return make_tma(base, bf16, 1, rows, cols, box_rows, box_cols, 2);
+}
+
+// Bulk reductions by the copy engine (sm_90): dst[i] += src[i] in fp32 over `bytes` bytes (a
+// multiple of 16; both addresses 16-byte aligned), from shared memory to global memory. The ops a
+// thread issues go into its bulk group when it calls bulk_commit; bulk_wait_read<N> returns once
+// all but N of its groups have read their shared memory (the buffer may be rewritten), bulk_wait<N>
+// once they are complete. Shared-memory stores of other threads must be fenced (fence_proxy_async,
+// wgmma.cuh) and synchronized before the reduction reads them.
+// sm_90 and newer only: on older GPUs these trap (callers check kHasBulkCopy).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+constexpr bool kHasBulkCopy = false;
+#else
+constexpr bool kHasBulkCopy = true;
+#endif
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t src, std::uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
+               "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void bulk_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
 }
 
 }  // namespace fa::cuda

@@ -8,6 +8,7 @@
 #   bash docs/pending/check_exp_09.sh OUTDIR [VARIANT]    (default tma_store; session 14: 2.5 minutes
 #                                                          for bc176, its first use)
 set -uo pipefail
+shopt -s nullglob  # no common_*.patch: none to apply
 cd "$(dirname "$0")/../.."
 out=${1:?usage: check_exp_09.sh OUTDIR [VARIANT]}
 var=${2:-tma_store}

@@ -9,8 +9,10 @@
 #
 # VARIANTs: the exp_08_<name>.patch names to try (all of them by default). Environment: HEAD_DIMS
 # (default 64,128,256), SEQLENS (default 4096,16384; a regex alternation is built from both),
-# TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs.
+# TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs, SPARSE=1 to
+# time the block-sparse backward too.
 set -uo pipefail
+shopt -s nullglob  # no common_*.patch: none to apply
 cd "$(dirname "$0")/../.."
 out=${1:?usage: check_experiments.sh OUTDIR}
 mkdir -p "$out"
@@ -72,6 +74,8 @@ fi
 
 step "benchmarks: every variant, interleaved, two rounds"
 filter="bwd/08_backward/(bf16|f16)/D(${head_dims//,/|})/(full|causal)/seqlen:(${seqlens//,/|})/"
+# SPARSE=1: the block-sparse backward's rows too (bf16, densities 1.0 to 0.1, same dims and lengths).
+[[ ${SPARSE:-0} == 1 ]] && filter="$filter|bwd_sparse/08_backward/bf16/D(${head_dims//,/|})/.*/seqlen:(${seqlens//,/|})/"
 for round in 1 2; do
   for v in "${variants[@]}"; do
     "$root/$v/build/08_backward/08_backward_bench" --head-dims "$head_dims" --benchmark_filter="$filter" --benchmark_out="$out/bench_${v}_$round.json" \
@@ -89,13 +93,15 @@ import json, re, sys
 out, variants = sys.argv[1], sys.argv[2:]
 def key(name):
     m = re.match(r"bwd/08_backward/(\w+)/D(\d+)/(full|causal)/seqlen:(\d+)", name)
-    return (m[1], int(m[2]), m[3], int(m[4]))
-tf = {}
+    return (m[1], int(m[2]), m[3], int(m[4])) if m else None
+tf, sparse = {}, {}
 for v in variants:
     for r in (1, 2):
         try:
             for b in json.load(open(f"{out}/bench_{v}_{r}.json"))["benchmarks"]:
-                tf.setdefault((v, key(b["name"])), []).append(b["TFLOPS"])
+                k = key(b["name"])
+                if k: tf.setdefault((v, k), []).append(b["TFLOPS"])
+                else: sparse.setdefault((v, b["name"].split("/min_time")[0]), []).append(b["TFLOPS"])
         except (OSError, ValueError):
             pass
 flash = {}
@@ -114,5 +120,14 @@ for c in cells:
     row = f"| {c[0]} | {c[1]} | {c[2]} | {c[3]} | {f or '-'} | " + " | ".join(f"{mean[v]:.1f}" for v in variants)
     row += " | " + " | ".join(f"{mean[v] / base:.3f}" for v in variants[1:])
     print(row + (f" | {best / f:.3f} |" if f else " | - |"))
+if sparse:  # the block-sparse rows (SPARSE=1): TFLOP/s over the active blocks, no PyTorch anchor
+    print()
+    print("| block-sparse | " + " | ".join(variants) + " | " + " | ".join(f"{v} / main" for v in variants[1:]) + " |")
+    print("|" + "---|" * (1 + 2 * len(variants) - 1))
+    for name in sorted({n for (_, n) in sparse}):
+        mean = {v: sum(sparse.get((v, name), [0])) / max(1, len(sparse.get((v, name), []))) for v in variants}
+        base = mean["main"] or 1
+        print(f"| {name} | " + " | ".join(f"{mean[v]:.1f}" for v in variants) + " | " +
+              " | ".join(f"{mean[v] / base:.3f}" for v in variants[1:]) + " |")
 PY
 step "done"
