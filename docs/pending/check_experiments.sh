@@ -9,8 +9,8 @@
 #
 # VARIANTs: the exp_08_<name>.patch names to try (all of them by default). Environment: HEAD_DIMS
 # (default 64,128,256), SEQLENS (default 4096,16384; a regex alternation is built from both),
-# TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs, SPARSE=1 to
-# time the block-sparse backward too.
+# TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs (SAN_HEAD_DIM: the
+# sanitized problem's head dim, 128 by default), SPARSE=1 to time the block-sparse backward too.
 set -uo pipefail
 shopt -s nullglob  # no common_*.patch: none to apply
 cd "$(dirname "$0")/../.."
@@ -66,7 +66,7 @@ if [[ ${TESTS:-1} == 1 ]]; then
     grep -E "\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest_$v.log" | head -10
     for tool in memcheck racecheck synccheck; do
       compute-sanitizer --tool "$tool" --error-exitcode 99 "$root/$v/build/08_backward/08_backward" --dtype bf16 --batch 1 \
-        --heads 2 --seqlen 300 --head-dim 128 --causal --iters 1 >"$out/san_${v}_$tool.log" 2>&1
+        --heads 2 --seqlen 300 --head-dim "${SAN_HEAD_DIM:-128}" --causal --iters 1 >"$out/san_${v}_$tool.log" 2>&1
       echo "$v $tool: rc=$?"
     done
   done
