@@ -42,7 +42,10 @@ def load_chapters(folder):
             if parts[0] == "decode" and parts[1] != "10_decoding":
                 continue  # a step's decode rows (10_decoding.stream_k): in the bench JSON, not the table
             if parts[0] == "decode":  # decode/<chapter>/<dtype>/H<h>x<hkv>/D<d>/B<b>/seqlen_k:<n>/...
-                decode[(int(parts[5][1:]), int(parts[6].split(":")[1]))] = b
+                # The decode stage's rounds (bench_decode_<r>.json, PyTorch timed between them) when
+                # there are any; the bench stage's run of 10_decoding_bench (bench_10_decoding.json) else.
+                stage = os.path.basename(path).startswith("bench_decode")
+                decode.setdefault(stage, {}).setdefault((int(parts[5][1:]), int(parts[6].split(":")[1])), []).append(b)
             elif parts[0] in ("fwd", "bwd") and parts[1] in OWN_TABLE:
                 continue
             elif parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
@@ -58,7 +61,11 @@ def load_chapters(folder):
                 # sparse/07_block_sparse/<dtype>/D<d>/blockk128/random/density:1.00/seqlen:<n>/...
                 sparse1[(parts[2], int(parts[3][1:]), False, int(parts[7].split(":")[1]))] = b
     context["sparse1"] = sparse1
-    context["decode"] = decode
+    # Several rounds of the decode stage (gpu_check.sh: the chapter and PyTorch interleaved): the
+    # round with the median GB/s stands for the row.
+    decode = decode.get(True, decode.get(False, {}))
+    context["decode"] = {k: sorted(runs, key=lambda b: b["GBps"])[len(runs) // 2] for k, runs in decode.items()}
+    context["decode_rounds"] = max((len(runs) for runs in decode.values()), default=0)
     return fwd, mem, bwd, steps, context
 
 
@@ -122,7 +129,7 @@ def main():
         lines.append(f"| {seqlen} | " + " | ".join(cells) + " |")
     text = "\n".join(lines) + "\n"
     print(text)
-    decode = decode_table(folder, context.get("decode", {}))
+    decode = decode_table(folder, context.get("decode", {}), context.get("decode_rounds", 1))
     extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta, torch_fwd) for c in sorted(steps))
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     with open(os.path.join(folder, "summary.md"), "w") as f:
@@ -147,18 +154,23 @@ def main():
 def load_torch_decode(folder):
     """compare_pytorch_decode.py's results in folder (pytorch_decode*.json): GB/s by (batch,
     seqlen_k, backend), the plain read's record (or None) and the run's meta."""
-    torch_gbps, read, meta = {}, None, {}
-    for path in sorted(glob.glob(os.path.join(folder, "pytorch_decode*.json"))):
+    runs, reads, meta = {}, [], {}
+    for path in sorted(glob.glob(os.path.join(folder, "pytorch_decode*.json"))):  # one file per round
         with open(path) as f:
             data = json.load(f)
-        meta, read = data.get("meta", meta), data.get("read", read)
+        meta = data.get("meta", meta)
+        if data.get("read"):
+            reads.append(data["read"])
         for r in data["results"]:
             if "gbps" in r:
-                torch_gbps[(r["batch"], r["seqlen_k"], r["backend"])] = r["gbps"]
+                runs.setdefault((r["batch"], r["seqlen_k"], r["backend"]), []).append(r["gbps"])
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    torch_gbps = {k: median(v) for k, v in runs.items()}
+    read = sorted(reads, key=lambda r: r["gbps"])[len(reads) // 2] if reads else None
     return torch_gbps, read, meta
 
 
-def decode_table(folder, decode):
+def decode_table(folder, decode, rounds=1):
     """Chapter 10's decode rows (GB/s, L2 flushed) next to PyTorch's (pytorch_decode*.json), as
     the README's <!-- results-decode --> table; "" without them."""
     if not decode:
@@ -167,6 +179,7 @@ def decode_table(folder, decode):
     lines = [f"{meta.get('gpu', '?')}, PyTorch {meta.get('torch', '?')} (CUDA {meta.get('cuda', '?')}) in the same "
              "run (scripts/gpu_check.sh). bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, a 256 MiB memset before "
              "every timed run; GB/s = K and V bytes / median time."
+             + (f" Each cell: the median of {rounds} rounds, the chapter and PyTorch taking turns." if rounds > 1 else "")
              + (f" Plain read of 2 GiB: {read['gbps']:.0f} GB/s." if read else ""), "",
              "| batch | seqlen_k | splits | 10_decoding GB/s | torch flash GB/s | torch cudnn GB/s | / flash | / cudnn |",
              "|---|---|---|---|---|---|---|---|"]
