@@ -55,15 +55,16 @@ struct TcConfig {
   static constexpr int kKVBytes = Bc * kCols * 2;     // K_j or V_j
   static constexpr int kRowBytes = Br * kCols * 2;    // one stage of Q_i or dO_i
   static constexpr int kPBytes = Br * Bc * 2;         // P_ij or dS_ij in T
-  // kBulkDq (D = 128, not padded): dQ_i's part goes to a shared fp32 tile and from there to
+  // kBulkDq (D = 96 and 128, not padded): dQ_i's part goes to a shared fp32 tile and from there to
   // dQ_accum by the copy engine's bulk reduction, one 4 kD-byte row per thread of the first Br,
-  // instead of each thread's 16 REDs, which kept the memory-instruction queues full (README,
-  // "Profiling against FlashAttention-2"). Measured 1.06-1.10x at D = 128; at D = 64 0.96-1.03x
-  // (its registers spilled 44 bytes), so D = 64 keeps the REDs. Rows kDqStride floats apart (8 of
-  // padding: the fragments' float2 stores hit 32 banks), 16-byte aligned as the bulk copy needs.
+  // instead of each thread's 12-16 REDs, which kept the memory-instruction queues full (README,
+  // "Profiling against FlashAttention-2"). Measured 1.06-1.10x at D = 128 and 1.06-1.07x at
+  // D = 96; at D = 64 0.96-1.03x (its registers spilled 44 bytes), so D = 64 keeps the REDs. Rows
+  // kDqStride floats apart (8 of padding: the float2 stores of a warp take the ideal 2 wavefronts),
+  // 16-byte aligned as the bulk copy needs.
   // sm_90 and newer only: the tile is requested from the host only there (tc_smem_bytes), and
   // sm_80 code keeps the REDs (kHasBulkCopy).
-  static constexpr bool kBulkDq = !kPadded && kD == 128;
+  static constexpr bool kBulkDq = !kPadded && (kD == 96 || kD == 128);
   static constexpr int kDqStride = kD + 8, kDqBytes = kBulkDq ? Br * kDqStride * 4 : 0;
   static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + 2 * kPBytes + 4 * Br * 4;  // without the dQ tile
   static_assert(kD % 16 == 0 && kSRows % 16 == 0 && kSKeys % 16 == 0 && kSKeys <= 64 && kVCols % 16 == 0 &&
