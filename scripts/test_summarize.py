@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""CPU test of scripts/summarize.py's decode table: with several rounds of gpu_check.sh's decode
+stage (bench_decode_<r>.json and pytorch_decode_<r>.json), each row shows its median round, for
+the chapter and for PyTorch alike; the bench stage's run of 10_decoding_bench
+(bench_10_decoding.json, no PyTorch between) counts only when the decode stage left no file; and
+one round reads as before (no rounds sentence). Run: python3 scripts/test_summarize.py"""
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import summarize  # noqa: E402
+
+
+def bench(gbps):
+    """A 10_decoding_bench JSON with the row batch 8, seqlen_k 16384 at `gbps` GB/s."""
+    name = "decode/10_decoding/bf16/H32x8/D128/B8/seqlen_k:16384/min_time:0.300/manual_time"
+    return {"context": {}, "benchmarks": [{"name": name, "GBps": gbps, "splits": 2.0}]}
+
+
+def torch_run(flash, read):
+    return {"meta": {"gpu": "test GPU", "torch": "0", "cuda": "0"}, "read": {"gbps": read},
+            "results": [{"batch": 8, "seqlen_k": 16384, "backend": "flash", "gbps": flash}]}
+
+
+def write(folder, name, data):
+    with open(os.path.join(folder, name), "w") as f:
+        json.dump(data, f)
+
+
+def table(folder):
+    _, _, _, _, context = summarize.load_chapters(folder)
+    return summarize.decode_table(folder, context["decode"], context["decode_rounds"]), context
+
+
+def row(text):
+    return next(line for line in text.splitlines() if line.startswith("| 8 | 16384"))
+
+
+def main():
+    failures = []
+
+    def check(what, cond):
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as d:
+        # Three rounds: ours 2700, 2800, 2750 (median 2750); FLASH 2790, 2760, 2700 (median 2760).
+        for r, (ours, flash) in enumerate([(2700, 2790), (2800, 2760), (2750, 2700)], start=1):
+            write(d, f"bench_decode_{r}.json", bench(ours))
+            write(d, f"pytorch_decode_{r}.json", torch_run(flash, 3000 + r))
+        write(d, "bench_10_decoding.json", bench(9999))  # the bench stage's row: not in the table
+        text, context = table(d)
+        check("three rounds counted", context["decode_rounds"] == 3)
+        check("the chapter's median round: " + row(text), "| 2750 |" in row(text))
+        check("PyTorch's median round: " + row(text), "| 2760 |" in row(text))
+        check("the ratio of the medians: " + row(text), f"{2750 / 2760:.3f}x" in row(text))
+        check("the rounds sentence", "the median of 3 rounds" in text)
+        check("the plain read's median round", "Plain read of 2 GiB: 3002 GB/s" in text)
+
+    with tempfile.TemporaryDirectory() as d:
+        # Session 14/15's layout: one decode stage file, and the bench stage's run beside it.
+        write(d, "bench_decode.json", bench(2754))
+        write(d, "bench_10_decoding.json", bench(9999))
+        write(d, "pytorch_decode.json", torch_run(2764, 3032))
+        text, context = table(d)
+        check("one round", context["decode_rounds"] == 1)
+        check("the decode stage's row: " + row(text), "| 2754 | 2764 |" in row(text))
+        check("no rounds sentence for one round", "rounds" not in text)
+
+    with tempfile.TemporaryDirectory() as d:
+        write(d, "bench_10_decoding.json", bench(2600))  # no decode stage: the bench stage's row
+        text, _ = table(d)
+        check("the bench stage's row without a decode stage: " + row(text), "| 2600 |" in row(text))
+
+    for f in failures:
+        print("FAILED:", f)
+    print(f"test_summarize: {'FAILED' if failures else 'OK'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
