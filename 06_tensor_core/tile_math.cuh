@@ -257,21 +257,33 @@ __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_
   // END SOLUTION
 }
 
-// Epilogue: the row sums over the quad, O_i / l_i once, LSE = m * scale + log(l) (natural log).
-// row: the query row of this lane's first element (mt = 0, h = 0); rows past Sq are not written.
+// The end of the lane's row 16 mt + 8 h: its sum l over the quad's keys (every lane of the quad
+// takes part: the shuffles), and from it LSE = m * scale + log(l) (natural log), +inf for a row
+// that sees no key (l = 0, O = 0).
+template <class C>
+__device__ __forceinline__ float row_sum(const WarpRows<C>& w, int mt, int h) {
+  float l = w.l[mt][h];
+  l += __shfl_xor_sync(0xffffffffu, l, 1);
+  l += __shfl_xor_sync(0xffffffffu, l, 2);
+  return l;
+}
+template <class C>
+__device__ __forceinline__ float row_lse(const WarpRows<C>& w, int mt, int h, float l, const Params& prm) {
+  return l > 0.0f ? w.m[mt][h] * (prm.scale_log2 * kLn2) + logf(l) : std::numeric_limits<float>::infinity();
+}
+
+// Epilogue: O_i / l_i once, and LSE. row: the query row of this lane's first element (mt = 0,
+// h = 0); rows past Sq are not written.
 template <class C>
 __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& prm, std::int64_t bh, int row, int t) {
   using T = typename C::T;
   const int D = head_dim_of<C>(prm);                        // <= C::kD: columns past D are not written
   T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * D;  // (Sq, D) global
-  const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float l = w.l[mt][h];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float l = row_sum(w, mt, h);
       const int r = row + 16 * mt + 8 * h;
       if (r >= prm.seqlen_q) continue;
       const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
@@ -280,8 +292,7 @@ __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& p
         if (!C::kPadded || 8 * nt < D)
           *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * D + 8 * nt + 2 * t) =
               pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
-      if (t == 0)
-        prm.lse[bh * prm.seqlen_q + r] = l > 0.0f ? w.m[mt][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
+      if (t == 0) prm.lse[bh * prm.seqlen_q + r] = row_lse(w, mt, h, l, prm);
     }
   }
 }

@@ -144,17 +144,14 @@ __device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>
 // rows of the tile's Q slot, which the tile's last S has read and which the producer refills only
 // after the group releases it, in the 128-byte swizzle the O map writes from (a quad's 8 bytes a
 // row land in one 16-byte chunk, the 8 rows of a lane group in 8 chunks: no bank conflict); LSE
-// straight to global memory. O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
+// straight to global memory (06's row_sum and row_lse). O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
 template <class C>
 __device__ __forceinline__ void stage_o(const tensor_core::WarpRows<typename C::Tile>& w, const Params& prm,
                                         std::int64_t bh, unsigned char* O_p, int warp, int row, int g, int t) {
   using T = typename C::T;
-  const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float l = w.l[0][h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float l = tensor_core::row_sum(w, 0, h);
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
     const int r = 16 * warp + g + 8 * h;             // the row among the group's 64
 #pragma unroll
@@ -162,8 +159,7 @@ __device__ __forceinline__ void stage_o(const tensor_core::WarpRows<typename C::
       *reinterpret_cast<std::uint32_t*>(O_p + kmajor_sw128_offset(r, 8 * nt + 2 * t, C::Br)) =
           pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
     if (t == 0 && row + 8 * h < prm.seqlen_q)
-      prm.lse[bh * prm.seqlen_q + row + 8 * h] =
-          l > 0.0f ? w.m[0][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
+      prm.lse[bh * prm.seqlen_q + row + 8 * h] = tensor_core::row_lse(w, 0, h, l, prm);
   }
 }
 
@@ -288,46 +284,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
   if (warpgroup == 1) consume<C, 0>(prm, bars, base, base_p, &o_map);
   else consume<C, 1>(prm, bars, base, base_p, &o_map);
-}
-
-// The tensor maps of q, k, v as [B * H][S][D] (3-D, so that a box never crosses a head): boxes of
-// q_rows (Q) or kv_rows (K, V) rows x 64 columns.
-struct Maps {
-  CUtensorMap q, k, v;
-};
-inline Maps make_maps(const fa::Problem& p, const void* q, const void* k, const void* v, std::uint32_t q_rows,
-                      std::uint32_t kv_rows) {
-  const bool bf16 = p.dtype == fa::Dtype::bf16;
-  const std::uint64_t bh = std::uint64_t(p.batch) * p.heads, kv_bh = std::uint64_t(p.batch) * p.kv_heads;
-  return {make_tma(q, bf16, bh, p.seqlen_q, p.head_dim, q_rows, kAtomCols),
-          make_tma(k, bf16, kv_bh, p.seqlen_k, p.head_dim, kv_rows, kAtomCols),
-          make_tma(v, bf16, kv_bh, p.seqlen_k, p.head_dim, kv_rows, kAtomCols)};
-}
-
-template <class C>
-void launch(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm, cudaStream_t stream) {
-  static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(flash_v3_kernel<C>, C::kSmemBytes);
-    return true;
-  }();
-  (void)opted_in;
-  const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
-  const std::int64_t units = TileWalk::units(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent);
-  if (units == 0) return;
-  static const int blocks_per_gpu = [] {  // how many blocks are resident at once (persistent)
-    int device = 0, sms = 0, per_sm = 0;
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_v3_kernel<C>, C::kThreads, C::kSmemBytes));
-    return sms * per_sm;
-  }();
-  const std::int64_t cap = C::kPersistent ? blocks_per_gpu : std::int64_t{kMaxGridX};
-  const unsigned blocks = static_cast<unsigned>(units < cap ? units : cap);
-  // O as [B * H][Sq][D] in boxes of one consumer's 64 rows x 64 columns (the TMA-store epilogue).
-  const CUtensorMap o_map = make_tma(prm.o, p.dtype == fa::Dtype::bf16, std::uint64_t(p.batch) * p.heads, p.seqlen_q,
-                                     p.head_dim, 64, kAtomCols);
-  flash_v3_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm);
-  FA_CHECK_LAUNCH();
 }
 
 }  // namespace flash_v3

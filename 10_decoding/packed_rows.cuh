@@ -121,18 +121,15 @@ __device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, 
                                              std::int64_t kv_bh, int row, int t, bool whole, Part part) {
   using T = typename C::T;
   constexpr float kInf = std::numeric_limits<float>::infinity();
-  const float scale = prm.base.scale_log2 * kLn2;
   const int rows = packed_rows(prm.base.group_size, prm.base.seqlen_q);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    float l = w.l[0][h];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const float l = tensor_core::row_sum(w, 0, h);
     const int r = row + 8 * h;
     if (r >= rows) continue;
     const std::int64_t qr = q_row(prm, kv_bh, r);
     float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: O = 0
-    float lse = l > 0.0f ? w.m[0][h] * scale + logf(l) : kInf;
+    float lse = tensor_core::row_lse(w, 0, h, l, prm.base);
     if (kExtras && whole && prm.sink_logits) {  // one piece: the sink joins the denominator here
       const float sink = prm.sink_logits[q_head(prm, kv_bh, r)];
       if (lse == kInf) {

@@ -20,7 +20,7 @@
 
 #include <cstdint>
 
-#include "09_flash_v3/flash_v3.cuh"  // load_tile, Maps, and through it 06's tile functions
+#include "09_flash_v3/launch.cuh"  // make_maps; load_tile and 06's tile functions through flash_v3.cuh
 
 namespace flash_v3::steps {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "09_flash_v3/flash_v3.cuh"
+#include "09_flash_v3/launch.cuh"  // launch, and through it the kernel (flash_v3.cuh)
 #include "09_flash_v3/steps/one_warpgroup.cuh"
 
 namespace flash_v3::steps {

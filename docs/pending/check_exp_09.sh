@@ -8,8 +8,8 @@
 #   bash docs/pending/check_exp_09.sh OUTDIR [VARIANT]    (default tma_store; session 14: 2.5 minutes
 #                                                          for bc176, its first use)
 set -uo pipefail
-shopt -s nullglob  # no common_*.patch: none to apply
 cd "$(dirname "$0")/../.."
+source docs/pending/variant.sh  # copy_variant
 out=${1:?usage: check_exp_09.sh OUTDIR [VARIANT]}
 var=${2:-tma_store}
 mkdir -p "$out"
@@ -20,15 +20,7 @@ gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 step "main and patched, built side by side"
 root=$(mktemp -d)
 for v in main "$var"; do
-  mkdir -p "$root/$v"
-  tar --exclude='./build*' --exclude='./.git' -cf - . | tar -xf - -C "$root/$v"
-  if [[ $v != main ]]; then
-    for c in docs/pending/common_*.patch; do  # the device vocabulary the experiments share
-      (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/$c" >>"$out/patch.log" 2>&1) || { echo "FAILED to apply $c"; exit 1; }
-    done
-    (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/docs/pending/exp_09_$v.patch" >"$out/patch.log" 2>&1) ||
-      { echo "FAILED to apply exp_09_$v.patch"; exit 1; }
-  fi
+  copy_variant "$root" "$v" "docs/pending/exp_09_$v.patch" "$out/patch.log" || exit 1
   (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
     cmake --build "$root/$v/build" -j 8 --target 09_flash_v3_tests 09_flash_v3_cpu_tests 09_flash_v3_bench 09_flash_v3 >"$out/build_$v.log" 2>&1 ||
     echo "BUILD FAILED: $v (build_$v.log)") &

@@ -12,8 +12,8 @@
 # TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs (SAN_HEAD_DIM: the
 # sanitized problem's head dim, 128 by default), SPARSE=1 to time the block-sparse backward too.
 set -uo pipefail
-shopt -s nullglob  # no common_*.patch: none to apply
 cd "$(dirname "$0")/../.."
+source docs/pending/variant.sh  # copy_variant
 out=${1:?usage: check_experiments.sh OUTDIR}
 mkdir -p "$out"
 step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
@@ -21,7 +21,7 @@ step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
 variants=(main)
 if (($# > 1)); then variants+=("${@:2}"); else
-  for p in docs/pending/exp_08_*.patch; do variants+=("$(basename "$p" .patch | sed 's/^exp_08_//')"); done
+  for p in docs/pending/exp_08_*.patch; do [[ -e $p ]] && variants+=("$(basename "$p" .patch | sed 's/^exp_08_//')"); done
 fi
 head_dims=${HEAD_DIMS:-64,128,256}
 seqlens=${SEQLENS:-4096,16384}
@@ -29,15 +29,7 @@ seqlens=${SEQLENS:-4096,16384}
 step "copies and builds: ${variants[*]}"
 root=$(mktemp -d)
 for v in "${variants[@]}"; do
-  mkdir -p "$root/$v"
-  tar --exclude='./build*' --exclude='./.git' -cf - . | tar -xf - -C "$root/$v"
-  if [[ $v != main ]]; then
-    for c in docs/pending/common_*.patch; do  # the device vocabulary the experiments share
-      (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/$c" >>"$out/patch.log" 2>&1) || { echo "FAILED to apply $c"; exit 1; }
-    done
-    (cd "$root/$v" && patch -p1 --fuzz=0 <"$OLDPWD/docs/pending/exp_08_$v.patch" >>"$out/patch.log" 2>&1) ||
-      { echo "FAILED to apply exp_08_$v.patch"; exit 1; }
-  fi
+  copy_variant "$root" "$v" "docs/pending/exp_08_$v.patch" "$out/patch.log" || exit 1
   (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
     cmake --build "$root/$v/build" -j 4 --target 08_backward 08_backward_bench >"$out/build_$v.log" 2>&1 ||
     echo "BUILD FAILED: $v (build_$v.log)") &
