@@ -81,7 +81,14 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
 
   KeyTile<C> dK_j = {}, dV_j = {};  // fp32 accumulators, for the whole walk
   constexpr bool kBulk = C::kBulkDq && !kTurns && kHasBulkCopy;  // sm_80 builds keep the REDs
+  // kStage (kDqInStage, D = 256): dQ_i's boxes in the step's own stage. The stage is refilled (the
+  // step after next) only once the copy engine has read them, so the next step's copies are issued
+  // after the step's second barrier, not at its top; and dK_j's product moves before dQ_i's, with a
+  // third barrier between them and the boxes' stores (every warp is done with Q_i and dO_i).
+  constexpr bool kStage = C::kDqInStage && !kTurns && kHasBulkCopy;
   float* dQ_prev = nullptr;  // kBulk: the rows of dQ_accum the shared dQ tile holds a part of
+  int prev_i0 = 0;           // kStage: the previous step's query tile and head
+  std::int64_t prev_bh = 0;
   for (int n = 0; n < walk.n_steps; ++n) {
     const int buf = n % 2;
     const Step next = n + 1 < walk.n_steps ? walk.next(st, n + 1) : st;
@@ -91,9 +98,13 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     if constexpr (kBulk) {
       if (n > 0) add_dq_rows(dQ_prev, sm);  // step n-1's dQ_i part: every warp stored it before the barrier
     }
-    if (n + 1 < walk.n_steps) stage_rows(sm, prm, next, 1 - buf);  // step n+1 flies while step n is computed
-    cp_async_commit();
-    const std::uint32_t Q_i = sm.Q_s + buf * C::kRowBytes, dO_i = sm.dO_s + buf * C::kRowBytes;
+    if constexpr (kStage) {
+      if (n > 0) add_dq_boxes<C>(&prm.dq_map, sm.Q_s + (1 - buf) * C::kStageStride, prev_i0, prev_bh);
+    } else {
+      if (n + 1 < walk.n_steps) stage_rows(sm, prm, next, 1 - buf);  // step n+1 flies while step n is computed
+      cp_async_commit();
+    }
+    const std::uint32_t Q_i = sm.Q_s + buf * C::kStageStride, dO_i = sm.dO_s + buf * C::kStageStride;
 
     // S_ij and dP_ij, one product at a time; then P_ij and dS_ij to shared memory.
     ScoreTile<C> S = {}, dP = {};
@@ -110,11 +121,30 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     if constexpr (kBulk) {
       if (threadIdx.x < Br) bulk_wait_read<0>();  // step n-1's reduction has read the dQ tile
     }
+    if constexpr (kStage) {
+      if (threadIdx.x == 0) bulk_wait_read<0>();  // step n-1's boxes have left the other stage
+    }
     __syncthreads();  // all of P_ij and dS_ij are in smem: the products below mix every warp's part
+    if constexpr (kStage) {
+      if (n + 1 < walk.n_steps) stage_rows(sm, prm, next, 1 - buf);  // into the stage the boxes left
+      cp_async_commit();
+    }
 
     // dV_j += P_ij^T dO_i first (as FlashAttention-2 orders them): the dQ REDs below then issue
     // among dK_j's mmas, away from dV_j's ldmatrix (README: How we got here).
     key_grads(dV_j, sm.P_s, dO_i, w);
+
+    if constexpr (kStage) {
+      key_grads(dK_j, sm.dS_s, Q_i, w);  // dK_j first: the stage is free once every warp is past it
+      DqTile<C> dQ = {};
+      dq_product(dQ, sm, w);
+      __syncthreads();  // every warp is done with this stage's Q_i and dO_i
+      store_dq_boxes<C>(sm.Q_p + buf * C::kStageStride, dQ, w);  // added after the next step's first barrier
+      prev_i0 = i0;
+      prev_bh = st.bh;
+      st = next;
+      continue;
+    }
 
     // dQ_i += dS_ij K_j, into the fp32 accumulator that every key tile adds to.
     DqTile<C> dQ = {};
@@ -141,6 +171,13 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
       if (threadIdx.x < Br) bulk_wait<0>();  // done before the block (and its shared memory) goes
     }
   }
+  if constexpr (kStage) {
+    if (walk.n_steps > 0) {
+      __syncthreads();  // the last step's boxes are stored by every warp
+      add_dq_boxes<C>(&prm.dq_map, sm.Q_s + (walk.n_steps - 1) % 2 * C::kStageStride, prev_i0, prev_bh);
+      if (threadIdx.x == 0) bulk_wait<0>();  // done before the block (and its shared memory) goes
+    }
+  }
 
   // Epilogue: dK_j * scale and dV_j, once, after every query head of the group.
   write_key_grads<C>(static_cast<T*>(prm.dk) + (kv_bh * Sk + j0) * D, static_cast<T*>(prm.dv) + (kv_bh * Sk + j0) * D,
@@ -158,7 +195,7 @@ __device__ __forceinline__ DenseWalk dense_walk(const TcParams& prm, std::int64_
 // grid: Tc along x by B*Hkv rows over y and z (common/device/grid.cuh); one block per SM.
 // The dense backward: dQ by atomics, in whatever order the blocks reach them.
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcParams prm) {
+__global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const __grid_constant__ TcParams prm) {
   const std::int64_t kv_bh = grid_row();       // b * Hkv + kv head
   if (kv_bh >= prm.batch_kv_heads) return;     // a spare block of the grid
   key_tile_backward<C, false>(prm, dense_walk<C>(prm, kv_bh, blockIdx.x), kv_bh, blockIdx.x);
@@ -166,7 +203,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const TcPar
 
 // The deterministic backward: the dense walk, dQ in turn order (tile j adds after tile j - 1).
 template <class C>
-__global__ void __launch_bounds__(C::kThreads, 1) backward_tc_deterministic_kernel(const TcParams prm) {
+__global__ void __launch_bounds__(C::kThreads, 1) backward_tc_deterministic_kernel(const __grid_constant__ TcParams prm) {
   const std::int64_t kv_bh = grid_row();
   if (kv_bh >= prm.batch_kv_heads) return;
   key_tile_backward<C, true>(prm, dense_walk<C>(prm, kv_bh, blockIdx.x), kv_bh, blockIdx.x);
@@ -175,7 +212,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_deterministic_kern
 // The block-sparse backward: the steps the host listed for this key tile (sparse_walk.h);
 // kTurns: deterministic, a step's rank is the number of listed key tiles before it.
 template <class C, bool kTurns>
-__global__ void __launch_bounds__(C::kThreads, 1) backward_tc_sparse_kernel(const TcParams prm) {
+__global__ void __launch_bounds__(C::kThreads, 1) backward_tc_sparse_kernel(const __grid_constant__ TcParams prm) {
   const std::int64_t kv_bh = grid_row();
   if (kv_bh >= prm.batch_kv_heads) return;
   const std::int64_t row = kv_bh * gridDim.x + blockIdx.x;  // this block's list
@@ -256,6 +293,11 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, p.head_dim, kD, p.seqlen_q, dq_rows,
            stream);
 
+  CUtensorMap dq_map{};  // kDqInStage: dq_accum for the copy engine's adds (sm_90 code only)
+  if constexpr (Dense::kDqInStage) {
+    if (fa::cuda::compute_capability() >= 90)
+      dq_map = fa::cuda::make_tma_f32(dq_accum, std::uint64_t(p.batch) * p.heads, dq_rows, kD, Dense::Br, 32);
+  }
   const TcParams prm{.q = q, .k = k, .v = v, .dout = dout, .lse = lse, .D_row = D_row,
                      .dq_accum = dq_accum, .dq_turn = dq_turn,
                      .walk_offsets = walk ? walk->offsets() : nullptr,
@@ -265,7 +307,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
                      .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(),
                      .dq_rows = dq_rows, .head_dim = p.head_dim, .causal = p.causal,
-                     .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
+                     .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
+                     .dq_map = dq_map};
   const dim3 grid =
       fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, Dense::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
   const auto dense = [&] {

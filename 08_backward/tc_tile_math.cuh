@@ -23,8 +23,8 @@ __device__ __forceinline__ void stage_rows(const SmemTiles<C>& sm, const TcParam
   using T = typename C::T;
   constexpr int Br = C::Br;
   const int Sq = prm.seqlen_q, i0 = st.i_tile * Br, D = head_dim_of<C>(prm);  // columns D .. kD - 1 zero-filled
-  copy_tile<C, Br>(sm.Q_s + buf * C::kRowBytes, static_cast<const T*>(prm.q) + (st.bh * Sq + i0) * D, Sq - i0, D);
-  copy_tile<C, Br>(sm.dO_s + buf * C::kRowBytes, static_cast<const T*>(prm.dout) + (st.bh * Sq + i0) * D, Sq - i0, D);
+  copy_tile<C, Br>(sm.Q_s + buf * C::kStageStride, static_cast<const T*>(prm.q) + (st.bh * Sq + i0) * D, Sq - i0, D);
+  copy_tile<C, Br>(sm.dO_s + buf * C::kStageStride, static_cast<const T*>(prm.dout) + (st.bh * Sq + i0) * D, Sq - i0, D);
   if (threadIdx.x < 2 * Br) {  // threads 0..Br-1: LSE_i, Br..2Br-1: D_i; zero past Sq
     const int r = threadIdx.x % Br, i = i0 + r;
     const float* src = (threadIdx.x < Br ? prm.lse : prm.D_row) + st.bh * Sq;
@@ -198,6 +198,42 @@ template <class C>
 __device__ __forceinline__ void add_dq_rows(float* dQ_g, const SmemTiles<C>& sm) {
   if (threadIdx.x < C::Br) {
     bulk_reduce_add_f32(dQ_g + threadIdx.x * C::kD, sm.dQ_s + threadIdx.x * C::kDqStride * 4, C::kD * 4);
+    bulk_commit();
+  }
+}
+
+// kDqInStage: the warp's part of dQ_i into the step's stage (its Q_i and dO_i, which every warp has
+// read), as kD / 32 boxes of Br rows x 32 floats in the 128-byte swizzle the dQ map reads: 16-byte
+// chunk c of row r at chunk c ^ (r % 8), so the 8 rows of a float2 store fall in 8 chunk columns
+// (2 wavefronts for 256 bytes). Then fenced for the copy engine.
+template <class C>
+__device__ __forceinline__ void store_dq_boxes(unsigned char* stage, const DqTile<C>& dQ, const WarpTiles<C>& w) {
+  static_assert(C::kQCols % 32 == 0, "a warp's dQ columns start a box");
+  // Column 8 nt + 2t of the warp's tile (box row r, r % 8 = g) sits in chunk 2 (nt % 4) + t / 2 at
+  // byte 8 (t % 2): swizzled, chunk (2 (nt % 4)) ^ (g & 6) plus (t / 2) ^ (g & 1).
+  unsigned char* lane = stage + (w.q_col0 / 32) * (C::Br * 128) + w.g * 128 + ((w.t >> 1) ^ (w.g & 1)) * 16 + (w.t & 1) * 8;
+  const int gg = w.g >> 1;
+#pragma unroll
+  for (int mt = 0; mt < C::kQM; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      unsigned char* row = lane + (w.q_row0 + 16 * mt + 8 * h) * 128;
+#pragma unroll
+      for (int nt = 0; nt < C::kQN; ++nt)
+        *reinterpret_cast<float2*>(row + nt / 4 * (C::Br * 128) + ((nt % 4) ^ gg) * 32) =
+            make_float2(dQ[mt][nt][2 * h], dQ[mt][nt][2 * h + 1]);
+    }
+  fence_proxy_async();  // these generic-proxy stores before the copy engine's reads
+}
+
+// kDqInStage: thread 0 has the copy engine add the stage's kD / 32 boxes to rows i0 .. i0 + Br of
+// head bh of dq_accum, and commits them. After a barrier that follows every warp's store_dq_boxes.
+template <class C>
+__device__ __forceinline__ void add_dq_boxes(const CUtensorMap* map, std::uint32_t stage, int i0, std::int64_t bh) {
+  if (threadIdx.x == 0) {
+#pragma unroll
+    for (int a = 0; a < C::kD / 32; ++a)
+      tma_reduce_add_3d(map, 32 * a, i0, static_cast<int>(bh), stage + a * C::Br * 128);
     bulk_commit();
   }
 }

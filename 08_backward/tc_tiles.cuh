@@ -8,6 +8,7 @@
 
 #include "06_tensor_core/tile_math.cuh"  // copy_tile (06), and through it common/device/
 #include "08_backward/sparse_walk.h"     // step_head, step_tile, step_halves
+#include "common/device/tma.cuh"       // CUtensorMap (TcParams::dq_map)
 
 namespace backward::tc {
 
@@ -66,7 +67,17 @@ struct TcConfig {
   // sm_80 code keeps the REDs (kHasBulkCopy).
   static constexpr bool kBulkDq = !kPadded && (kD == 96 || kD == 128);
   static constexpr int kDqStride = kD + 8, kDqBytes = kBulkDq ? Br * kDqStride * 4 : 0;
-  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + 2 * kPBytes + 4 * Br * 4;  // without the dQ tile
+  // kDqInStage (D = 256, not padded; sm_90): no room is left for a dQ tile of 64 x 256 floats next
+  // to the 209 KiB of tiles, so it goes into the step's own stage of Q_i and dO_i (2 x 32 KiB, read
+  // by then; the stages are laid out Q_0, dO_0, Q_1, dO_1 so that each is one 64 KiB block), as
+  // kD / 32 boxes of 64 rows x 32 floats in the 128-byte swizzle, which the copy engine adds to
+  // dQ_accum through a tensor map (tma_reduce_add_3d). Measured 1.18-1.23x at D = 256 (README,
+  // "How we got here"). kAlign: slack to put the tiles on the swizzle's 1024-byte atoms.
+  static constexpr bool kDqInStage = !kPadded && kD == 256;
+  static constexpr int kStageStride = kDqInStage ? 2 * kRowBytes : kRowBytes;  // Q_i of stage b: Q_s + b kStageStride
+  static constexpr int kDOOffset = kDqInStage ? kRowBytes : 2 * kRowBytes;     // dO_s - Q_s
+  static constexpr int kAlign = kDqInStage ? 1024 : 0;
+  static constexpr int kSmemBytes = 2 * kKVBytes + 4 * kRowBytes + 2 * kPBytes + 4 * Br * 4 + kAlign;  // without the dQ tile
   static_assert(kD % 16 == 0 && kSRows % 16 == 0 && kSKeys % 16 == 0 && kSKeys <= 64 && kVCols % 16 == 0 &&
                 kQRows % 16 == 0 && kQCols % 16 == 0 && 2 * Br <= kThreads);
 };
@@ -98,6 +109,7 @@ struct TcParams {
   int head_dim;  // D: the rows' length in q, k, v, dout, dk, dv (<= kD; dq_accum rows are kD long)
   bool causal;
   float scale, scale_log2;
+  CUtensorMap dq_map;  // kDqInStage on sm_90: dq_accum as [B * H][dq_rows][kD] fp32, boxes of Br x 32
 };
 
 // The head dim the kernels of C address global memory with: TcParams::head_dim when C is padded,
@@ -111,21 +123,24 @@ __device__ __forceinline__ int head_dim_of(const TcParams& prm) {
 template <class C>
 struct SmemTiles {
   std::uint32_t K_s, V_s;  // (Bc, kCols) smem: K_j, V_j, for the whole walk
-  std::uint32_t Q_s, dO_s;  // (2, Br, kCols) smem: Q_i, dO_i, double buffered
+  std::uint32_t Q_s, dO_s;  // (2, Br, kCols) smem: Q_i, dO_i, double buffered (stage b: + b kStageStride)
+  unsigned char* Q_p;       // Q_s as a generic pointer (kDqInStage: the stores of the dQ boxes)
   std::uint32_t P_s, dS_s;  // (Br, Bc) smem: P_ij, dS_ij in T
   unsigned char *P_p, *dS_p;  // the same two, as generic pointers (for the stores)
   float *lse_s, *D_s;         // (2, Br) smem: LSE_i, D_i (0 past Sq)
   float* dQ_p;                // (Br, kDqStride) smem, fp32: dQ_i's part (kBulkDq on sm_90)
   std::uint32_t dQ_s;
   __device__ __forceinline__ explicit SmemTiles(unsigned char* smem) {
-    K_s = smem_u32(smem);
+    const std::uint32_t raw = smem_u32(smem);
+    K_s = C::kAlign ? (raw + C::kAlign - 1) / C::kAlign * C::kAlign : raw;
     V_s = K_s + C::kKVBytes;
     Q_s = V_s + C::kKVBytes;
-    dO_s = Q_s + 2 * C::kRowBytes;
-    P_s = dO_s + 2 * C::kRowBytes;
+    dO_s = Q_s + C::kDOOffset;
+    P_s = Q_s + 4 * C::kRowBytes;
     dS_s = P_s + C::kPBytes;
-    P_p = smem + (P_s - K_s);
-    dS_p = smem + (dS_s - K_s);
+    Q_p = smem + (Q_s - raw);
+    P_p = smem + (P_s - raw);
+    dS_p = smem + (dS_s - raw);
     lse_s = reinterpret_cast<float*>(dS_p + C::kPBytes);
     D_s = lse_s + 2 * C::Br;
     dQ_p = D_s + 2 * C::Br;  // 16 Br bytes past lse_s: 16-byte aligned; last, kSmemBytes on

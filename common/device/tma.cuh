@@ -92,13 +92,14 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, int c0, int
 
 // ---- host ----------------------------------------------------------------------------------
 
-// A 3-D tensor map of `matrices` row-major (rows, cols) matrices of 2-byte elements (bf16 or
-// fp16), one after the other, boxes of (box_rows, box_cols) written in the 128-byte swizzle (with
-// rank 2 and matrices 1: a 2-D map of one matrix). box_cols * 2 <= 128; rows of 16-byte multiples. cuTensorMapEncodeTiled is a
-// driver function: it is looked up through the runtime (cudaGetDriverEntryPointByVersion), so
-// nothing links libcuda.
-inline CUtensorMap make_tma(const void* base, bool bf16, std::uint64_t matrices, std::uint64_t rows,
-                            std::uint64_t cols, std::uint32_t box_rows, std::uint32_t box_cols, cuuint32_t rank = 3) {
+// A 3-D tensor map of `matrices` row-major (rows, cols) matrices of `elem_bytes`-byte elements of
+// `type`, one after the other, boxes of (box_rows, box_cols) in the 128-byte swizzle (with rank 2
+// and matrices 1: a 2-D map of one matrix). box_cols * elem_bytes <= 128; rows of 16-byte multiples.
+// cuTensorMapEncodeTiled is a driver function: it is looked up through the runtime
+// (cudaGetDriverEntryPointByVersion), so nothing links libcuda.
+inline CUtensorMap make_tma_of(CUtensorMapDataType type, std::uint32_t elem_bytes, const void* base,
+                               std::uint64_t matrices, std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
+                               std::uint32_t box_cols, cuuint32_t rank = 3) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -110,19 +111,32 @@ inline CUtensorMap make_tma(const void* base, bool bf16, std::uint64_t matrices,
       throw std::runtime_error("cuTensorMapEncodeTiled is not available from this driver");
     return reinterpret_cast<Encode>(fn);
   }();
-  if (box_cols * 2 > 128 || (cols * 2) % 16 != 0)
-    throw std::invalid_argument("make_tma: a 128-byte-swizzled box is at most 64 columns; rows must be 16-byte multiples");
+  if (box_cols * elem_bytes > 128 || (cols * elem_bytes) % 16 != 0)
+    throw std::invalid_argument("make_tma: a 128-byte-swizzled box is at most 128 bytes wide; rows must be 16-byte multiples");
   CUtensorMap map{};
-  const cuuint64_t dims[3] = {cols, rows, matrices};           // innermost first
-  const cuuint64_t strides[2] = {cols * 2, rows * cols * 2};  // bytes between rows, between matrices
+  const cuuint64_t dims[3] = {cols, rows, matrices};                                  // innermost first
+  const cuuint64_t strides[2] = {cols * elem_bytes, rows * cols * elem_bytes};  // bytes between rows, between matrices
   const cuuint32_t box[3] = {box_cols, box_rows, 1};
   const cuuint32_t steps[3] = {1, 1, 1};
-  const CUresult r = encode(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank,
-                            const_cast<void*>(base), dims, strides, box, steps, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+  const CUresult r = encode(&map, type, rank, const_cast<void*>(base), dims, strides, box, steps,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out of bounds: zeros
   if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
   return map;
+}
+
+// The map of bf16 or fp16 matrices (2-byte elements; box_cols <= 64).
+inline CUtensorMap make_tma(const void* base, bool bf16, std::uint64_t matrices, std::uint64_t rows,
+                            std::uint64_t cols, std::uint32_t box_rows, std::uint32_t box_cols, cuuint32_t rank = 3) {
+  return make_tma_of(bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base, matrices, rows,
+                     cols, box_rows, box_cols, rank);
+}
+
+// The map of fp32 matrices (box_cols <= 32): a reduction's target (tma_reduce_add_3d).
+inline CUtensorMap make_tma_f32(const float* base, std::uint64_t matrices, std::uint64_t rows, std::uint64_t cols,
+                                std::uint32_t box_rows, std::uint32_t box_cols) {
+  return make_tma_of(CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, base, matrices, rows, cols, box_rows, box_cols);
 }
 
 // The 2-D map of one row-major (rows, cols) matrix.
@@ -147,6 +161,19 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, std::uint32_t sr
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(dst), "r"(src),
                "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+// The copy engine adds a box of shared memory (in the map's 128-byte swizzle) into global memory at
+// (column c0, row c1, matrix c2), element by element in the map's type (fp32 here); tracked in the
+// calling thread's bulk group like bulk_reduce_add_f32.
+__device__ __forceinline__ void tma_reduce_add_3d(const CUtensorMap* map, int c0, int c1, int c2, std::uint32_t src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(src)
                : "memory");
 #else
   __trap();

@@ -52,7 +52,7 @@ echo "$(grep -c 'rc=0' "$out/correctness.txt") of $(wc -l <"$out/correctness.txt
 if [[ ${TESTS:-1} == 1 ]]; then
   step "tests and sanitizers of each variant but main"
   for v in "${variants[@]:1}"; do
-    cmake --build "$root/$v/build" -j "$(nproc)" --target 08_backward_tests >>"$out/build_$v.log" 2>&1 || echo "TEST BUILD FAILED: $v"
+    cmake --build "$root/$v/build" -j "$(nproc)" --target 08_backward_tests 08_backward_cpu_tests >>"$out/build_$v.log" 2>&1 || echo "TEST BUILD FAILED: $v"
     ctest --test-dir "$root/$v/build" -L 08_backward -j "$(nproc)" --timeout 300 >"$out/ctest_$v.log" 2>&1
     echo "$v: $(grep -E 'tests passed' "$out/ctest_$v.log")"
     grep -E "\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest_$v.log" | head -10
