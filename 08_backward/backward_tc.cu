@@ -81,7 +81,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
 
   KeyTile<C> dK_j = {}, dV_j = {};  // fp32 accumulators, for the whole walk
   constexpr bool kBulk = C::kBulkDq && !kTurns && kHasBulkCopy;  // sm_80 builds keep the REDs
-  // kStage (kDqInStage, D = 256): dQ_i's boxes in the step's own stage. The stage is refilled (the
+  // kStage (kDqInStage, the 192 and 256 tiles): dQ_i's boxes in the step's own stage. The stage is refilled (the
   // step after next) only once the copy engine has read them, so the next step's copies are issued
   // after the step's second barrier, not at its top; and dK_j's product moves before dQ_i's, with a
   // third barrier between them and the boxes' stores (every warp is done with Q_i and dO_i).

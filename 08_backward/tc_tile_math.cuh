@@ -208,9 +208,12 @@ __device__ __forceinline__ void add_dq_rows(float* dQ_g, const SmemTiles<C>& sm)
 // (2 wavefronts for 256 bytes). Then fenced for the copy engine.
 template <class C>
 __device__ __forceinline__ void store_dq_boxes(unsigned char* stage, const DqTile<C>& dQ, const WarpTiles<C>& w) {
-  static_assert(C::kQCols % 32 == 0, "a warp's dQ columns start a box");
-  // Column 8 nt + 2t of the warp's tile (box row r, r % 8 = g) sits in chunk 2 (nt % 4) + t / 2 at
-  // byte 8 (t % 2): swizzled, chunk (2 (nt % 4)) ^ (g & 6) plus (t / 2) ^ (g & 1).
+  // The warp's columns from q_col0 = 32 box0 + 8 k0 on, in groups of 8 (one mma tile, nt): group
+  // k0 + nt is in box box0 + (k0 + nt) / 4, group (k0 + nt) % 4 of it. k0 is 0 where a warp's
+  // columns are whole boxes (D = 256: 64 a warp), 0 or 2 at D = 192 (48 a warp).
+  const int k0 = C::kQCols % 32 == 0 ? 0 : w.q_col0 / 8 % 4;
+  // Column 8 (k0 + nt) + 2t of a box (box row r, r % 8 = g) sits in chunk 2 ((k0 + nt) % 4) + t / 2
+  // at byte 8 (t % 2): swizzled, chunk 2 ((k0 + nt) % 4) ^ (g & 6) plus (t / 2) ^ (g & 1).
   unsigned char* lane = stage + (w.q_col0 / 32) * (C::Br * 128) + w.g * 128 + ((w.t >> 1) ^ (w.g & 1)) * 16 + (w.t & 1) * 8;
   const int gg = w.g >> 1;
 #pragma unroll
@@ -219,9 +222,11 @@ __device__ __forceinline__ void store_dq_boxes(unsigned char* stage, const DqTil
     for (int h = 0; h < 2; ++h) {
       unsigned char* row = lane + (w.q_row0 + 16 * mt + 8 * h) * 128;
 #pragma unroll
-      for (int nt = 0; nt < C::kQN; ++nt)
-        *reinterpret_cast<float2*>(row + nt / 4 * (C::Br * 128) + ((nt % 4) ^ gg) * 32) =
+      for (int nt = 0; nt < C::kQN; ++nt) {
+        const int group = k0 + nt;
+        *reinterpret_cast<float2*>(row + group / 4 * (C::Br * 128) + ((group % 4) ^ gg) * 32) =
             make_float2(dQ[mt][nt][2 * h], dQ[mt][nt][2 * h + 1]);
+      }
     }
   fence_proxy_async();  // these generic-proxy stores before the copy engine's reads
 }

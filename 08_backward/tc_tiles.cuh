@@ -67,13 +67,14 @@ struct TcConfig {
   // sm_80 code keeps the REDs (kHasBulkCopy).
   static constexpr bool kBulkDq = !kPadded && (kD == 96 || kD == 128);
   static constexpr int kDqStride = kD + 8, kDqBytes = kBulkDq ? Br * kDqStride * 4 : 0;
-  // kDqInStage (D = 256, not padded; sm_90): no room is left for a dQ tile of 64 x 256 floats next
-  // to the 209 KiB of tiles, so it goes into the step's own stage of Q_i and dO_i (2 x 32 KiB, read
-  // by then; the stages are laid out Q_0, dO_0, Q_1, dO_1 so that each is one 64 KiB block), as
-  // kD / 32 boxes of 64 rows x 32 floats in the 128-byte swizzle, which the copy engine adds to
-  // dQ_accum through a tensor map (tma_reduce_add_3d). Measured 1.18-1.23x at D = 256 (README,
-  // "How we got here"). kAlign: slack to put the tiles on the swizzle's 1024-byte atoms.
-  static constexpr bool kDqInStage = !kPadded && kD == 256;
+  // kDqInStage (the 192 and 256 tiles, padded or not; sm_90): no room is left for a dQ tile of
+  // 64 x 256 floats next to the 209 KiB of tiles, so it goes into the step's own stage of Q_i and
+  // dO_i (2 x 32 KiB, rows of 256 columns, read by then; the stages are laid out Q_0, dO_0, Q_1,
+  // dO_1 so that each is one 64 KiB block), as kD / 32 boxes of 64 rows x 32 floats in the 128-byte
+  // swizzle, which the copy engine adds to dQ_accum through a tensor map (tma_reduce_add_3d).
+  // Measured 1.18-1.23x at D = 256, 1.23-1.27x at D = 192 and 1.22-1.26x at D = 160 (README, "How
+  // we got here"). kAlign: slack to put the tiles on the swizzle's 1024-byte atoms.
+  static constexpr bool kDqInStage = kD == 192 || kD == 256;
   static constexpr int kStageStride = kDqInStage ? 2 * kRowBytes : kRowBytes;  // Q_i of stage b: Q_s + b kStageStride
   static constexpr int kDOOffset = kDqInStage ? kRowBytes : 2 * kRowBytes;     // dO_s - Q_s
   static constexpr int kAlign = kDqInStage ? 1024 : 0;
