@@ -15,7 +15,9 @@ namespace {
 template <class T>
 void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
   with_tile(p.head_dim, [&](auto kd, auto padded) {
-    launch<ChapterConfig<T, decltype(kd)::value, decltype(padded)::value>>(prm, stream);
+    using C = ChapterConfig<T, decltype(kd)::value, decltype(padded)::value>;
+    if (p.layout == fa::Layout::bshd) launch<C, true>(prm, stream);  // [B, S, H, D]: BlockInputs' strides
+    else launch<C, false>(prm, stream);
   });
 }
 
@@ -27,7 +29,8 @@ const fa::Chapter& chapter() {
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
                   .head_dims = {},
                   .max_head_dim = 256,
-                  .head_dim_multiple = 8},
+                  .head_dim_multiple = 8,
+                  .bshd = true},  // [B, S, H, D] too: Params' strides
       .forward = forward,
       .test_head_dims = {8, 32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};

@@ -78,20 +78,32 @@ void with_tile(int d, F&& f) {
   tile(std::integral_constant<int, 256>{});
 }
 
-// One (query tile, head) block's view of global memory.
-template <class C>
+// One (query tile, head) block's view of global memory. kBshd: the tensors are [B, S, H, D], so
+// a slice starts at b · batch + h · head and its rows lie q_row (H D) or kv_row (Hkv D) elements
+// apart (Params' strides); else [B, H, S, D], rows D apart.
+template <class C, bool kBshd = false>
 struct BlockInputs {
   std::int64_t bh;         // b * H + h
   const typename C::T* Q;  // (Br, D) global: Q_i
   const typename C::T* K;  // (Sk, D) global
   const typename C::T* V;  // (Sk, D) global
+  std::int64_t q_row = 0, kv_row = 0;  // kBshd only
   __device__ __forceinline__ BlockInputs(const Params& prm, int i0) : bh(fa::cuda::grid_row()) {
     using T = typename C::T;
-    const std::int64_t kv_bh = bh / prm.group_size;  // b * Hkv + h / (H / Hkv)
-    const int D = head_dim_of<C>(prm);
-    Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * D;
-    K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * D;
-    V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * D;
+    if constexpr (kBshd) {
+      const std::int64_t b = bh / prm.heads, h = bh % prm.heads, kv_h = h / prm.group_size;  // GQA: h / (H / Hkv)
+      const fa::Strides &qs = prm.q_strides, &kvs = prm.kv_strides;
+      q_row = qs.row, kv_row = kvs.row;
+      Q = static_cast<const T*>(prm.q) + b * qs.batch + h * qs.head + i0 * q_row;
+      K = static_cast<const T*>(prm.k) + b * kvs.batch + kv_h * kvs.head;
+      V = static_cast<const T*>(prm.v) + b * kvs.batch + kv_h * kvs.head;
+    } else {
+      const std::int64_t kv_bh = bh / prm.group_size;  // b * Hkv + h / (H / Hkv)
+      const int D = head_dim_of<C>(prm);
+      Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * D;
+      K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * D;
+      V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * D;
+    }
   }
 };
 
@@ -101,8 +113,8 @@ __device__ __forceinline__ int query_tile(const Params& prm) {
 }
 
 // grid: Tr along x by B*H rows over y and z; block: 4 warps. Warp w owns rows
-// [16 kMTiles w, 16 kMTiles (w+1)) of Q_i.
-template <class C>
+// [16 kMTiles w, 16 kMTiles (w+1)) of Q_i. kBshd: [B, S, H, D] tensors (BlockInputs).
+template <class C, bool kBshd = false>
 __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Params prm) {
   if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
   constexpr int kCols = C::kCols, Br = C::Br, Bc = C::Bc, kD = C::kD;
@@ -114,17 +126,24 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
-  const BlockInputs<C> in(prm, i0);
+  const BlockInputs<C, kBshd> in(prm, i0);
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = head_dim_of<C>(prm);  // D <= kD: the tile is zero-padded
+
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, K_0 and V_0 in the next.
-  copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D);
+  if constexpr (kBshd) copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D, in.q_row);
+  else copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D);
   cp_async_commit();
   if (Tc_end > 0) {
-    copy_tile<C, Bc>(K_s, in.K, Sk, D);
-    copy_tile<C, Bc>(V_s, in.V, Sk, D);
+    if constexpr (kBshd) {  // rows kv_row (Hkv D) apart
+      copy_tile<C, Bc>(K_s, in.K, Sk, D, in.kv_row);
+      copy_tile<C, Bc>(V_s, in.V, Sk, D, in.kv_row);
+    } else {
+      copy_tile<C, Bc>(K_s, in.K, Sk, D);
+      copy_tile<C, Bc>(V_s, in.V, Sk, D);
+    }
   }
   cp_async_commit();
 
@@ -150,8 +169,13 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if constexpr (C::kStages == 1) {
       if (j_tile > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
-        copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
-        copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
+        if constexpr (kBshd) {
+          copy_tile<C, Bc>(K_s, in.K + j0 * in.kv_row, Sk - j0, D, in.kv_row);
+          copy_tile<C, Bc>(V_s, in.V + j0 * in.kv_row, Sk - j0, D, in.kv_row);
+        } else {
+          copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
+          copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
+        }
         cp_async_commit();
       }
     }
@@ -161,8 +185,13 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if constexpr (C::kStages == 2) {
       if (j_tile + 1 < Tc_end) {  // K_{j+1}, V_{j+1} fly while tile j is computed
         const std::uint32_t next = (1 - stage) * kTileBytes;
-        copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * D, Sk - j0 - Bc, D);
-        copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * D, Sk - j0 - Bc, D);
+        if constexpr (kBshd) {
+          copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * in.kv_row, Sk - j0 - Bc, D, in.kv_row);
+          copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * in.kv_row, Sk - j0 - Bc, D, in.kv_row);
+        } else {
+          copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * D, Sk - j0 - Bc, D);
+          copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * D, Sk - j0 - Bc, D);
+        }
       }
       cp_async_commit();
     }
@@ -174,7 +203,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
     accumulate_pv<C>(w, P_ij, V_s + stage * kTileBytes, lane_a);
   }
-  write_rows<C>(w, prm, in.bh, i0 + row0 + g, t);
+  write_rows<C, kBshd>(w, prm, in.bh, i0 + row0 + g, t);
 }
 
 // The kernel's arguments, after the checks that go beyond fa::check_forward_args.
@@ -186,7 +215,7 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
   return {q,          k,           v,         o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k,
-          p.group_size(), p.causal, p.scale() * kLog2e, p.head_dim};
+          p.group_size(), p.causal, p.scale() * kLog2e, p.head_dim, p.q_strides(), p.kv_strides(), p.heads};
 }
 
 // Launches kKernel (a kernel of configuration C taking P) on the grid of query tiles: Tr along x,
@@ -203,9 +232,9 @@ void launch_on_grid(const P& prm, cudaStream_t stream, const char* chapter) {
   FA_CHECK_LAUNCH();
 }
 
-template <class C>
+template <class C, bool kBshd = false>
 void launch(const Params& prm, cudaStream_t stream) {
-  launch_on_grid<C, tensor_core_kernel<C>>(prm, stream, "06_tensor_core");
+  launch_on_grid<C, tensor_core_kernel<C, kBshd>>(prm, stream, "06_tensor_core");
 }
 
 }  // namespace tensor_core

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "common/device/cp_async.cuh"
 #include "common/device/math.cuh"
@@ -20,10 +21,10 @@ namespace tensor_core {
 using namespace fa::cuda;
 
 struct Params {
-  const void* q;  // [B, H, Sq, D] global, fp16 / bf16
-  const void* k;  // [B, Hkv, Sk, D] global
-  const void* v;  // [B, Hkv, Sk, D] global
-  void* o;        // [B, H, Sq, D] global
+  const void* q;  // [B, H, Sq, D] global, fp16 / bf16 ([B, Sq, H, D] under Layout::bshd)
+  const void* k;  // [B, Hkv, Sk, D] global ([B, Sk, Hkv, D])
+  const void* v;  // [B, Hkv, Sk, D] global ([B, Sk, Hkv, D])
+  void* o;        // [B, H, Sq, D] global ([B, Sq, H, D])
   float* lse;     // [B, H, Sq] global, natural log
   std::int64_t batch_heads;  // B * H: the grid's rows (common/device/grid.cuh)
   int seqlen_q, seqlen_k;
@@ -31,6 +32,12 @@ struct Params {
   bool causal;
   float scale_log2;  // softmax scale * log2(e)
   int head_dim;      // D: the rows' length in global memory, a multiple of 8 up to the tile's kD
+  // [B, S, H, D] tensors (Layout::bshd; only the chapter's kernel takes them, instantiated with
+  // kBshd): the element strides between batches, heads and rows (positions) of Q and O, and of K
+  // and V (common/problem.h: Strides). A kernel for [B, H, S, D] does not read them: its rows are
+  // the constant D apart there, and its code stays what it was before the strides came.
+  fa::Strides q_strides, kv_strides;
+  int heads;  // H: slice bh is batch bh / H, head bh % H
 };
 
 // Tile sizes and switches. The step-by-step versions of the README are this kernel with some
@@ -70,15 +77,21 @@ __device__ __forceinline__ int head_dim_of(const Params& prm) {
 // partial tile needs no other care. A head dim below the tile's kD (D = 72 in a kD = 96 tile; D a
 // multiple of 8, so a 16-byte chunk is all in or all out) zero-fills columns D .. kD - 1, which the
 // mmas read and which then add 0; columns past kD (kD = 96 in a 128-wide row) are never read and
-// not copied. kThreads: how many threads (0 .. kThreads - 1) share the copy.
-template <class C, int kRows, int kThreads = C::kThreads>
-__device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows, int D = C::kD) {
+// not copied. kThreads: how many threads (0 .. kThreads - 1) share the copy. Rows lie D elements
+// apart, or `pitch` apart where one is given ([B, S, H, D] tensors: H D).
+template <class C, int kRows, int kThreads = C::kThreads, class Pitch = int>
+__device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows, int D = C::kD,
+                                          Pitch pitch = 0) {
+  const auto row = [&] {
+    if constexpr (std::is_same_v<Pitch, int>) return D;  // the constant D of an exact tile stays one
+    else return pitch;
+  }();
   constexpr int kRowChunks = C::kCols / kChunkElems;
   constexpr int kRowsPerIt = kThreads / kRowChunks;  // rows one pass of the threads covers
   static_assert(kRows % kRowsPerIt == 0);
   const int r_t = copy_row(threadIdx.x, kRowChunks), c = copy_chunk(threadIdx.x, kRowChunks) * kChunkElems;
   if (c >= C::kD) return;
-  const typename C::T* src_t = src + r_t * D + c;  // this thread's first chunk
+  const typename C::T* src_t = src + r_t * row + c;  // this thread's first chunk
   // The swizzle key repeats every 8 rows (swizzle.h): when a pass covers a multiple of 8 rows,
   // the thread's smem offset moves by whole rows, and every copy takes immediate offsets.
   auto dst = [&](int it) {
@@ -89,12 +102,12 @@ __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::
   };
   if (rows >= kRows && c < D) {  // a whole tile: no predicates
 #pragma unroll
-    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16(dst(it), src_t + it * kRowsPerIt * D, true);
+    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16(dst(it), src_t + it * kRowsPerIt * row, true);
   } else {
 #pragma unroll
     for (int it = 0; it < kRows / kRowsPerIt; ++it) {
       const bool inside = r_t + it * kRowsPerIt < rows && c < D;
-      cp_async_16(dst(it), inside ? src_t + it * kRowsPerIt * D : src, inside);
+      cp_async_16(dst(it), inside ? src_t + it * kRowsPerIt * row : src, inside);
     }
   }
 }
@@ -274,11 +287,13 @@ __device__ __forceinline__ float row_lse(const WarpRows<C>& w, int mt, int h, fl
 
 // Epilogue: O_i / l_i once, and LSE. row: the query row of this lane's first element (mt = 0,
 // h = 0); rows past Sq are not written.
-template <class C>
+template <class C, bool kBshd = false>
 __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& prm, std::int64_t bh, int row, int t) {
   using T = typename C::T;
-  const int D = head_dim_of<C>(prm);                        // <= C::kD: columns past D are not written
-  T* O_g = static_cast<T*>(prm.o) + bh * prm.seqlen_q * D;  // (Sq, D) global
+  const int D = head_dim_of<C>(prm);  // <= C::kD: columns past D are not written
+  const fa::Strides& os = prm.q_strides;  // kBshd: O lies as Q does, rows os.row apart
+  T* O_g = kBshd ? static_cast<T*>(prm.o) + bh / prm.heads * os.batch + bh % prm.heads * os.head
+                 : static_cast<T*>(prm.o) + bh * prm.seqlen_q * D;  // (Sq, D) global
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt) {
 #pragma unroll
@@ -290,7 +305,7 @@ __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& p
 #pragma unroll
       for (int nt = 0; nt < C::kD / 8; ++nt)  // a quad writes 16 contiguous bytes
         if (!C::kPadded || 8 * nt < D)
-          *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * D + 8 * nt + 2 * t) =
+          *reinterpret_cast<std::uint32_t*>(O_g + (kBshd ? r * os.row : std::int64_t{r} * D) + 8 * nt + 2 * t) =
               pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
       if (t == 0) prm.lse[bh * prm.seqlen_q + r] = row_lse(w, mt, h, l, prm);
     }

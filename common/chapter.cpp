@@ -25,6 +25,8 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
          "): a different one is not supported");
   if (s.head_dim_v != 0 && p.dv() != s.head_dim_v)
     fail("V's head dim must be " + std::to_string(s.head_dim_v) + ", got " + std::to_string(p.dv()));
+  if (p.layout == Layout::bshd && !s.bshd)
+    fail("layout bshd (Q, K, V, O as [B, S, H, D]) is not supported: this chapter takes bhsd, [B, H, S, D]");
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 

@@ -45,6 +45,13 @@ std::string head_dims_of(const Support& s) {
   return listed(dims);
 }
 
+// --layout's line: bshd where a table takes it.
+std::string layout_text(const std::vector<Support>& supports) {
+  for (const Support& s : supports)
+    if (s.bshd) return "bhsd: Q, K, V, O as [B, H, S, D] (default), or bshd: as [B, S, H, D]";
+  return "bhsd only: Q, K, V, O as [B, H, S, D]";
+}
+
 }  // namespace
 
 std::string dtypes_text(const std::vector<Support>& supports) {
@@ -78,6 +85,7 @@ std::string usage(const Help& h) {
     << "  --causal          causal mask (bottom-right aligned when seqlen-q != seqlen-k)\n"
     << "  --scale X         softmax scale (default 1/sqrt(head-dim))\n"
     << "  --dtype T         " << dtypes_text(h.supports) << " (default " << dtype_name(d.dtype) << ")\n"
+    << "  --layout L        " << layout_text(h.supports) << "\n"
     << "  --iters N         timed repetitions (default 20)\n"
     << "  --seed N          input seed (default 2024)\n"
     << "  --no-check        skip the CPU reference (large problems)\n"
@@ -111,6 +119,7 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
     else if (flag == "--causal") o.problem.causal = true;
     else if (flag == "--scale") o.problem.softmax_scale = parse_float(flag, value());
     else if (flag == "--dtype") o.problem.dtype = parse_dtype(value());
+    else if (flag == "--layout") o.problem.layout = parse_layout(value());
     else if (flag == "--iters") o.iters = int_value();
     else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(flag, value()));
     else if (flag == "--no-check") o.check = false;

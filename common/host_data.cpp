@@ -1,7 +1,9 @@
 #include "common/host_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 namespace fa {
 namespace {
@@ -79,6 +81,35 @@ float round_to_dtype(float x, Dtype dtype) {
     case Dtype::bf16: return bf16_bits_to_float(float_to_bf16_bits(x));
   }
   return x;
+}
+
+namespace {
+
+// Copies each D-element row between [B, H, S, D] (bhsd) and [B, S, H, D], one direction or the other.
+std::vector<std::uint8_t> swap_heads_rows(const std::vector<std::uint8_t>& x, bool to_bshd, std::size_t elem,
+                                          int batch, int heads, int seqlen, int dim) {
+  const std::size_t row = elem * dim;
+  if (x.size() != row * batch * heads * seqlen) throw std::invalid_argument("to_layout: size mismatch");
+  std::vector<std::uint8_t> y(x.size());
+  for (std::size_t b = 0; b < std::size_t(batch); ++b)
+    for (std::size_t h = 0; h < std::size_t(heads); ++h)
+      for (std::size_t s = 0; s < std::size_t(seqlen); ++s) {
+        const std::size_t bhsd = ((b * heads + h) * seqlen + s) * row, bshd = ((b * seqlen + s) * heads + h) * row;
+        std::copy_n(x.begin() + (to_bshd ? bhsd : bshd), row, y.begin() + (to_bshd ? bshd : bhsd));
+      }
+  return y;
+}
+
+}  // namespace
+
+std::vector<std::uint8_t> to_layout(const std::vector<std::uint8_t>& bhsd, Layout layout, std::size_t elem, int batch,
+                                    int heads, int seqlen, int dim) {
+  return layout == Layout::bshd ? swap_heads_rows(bhsd, true, elem, batch, heads, seqlen, dim) : bhsd;
+}
+
+std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, Layout layout, std::size_t elem, int batch,
+                                      int heads, int seqlen, int dim) {
+  return layout == Layout::bshd ? swap_heads_rows(bytes, false, elem, batch, heads, seqlen, dim) : bytes;
 }
 
 std::vector<std::uint8_t> encode(const std::vector<float>& values, Dtype dtype) {

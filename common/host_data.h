@@ -23,6 +23,14 @@ float round_to_dtype(float x, Dtype dtype);
 std::vector<std::uint8_t> encode(const std::vector<float>& values, Dtype dtype);
 std::vector<float> decode(const std::vector<std::uint8_t>& bytes, Dtype dtype);
 
+// A tensor's bytes (elem bytes an element) moved between [B, H, S, D] and [B, S, H, D]: the inputs
+// go to a chapter in the problem's layout, its output comes back to the reference's [B, H, S, D].
+// bhsd to bhsd is a copy.
+std::vector<std::uint8_t> to_layout(const std::vector<std::uint8_t>& bhsd, Layout layout, std::size_t elem, int batch,
+                                    int heads, int seqlen, int dim);
+std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, Layout layout, std::size_t elem, int batch,
+                                      int heads, int seqlen, int dim);
+
 // Every output byte is set to 0xFF before a kernel runs. 0xFF.. is a NaN in f32, f16 and bf16,
 // and no arithmetic produces that exact pattern (CUDA's NaNs are 0x7FFF..), so an element still
 // holding it was never written.

@@ -22,6 +22,14 @@ Dtype parse_dtype(const std::string& name) {
   throw std::invalid_argument("unknown dtype '" + name + "' (expected f32, f16 or bf16)");
 }
 
+const char* layout_name(Layout layout) { return layout == Layout::bshd ? "bshd" : "bhsd"; }
+
+Layout parse_layout(const std::string& name) {
+  if (name == "bhsd") return Layout::bhsd;
+  if (name == "bshd") return Layout::bshd;
+  throw std::invalid_argument("unknown layout '" + name + "' (expected bhsd or bshd)");
+}
+
 void Problem::validate() const {
   auto require = [](bool ok, const std::string& what) {
     if (!ok) throw std::invalid_argument(what);
@@ -51,6 +59,7 @@ std::string Problem::describe() const {
     << " Sk=" << seqlen_k << " D=" << head_dim;
   if (dv() != head_dim) s << "/" << dv();  // D=576/512: Q.K's head dim, then V's
   s << (causal ? " causal " : " ") << dtype_name(dtype);
+  if (layout == Layout::bshd) s << " bshd";
   return s.str();
 }
 

@@ -3,7 +3,9 @@
 //   O = softmax(scale * Q K^T + mask) V        per (batch, head)
 //   Q, O: [B, H, Sq, D]     K, V: [B, Hkv, Sk, D]     LSE: [B, H, Sq]  (float, natural log)
 //
-// All tensors are contiguous in that order. GQA/MQA: query head h reads KV head h / (H / Hkv).
+// All tensors are contiguous in that order (Layout::bhsd); a chapter whose Support says so also takes
+// Q, K, V and O as [B, S, H, D] (Layout::bhsd's transpose, PyTorch's usual attention layout; LSE stays
+// [B, H, Sq]). GQA/MQA: query head h reads KV head h / (H / Hkv).
 // This header compiles for host and device, so kernels use the same visibility rule as the
 // reference.
 #pragma once
@@ -28,6 +30,22 @@ const char* dtype_name(Dtype dtype);
 Dtype parse_dtype(const std::string& name);  // throws std::invalid_argument
 constexpr std::size_t dtype_size(Dtype dtype) { return dtype == Dtype::f32 ? 4 : 2; }
 
+// How Q, K, V and O lie in memory: [B, H, S, D] (bhsd, every chapter) or [B, S, H, D] (bshd, where a
+// chapter's Support says so), contiguous either way.
+enum class Layout { bhsd, bshd };
+const char* layout_name(Layout layout);
+Layout parse_layout(const std::string& name);  // throws std::invalid_argument
+
+// One tensor's element strides between batches, heads and positions (rows); a row's D elements are
+// contiguous. bhsd: (H S D, S D, D); bshd: (S H D, D, H D).
+struct Strides {
+  std::int64_t batch, head, row;
+};
+FA_HOST_DEVICE constexpr Strides layout_strides(Layout layout, int heads, int seqlen, int dim) {
+  return layout == Layout::bshd ? Strides{std::int64_t{seqlen} * heads * dim, dim, std::int64_t{heads} * dim}
+                                : Strides{std::int64_t{heads} * seqlen * dim, std::int64_t{seqlen} * dim, dim};
+}
+
 struct Problem {
   int batch = 1;
   int heads = 1;     // query heads H
@@ -42,6 +60,7 @@ struct Problem {
   bool causal = false;
   std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_dim)
   Dtype dtype = Dtype::f32;
+  Layout layout = Layout::bhsd;  // Q, K, V and O; bshd only where the chapter's Support says so
 
   float scale() const {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -56,6 +75,10 @@ struct Problem {
   FA_HOST_DEVICE std::int64_t v_elems() const { return std::int64_t{batch} * kv_heads * seqlen_k * dv(); }
   FA_HOST_DEVICE std::int64_t o_elems() const { return std::int64_t{batch} * heads * seqlen_q * dv(); }
   FA_HOST_DEVICE std::int64_t lse_elems() const { return std::int64_t{batch} * heads * seqlen_q; }
+  FA_HOST_DEVICE Strides q_strides() const { return layout_strides(layout, heads, seqlen_q, head_dim); }    // Q
+  FA_HOST_DEVICE Strides kv_strides() const { return layout_strides(layout, kv_heads, seqlen_k, head_dim); }  // K
+  FA_HOST_DEVICE Strides v_strides() const { return layout_strides(layout, kv_heads, seqlen_k, dv()); }
+  FA_HOST_DEVICE Strides o_strides() const { return layout_strides(layout, heads, seqlen_q, dv()); }
 
   // Throws std::invalid_argument naming the first field that is wrong.
   void validate() const;

@@ -19,6 +19,9 @@ struct Support {
   // V's head dim where the chapter takes one other than Q and K's (Problem::head_dim_v; 512 under
   // Q.K's 576); 0: V's head dim must be head_dim's.
   int head_dim_v = 0;
+  // Whether it takes Q, K, V and O as [B, S, H, D] (Problem::layout == Layout::bshd) besides
+  // [B, H, S, D].
+  bool bshd = false;
 };
 
 // Whether s takes head dim d: the one rule check_forward_args, the test sweeps and --help use.

@@ -34,6 +34,13 @@ constexpr InputKind kHardInputs[] = {InputKind::large_logits, InputKind::tiny_lo
 
 // Grids beyond 65,535 blocks along y and z (common/device/grid.cuh): (batch, head) pairs, and
 // query tiles of one head for a kernel that put them on y (128-row tiles are the largest we use).
+// A chapter that takes [B, S, H, D] (Support::bshd) runs these in that layout too: rows H D apart,
+// heads D apart, with GQA, MQA, Sq != Sk both ways and a single query row.
+constexpr Shape kBshdShapes[] = {
+    {2, 4, 2, 127, 127, true}, {1, 2, 1, 127, 17, true}, {2, 3, 3, 1, 1013, true}, {3, 2, 1, 64, 128, false},
+    {1, 6, 2, 1013, 1013, false},
+};
+
 constexpr Shape kManyHeads{129, 512, 128, 3, 5, true};             // B * H = 66,048
 constexpr Shape kManyRows{1, 1, 1, 128 * 65536 + 1, 2, false};     // 65,537 tiles of 128 rows
 
@@ -42,7 +49,8 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
          std::to_string(p.kv_heads) + "_Sq" + std::to_string(p.seqlen_q) + "_Sk" +
          std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
          (p.causal ? "_causal_" : "_") + dtype_name(p.dtype) +
-         (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs));
+         (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs)) +
+         (p.layout == Layout::bshd ? "_bshd" : "");
 }
 
 
@@ -119,6 +127,13 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
         const Problem p = problem_of(kHardInputsShape, d, dtype);
         cases.push_back({name_of(p, kind), p, kind});
       }
+      if (support.bshd) {
+        for (const Shape& s : kBshdShapes) {
+          Problem p = problem_of(s, d, dtype);
+          p.layout = Layout::bshd;
+          cases.push_back({name_of(p), p});
+        }
+      }
     }
   }
   if (!head_dims.empty()) {
@@ -181,6 +196,7 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
     add("SeparateVHeadDim", [](Problem& p) { p.head_dim_v = p.head_dim / 2; }, "V's head dim");
   else
     add("OtherVHeadDim", [&](Problem& p) { p.head_dim_v = s.head_dim_v + 8; }, "V's head dim");
+  if (!s.bshd) add("LayoutBshd", [](Problem& p) { p.layout = Layout::bshd; }, "layout");
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
       add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");

@@ -71,7 +71,7 @@ TEST(Cli, EveryFlagParses) {
   const Options o = parse({"--batch", "3", "--heads", "6", "--kv-heads", "2", "--seqlen-q", "17",
                            "--seqlen-k", "1013", "--head-dim", "96", "--causal", "--scale",
                            "0.25", "--dtype", "f16", "--iters", "7", "--seed", "99", "--no-check",
-                           "--json"},
+                           "--json", "--layout", "bshd"},
                           Problem{});
   EXPECT_EQ(o.problem.batch, 3);
   EXPECT_EQ(o.problem.heads, 6);
@@ -87,6 +87,8 @@ TEST(Cli, EveryFlagParses) {
   EXPECT_EQ(o.seed, 99u);
   EXPECT_FALSE(o.check);
   EXPECT_TRUE(o.json);
+  EXPECT_EQ(o.problem.layout, Layout::bshd);
+  EXPECT_THROW(parse({"--layout", "sbhd"}, Problem{}), std::invalid_argument);
 }
 
 TEST(Cli, SeqlenSetsBothLengthsAndLaterFlagsWin) {

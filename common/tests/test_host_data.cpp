@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <vector>
 
 namespace fa {
@@ -253,6 +254,41 @@ TEST(Inputs, SizesMatchTheProblemAndTensorsDiffer) {
   for (std::size_t n = 0; n < same.q.size(); ++n)
     equal += (same.q[n] == same.k[n]) + (same.q[n] == same.v[n]) + (same.k[n] == same.v[n]);
   EXPECT_EQ(equal, 0);
+}
+
+// [B, H, S, D] to [B, S, H, D]: element (b, h, s, d) moves from ((b H + h) S + s) D + d to
+// ((b S + s) H + h) D + d, and from_layout brings it back; bhsd is left as it is.
+TEST(Layout, MovesRowsBetweenBhsdAndBshd) {
+  const int B = 2, H = 3, S = 5, D = 4;
+  const std::size_t elem = 2;
+  std::vector<std::uint8_t> x(std::size_t(B) * H * S * D * elem);
+  for (std::size_t n = 0; n < x.size(); ++n) x[n] = static_cast<std::uint8_t>(n * 7 + n / 251);
+  const std::vector<std::uint8_t> y = to_layout(x, Layout::bshd, elem, B, H, S, D);
+  ASSERT_EQ(y.size(), x.size());
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      for (int s = 0; s < S; ++s)
+        for (int d = 0; d < D; ++d)
+          for (std::size_t e = 0; e < elem; ++e)
+            ASSERT_EQ(y[(((std::size_t(b) * S + s) * H + h) * D + d) * elem + e],
+                      x[(((std::size_t(b) * H + h) * S + s) * D + d) * elem + e]);
+  EXPECT_EQ(from_layout(y, Layout::bshd, elem, B, H, S, D), x);
+  EXPECT_EQ(to_layout(x, Layout::bhsd, elem, B, H, S, D), x);
+  EXPECT_THROW(to_layout(x, Layout::bshd, elem, B, H, S + 1, D), std::invalid_argument);
+}
+
+// The strides a kernel reads a layout with (problem.h): the same element offsets as the loops above.
+TEST(Layout, StridesMatchTheLayouts) {
+  const Strides bhsd = layout_strides(Layout::bhsd, 3, 5, 4), bshd = layout_strides(Layout::bshd, 3, 5, 4);
+  EXPECT_EQ(bhsd.batch, 60); EXPECT_EQ(bhsd.head, 20); EXPECT_EQ(bhsd.row, 4);
+  EXPECT_EQ(bshd.batch, 60); EXPECT_EQ(bshd.head, 4); EXPECT_EQ(bshd.row, 12);
+  Problem p;
+  p.heads = 8, p.kv_heads = 2, p.seqlen_q = 7, p.seqlen_k = 9, p.head_dim = 16, p.layout = Layout::bshd;
+  EXPECT_EQ(p.q_strides().row, 8 * 16);
+  EXPECT_EQ(p.kv_strides().row, 2 * 16);
+  EXPECT_EQ(p.kv_strides().batch, 9 * 2 * 16);
+  EXPECT_EQ(parse_layout("bshd"), Layout::bshd);
+  EXPECT_THROW(parse_layout("nhwc"), std::invalid_argument);
 }
 
 TEST(Inputs, AreSeededAndRoundedToTheDtype) {

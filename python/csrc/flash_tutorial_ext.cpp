@@ -1,6 +1,7 @@
 // flash_tutorial._C: the chapters' kernels behind the Python op (python/flash_tutorial/ops.py).
 // forward: 06 (f16, bf16) or 05 (f32); 07 under a block mask. backward: 08 (dense or block-sparse).
-// Tensors arrive as contiguous [B, H, S, D] on one CUDA device; the chapters' own checks refuse
+// Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or for the forward with bshd as
+// contiguous [B, S, H, D] (06 reads them in place; ops.py sends nothing else); the chapters' own checks refuse
 // what they do not take (std::invalid_argument, which Python sees as ValueError), and ops.py asks
 // `unsupported` first so that it can fall back to the reference with the reason instead.
 #include <ATen/cuda/CUDAContext.h>
@@ -31,13 +32,15 @@ std::optional<fa::Dtype> dtype_of(const Tensor& t) {
   return std::nullopt;
 }
 
-fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double scale) {
+fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double scale, bool bshd = false) {
   fa::Problem p;
+  const int s = bshd ? 1 : 2, h = bshd ? 2 : 1;  // [B, S, H, D] or [B, H, S, D]
   p.batch = static_cast<int>(q.size(0));
-  p.heads = static_cast<int>(q.size(1));
-  p.kv_heads = static_cast<int>(k.size(1));
-  p.seqlen_q = static_cast<int>(q.size(2));
-  p.seqlen_k = static_cast<int>(k.size(2));
+  p.heads = static_cast<int>(q.size(h));
+  p.kv_heads = static_cast<int>(k.size(h));
+  p.seqlen_q = static_cast<int>(q.size(s));
+  p.seqlen_k = static_cast<int>(k.size(s));
+  if (bshd) p.layout = fa::Layout::bshd;  // a chapter refuses it unless its Support says bshd (06)
   p.head_dim = static_cast<int>(q.size(3));
   p.causal = causal;
   p.softmax_scale = static_cast<float>(scale);
@@ -76,12 +79,14 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
   return "";
 }
 
+// bshd: q, k, v and O as [B, S, H, D] (06 only); LSE is [B, H, Sq] either way.
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
-                                   const std::optional<Tensor>& block_mask, int64_t block_k) {
-  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(), "flash_tutorial._C: contiguous [B, H, S, D] tensors");
-  const fa::Problem p = problem_of(q, k, causal, scale);
+                                   const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd) {
+  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
+              "flash_tutorial._C: contiguous [B, H, S, D] (or with bshd [B, S, H, D]) tensors");
+  const fa::Problem p = problem_of(q, k, causal, scale, bshd);
   Tensor out = torch::empty_like(q);
-  Tensor lse = torch::empty({q.size(0), q.size(1), q.size(2)}, q.options().dtype(torch::kFloat32));
+  Tensor lse = torch::empty({p.batch, p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (block_mask) {
     // Uploaded per call; freed (cudaFree, which waits for the device) when it goes out of scope.

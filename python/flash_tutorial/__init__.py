@@ -71,22 +71,33 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
-    Copies: the kernels read [B, H, S, D] contiguous tensors, so a "bshd" input (or any
-    non-contiguous one) is copied once into that layout, and the output comes back as a transposed
-    view of the kernels' [B, H, Sq, D] result. The reference fallback copies nothing extra.
+    Copies: chapter 06's forward (float16, bfloat16, no block mask) reads contiguous "bshd" inputs
+    in place and writes O as [B, Sq, H, D], contiguous. Everywhere else the kernels read [B, H, S, D]
+    contiguous tensors: a "bshd" input to 05 (float32) or 07 (block mask), or any input not
+    contiguous in its layout, is copied once into [B, H, S, D], and O comes back as a transposed view.
+    The backward (08) reads contiguous [B, H, S, D] too: after a forward that read "bshd" in place,
+    q, k, v, O and dO are copied into that layout for it, and dq, dk, dv come back as transposed
+    views. The reference fallback copies nothing extra.
     """
     _check_layout(q, k, v, layout)
+    given = (q, k, v)
     if layout == "bshd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # views: [B, H, S, D]
     _check(q, k, v, block_mask, block_k)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     reason = ops.kernel_unavailable_reason(q, k, block_mask is not None)
-    if reason is None:  # the kernels take contiguous [B, H, S, D]
+    in_place = (layout == "bshd" and reason is None and block_mask is None
+                and q.dtype in (torch.float16, torch.bfloat16)
+                and all(t.is_contiguous() for t in given))  # 06 reads [B, S, H, D] as it lies
+    if in_place:
+        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), None, int(block_k), True)
+        return (out, lse) if return_lse else out
+    if reason is None:  # the other kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))
     elif not torch.compiler.is_compiling():
         ops._fallback(reason, stacklevel=3)  # the warning points at the line that called attention()
-    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k))
+    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False)
     if layout == "bshd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out

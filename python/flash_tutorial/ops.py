@@ -1,7 +1,9 @@
 """The op: torch.library custom ops for the forward and the backward, tied together by autograd.
 
-`flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k) -> (out, lse)` and
-`flash_tutorial::attention_bwd(...) -> (dq, dk, dv)` take [B, H, S, D] tensors. Each runs the
+`flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd) -> (out, lse)` and
+`flash_tutorial::attention_bwd(...) -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors; the
+forward with `bshd=True` takes and returns contiguous [B, S, H, D] ones instead (chapter 06 reads
+them in place; attention() asks for it only where 06 runs). Each runs the
 tutorial's CUDA kernels through the compiled extension `flash_tutorial._C` where it can, and the
 PyTorch reference (reference.py) otherwise, warning once per reason. Both have fake (meta)
 implementations, so torch.compile traces through them without running them.
@@ -44,19 +46,28 @@ def _fallback(reason: str, stacklevel: int = 3) -> None:
 
 @torch.library.custom_op("flash_tutorial::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
-                  block_mask: Optional[torch.Tensor], block_k: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                  block_mask: Optional[torch.Tensor], block_k: int, bshd: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    if bshd:  # q, k, v: [B, S, H, D]; the kernel's view of them below is [B, H, S, D]
+        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None)
+        if reason is None:
+            return _C.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal, scale, block_mask, block_k, True)
+        _fallback(reason)
+        out, lse = reference.forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal, scale,
+                                     block_mask, block_k)
+        return out.transpose(1, 2).contiguous(), lse.contiguous()
     reason = kernel_unavailable_reason(q, k, block_mask is not None)
     if reason is None:
-        return _C.forward(q, k, v, causal, scale, block_mask, block_k)
+        return _C.forward(q, k, v, causal, scale, block_mask, block_k, False)
     _fallback(reason)
     out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k)
     return out.contiguous(), lse.contiguous()
 
 
 @attention_fwd.register_fake
-def _(q, k, v, causal, scale, block_mask, block_k):
+def _(q, k, v, causal, scale, block_mask, block_k, bshd):
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
-    return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty(q.shape[:3], dtype=lse_dtype)
+    b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if bshd else q.shape[:3]
+    return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty((b, h, s), dtype=lse_dtype)
 
 
 @torch.library.custom_op("flash_tutorial::attention_bwd", mutates_args=())
@@ -79,18 +90,22 @@ def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k):
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale, block_mask, block_k = inputs
+    q, k, v, causal, scale, block_mask, block_k, bshd = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.mark_non_differentiable(lse)  # LSE is for inspection: no gradient flows through it
-    ctx.causal, ctx.scale, ctx.block_mask, ctx.block_k = causal, scale, block_mask, block_k
+    ctx.causal, ctx.scale, ctx.block_mask, ctx.block_k, ctx.bshd = causal, scale, block_mask, block_k, bshd
 
 
 def _backward(ctx, dout, dlse):
     q, k, v, out, lse = ctx.saved_tensors
+    if ctx.bshd:  # 08 reads contiguous [B, H, S, D]: the copies of the bshd path (attention()'s docstring)
+        q, k, v, out, dout = (t.transpose(1, 2).contiguous() for t in (q, k, v, out, dout))
     dq, dk, dv = attention_bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.scale, ctx.block_mask,
                                ctx.block_k)
-    return dq, dk, dv, None, None, None, None
+    if ctx.bshd:
+        dq, dk, dv = (t.transpose(1, 2) for t in (dq, dk, dv))
+    return dq, dk, dv, None, None, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -238,7 +238,7 @@ KERNEL_TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
-    # [B, S, H, D] inputs (copied to [B, H, S, D] for the kernels), GQA, Sq != Sk.
+    # [B, S, H, D] inputs (read in place by 06's forward; copied to [B, H, S, D] for 05 and 08), GQA, Sq != Sk.
     q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, head_dim, dtype=dtype, layout="bshd"))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
@@ -253,6 +253,23 @@ def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
     close(lse, lse64, 1e-4, "LSE")
     for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
         close(g.transpose(1, 2), w, 2 * tol, name)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_cuda_bshd_read_in_place(dtype, causal):
+    # 06's kernel reads [B, S, H, D] through its strides: O comes back contiguous in that layout,
+    # with the same bits as the same inputs copied to [B, H, S, D] first (the same kernel, the same
+    # order of operations; only the addresses differ).
+    q, k, v = (t.cuda() for t in make(2, 6, 2, 257, 300, 96, dtype=dtype, layout="bshd"))
+    kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
+    out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
+    assert out.shape == q.shape and out.is_contiguous(), "O should be a contiguous [B, S, H, D] tensor"
+    ref, ref_lse = ft.attention(*(t.transpose(1, 2).contiguous() for t in (q, k, v)), causal=causal,
+                                layout="bhsd", return_lse=True)
+    assert torch.equal(out, ref.transpose(1, 2)), "bshd in place and bhsd differ"
+    assert torch.equal(lse, ref_lse)
 
 
 @cuda
