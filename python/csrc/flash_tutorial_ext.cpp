@@ -56,15 +56,26 @@ block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, 
                                   std::vector<std::uint8_t>(d, d + dense.numel()));
 }
 
+// The chapter whose forward runs a call: 07 under a block mask, else 05 (f32) or 06 (f16, bf16).
+const fa::Support& forward_support(fa::Dtype dt, bool has_mask) {
+  return has_mask ? block_sparse::chapter().support
+         : dt == fa::Dtype::f32 ? flash_v2::chapter().support
+                                : tensor_core::chapter().support;
+}
+
+// Whether that chapter reads [B, S, H, D] tensors in place (its Support's bshd).
+bool reads_bshd(const Tensor& q, bool has_mask) {
+  const auto dt = dtype_of(q);
+  return dt && forward_support(*dt, has_mask).bshd;
+}
+
 // Why the kernels cannot run this call ("" when they can): the chapters' Support tables.
 std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward) {
   if (!q.is_cuda()) return "the tensors are not on a CUDA device";
   const auto dt = dtype_of(q);
   if (!dt) return std::string("dtype ") + c10::toString(q.scalar_type()) + " (the kernels take float32, float16, bfloat16)";
   const int d = static_cast<int>(q.size(3));
-  const fa::Support& fwd = has_mask ? block_sparse::chapter().support
-                           : *dt == fa::Dtype::f32 ? flash_v2::chapter().support
-                                                   : tensor_core::chapter().support;
+  const fa::Support& fwd = forward_support(*dt, has_mask);
   auto takes = [&](const fa::Support& s) {
     return std::find(s.dtypes.begin(), s.dtypes.end(), *dt) != s.dtypes.end() && fa::supports_head_dim(s, d);
   };
@@ -128,4 +139,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward_op, "O, LSE of chapters 05 / 06 / 07");
   m.def("backward", &backward_op, "dQ, dK, dV of chapter 08");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
+  m.def("reads_bshd", &reads_bshd, "whether the forward's chapter reads [B, S, H, D] in place");
 }

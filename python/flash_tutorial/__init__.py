@@ -87,11 +87,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     reason = ops.kernel_unavailable_reason(q, k, block_mask is not None)
-    in_place = (layout == "bshd" and reason is None and block_mask is None
-                and q.dtype in (torch.float16, torch.bfloat16)
+    in_place = (layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
                 and all(t.is_contiguous() for t in given))  # 06 reads [B, S, H, D] as it lies
     if in_place:
-        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), None, int(block_k), True)
+        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), block_mask, int(block_k), True)
         return (out, lse) if return_lse else out
     if reason is None:  # the other kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))

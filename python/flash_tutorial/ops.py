@@ -36,6 +36,12 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
     return _C.unsupported(q, q if k is None else k, has_mask, backward) or None
 
 
+def reads_bshd(q: torch.Tensor, has_mask: bool = False) -> bool:
+    """Whether the chapter whose forward runs this call takes [B, S, H, D] tensors in place (its
+    Support table's bshd: 06 does). Only asked where the kernels can run the call."""
+    return _C is not None and _C.reads_bshd(q, has_mask)
+
+
 def _fallback(reason: str, stacklevel: int = 3) -> None:
     """Warns once per reason. attention() calls it first, so the warning names the user's line;
     the ops call it too (the backward, and calls of the ops themselves)."""
