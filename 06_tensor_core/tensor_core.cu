@@ -30,7 +30,7 @@ const fa::Chapter& chapter() {
                   .head_dims = {},
                   .max_head_dim = 256,
                   .head_dim_multiple = 8,
-                  .bshd = true},  // [B, S, H, D] too: Params' strides
+                  .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16}},  // [B, S, H, D] too: Params' strides
       .forward = forward,
       .test_head_dims = {8, 32, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};

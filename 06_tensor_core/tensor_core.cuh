@@ -80,16 +80,17 @@ void with_tile(int d, F&& f) {
 
 // One (query tile, head) block's view of global memory. kBshd: the tensors are [B, S, H, D], so
 // a slice starts at b · batch + h · head and its rows lie q_row (H D) or kv_row (Hkv D) elements
-// apart (Params' strides); else [B, H, S, D], rows D apart.
+// apart (Params' strides); else [B, H, S, D], rows D apart. copy_q and copy_kv stage tiles of it
+// (copy_tile), so that the kernel reads the same in both layouts.
 template <class C, bool kBshd = false>
 struct BlockInputs {
-  std::int64_t bh;         // b * H + h
-  const typename C::T* Q;  // (Br, D) global: Q_i
-  const typename C::T* K;  // (Sk, D) global
-  const typename C::T* V;  // (Sk, D) global
+  using T = typename C::T;
+  std::int64_t bh;  // b * H + h
+  const T* Q;       // (Br, D) global: Q_i
+  const T* K;       // (Sk, D) global
+  const T* V;       // (Sk, D) global
   std::int64_t q_row = 0, kv_row = 0;  // kBshd only
   __device__ __forceinline__ BlockInputs(const Params& prm, int i0) : bh(fa::cuda::grid_row()) {
-    using T = typename C::T;
     if constexpr (kBshd) {
       const std::int64_t b = bh / prm.heads, h = bh % prm.heads, kv_h = h / prm.group_size;  // GQA: h / (H / Hkv)
       const fa::Strides &qs = prm.q_strides, &kvs = prm.kv_strides;
@@ -103,6 +104,21 @@ struct BlockInputs {
       Q = static_cast<const T*>(prm.q) + (bh * prm.seqlen_q + i0) * D;
       K = static_cast<const T*>(prm.k) + kv_bh * prm.seqlen_k * D;
       V = static_cast<const T*>(prm.v) + kv_bh * prm.seqlen_k * D;
+    }
+  }
+  // Q_i (rows_left = Sq - i0 of them exist) into Q_dst.
+  __device__ __forceinline__ void copy_q(std::uint32_t Q_dst, int rows_left, int D) const {
+    if constexpr (kBshd) copy_tile<C, C::Br>(Q_dst, Q, rows_left, D, q_row);
+    else copy_tile<C, C::Br>(Q_dst, Q, rows_left, D);
+  }
+  // K_j and V_j, keys j0 .. j0 + Bc - 1 (rows_left = Sk - j0 of them exist), into K_dst and V_dst.
+  __device__ __forceinline__ void copy_kv(std::uint32_t K_dst, std::uint32_t V_dst, int j0, int rows_left, int D) const {
+    if constexpr (kBshd) {
+      copy_tile<C, C::Bc>(K_dst, K + j0 * kv_row, rows_left, D, kv_row);
+      copy_tile<C, C::Bc>(V_dst, V + j0 * kv_row, rows_left, D, kv_row);
+    } else {
+      copy_tile<C, C::Bc>(K_dst, K + j0 * D, rows_left, D);
+      copy_tile<C, C::Bc>(V_dst, V + j0 * D, rows_left, D);
     }
   }
 };
@@ -133,18 +149,9 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, K_0 and V_0 in the next.
-  if constexpr (kBshd) copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D, in.q_row);
-  else copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D);
+  in.copy_q(Q_s, Sq - i0, D);
   cp_async_commit();
-  if (Tc_end > 0) {
-    if constexpr (kBshd) {  // rows kv_row (Hkv D) apart
-      copy_tile<C, Bc>(K_s, in.K, Sk, D, in.kv_row);
-      copy_tile<C, Bc>(V_s, in.V, Sk, D, in.kv_row);
-    } else {
-      copy_tile<C, Bc>(K_s, in.K, Sk, D);
-      copy_tile<C, Bc>(V_s, in.V, Sk, D);
-    }
-  }
+  if (Tc_end > 0) in.copy_kv(K_s, V_s, 0, Sk, D);
   cp_async_commit();
 
   // ldmatrix row addresses (swizzle.h): one offset per lane and order, the rest is constant.
@@ -169,13 +176,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if constexpr (C::kStages == 1) {
       if (j_tile > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
-        if constexpr (kBshd) {
-          copy_tile<C, Bc>(K_s, in.K + j0 * in.kv_row, Sk - j0, D, in.kv_row);
-          copy_tile<C, Bc>(V_s, in.V + j0 * in.kv_row, Sk - j0, D, in.kv_row);
-        } else {
-          copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
-          copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
-        }
+        in.copy_kv(K_s, V_s, j0, Sk - j0, D);
         cp_async_commit();
       }
     }
@@ -185,13 +186,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if constexpr (C::kStages == 2) {
       if (j_tile + 1 < Tc_end) {  // K_{j+1}, V_{j+1} fly while tile j is computed
         const std::uint32_t next = (1 - stage) * kTileBytes;
-        if constexpr (kBshd) {
-          copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * in.kv_row, Sk - j0 - Bc, D, in.kv_row);
-          copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * in.kv_row, Sk - j0 - Bc, D, in.kv_row);
-        } else {
-          copy_tile<C, Bc>(K_s + next, in.K + (j0 + Bc) * D, Sk - j0 - Bc, D);
-          copy_tile<C, Bc>(V_s + next, in.V + (j0 + Bc) * D, Sk - j0 - Bc, D);
-        }
+        in.copy_kv(K_s + next, V_s + next, j0 + Bc, Sk - j0 - Bc, D);
       }
       cp_async_commit();
     }

@@ -72,6 +72,15 @@ __device__ __forceinline__ int head_dim_of(const Params& prm) {
   return C::kPadded ? prm.head_dim : C::kD;
 }
 
+// The distance between rows that copy_tile (and 08's write_key_grads) use: D itself where the
+// pitch is an int ([B, H, S, D]: the constant D of an exact tile stays one; the int is not read),
+// else the pitch ([B, S, H, D]: H D, a std::int64_t).
+template <class Pitch>
+__device__ __forceinline__ auto pitch_or_d(Pitch pitch, int D) {
+  if constexpr (std::is_same_v<Pitch, int>) return D;
+  else return pitch;
+}
+
 // Stages rows [0, rows) of a row-major (rows, D) global matrix into a (kRows, kCols) smem tile
 // with 16-byte cp.async; rows past `rows` are zero-filled (src-size 0: nothing is read), so a
 // partial tile needs no other care. A head dim below the tile's kD (D = 72 in a kD = 96 tile; D a
@@ -82,10 +91,7 @@ __device__ __forceinline__ int head_dim_of(const Params& prm) {
 template <class C, int kRows, int kThreads = C::kThreads, class Pitch = int>
 __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows, int D = C::kD,
                                           Pitch pitch = 0) {
-  const auto row = [&] {
-    if constexpr (std::is_same_v<Pitch, int>) return D;  // the constant D of an exact tile stays one
-    else return pitch;
-  }();
+  const auto row = pitch_or_d(pitch, D);
   constexpr int kRowChunks = C::kCols / kChunkElems;
   constexpr int kRowsPerIt = kThreads / kRowChunks;  // rows one pass of the threads covers
   static_assert(kRows % kRowsPerIt == 0);

@@ -183,7 +183,8 @@ const fa::BackwardChapter& chapter() {
       .support = {.chapter = "08_backward",
                   .dtypes = {fa::Dtype::f32, fa::Dtype::f16, fa::Dtype::bf16},
                   .head_dims = {},
-                  .max_head_dim = 256},
+                  .max_head_dim = 256,
+                  .bshd_dtypes = {fa::Dtype::f16, fa::Dtype::bf16}},  // the tensor-core backward and 06
       .forward = forward,
       .backward = backward,
       .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},

@@ -15,7 +15,8 @@ struct BackwardOptions {
   bool deterministic = false;
 };
 
-// q, o, dout, dq: [B, H, Sq, D]   k, v, dk, dv: [B, Hkv, Sk, D]   (p.dtype, device)
+// q, o, dout, dq: [B, H, Sq, D]   k, v, dk, dv: [B, Hkv, Sk, D]   (p.dtype, device); f16/bf16
+// also [B, Sq, H, D] and [B, Sk, Hkv, D] where p.layout is bshd (not the block-sparse walk).
 // lse: [B, H, Sq] (float, device) as the forward wrote it: natural log, +inf for a row that
 // sees no key. dk and dv are summed over the H / Hkv query heads sharing a KV head.
 // f32: any head_dim up to 256; scratch B * H * Sq floats (D_i) in fa::cuda::workspace.
@@ -78,7 +79,8 @@ inline const fa::Support& tensor_core_support() {
                              .dtypes = {fa::Dtype::f16, fa::Dtype::bf16},
                              .head_dims = {},
                              .max_head_dim = 256,
-                             .head_dim_multiple = 8};
+                             .head_dim_multiple = 8,
+                             .bshd_dtypes = {fa::Dtype::f16, fa::Dtype::bf16}};
   return s;
 }
 

@@ -77,9 +77,11 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   int* dq_turn = deterministic ? reinterpret_cast<int*>(ws + d_bytes + acc_bytes) : nullptr;
   if (dq_turn) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, turn_bytes, stream));
 
+  const bool bshd = p.layout == fa::Layout::bshd;  // Q, O, dO, dQ and K, V, dK, dV as [B, S, H, D]
+  const fa::Strides q_strides = p.q_strides(), kv_strides = p.kv_strides();
   const std::int64_t rows = p.lse_elems();
   dot_do_o(static_cast<const T*>(o), static_cast<const T*>(dout), D_row, dq_accum, rows, p.head_dim, kD, p.seqlen_q, dq_rows,
-           stream);
+           stream, bshd ? &q_strides : nullptr, p.heads);
 
   CUtensorMap dq_map{};  // kDqInStage: dq_accum for the copy engine's adds (sm_90 code only)
   if constexpr (Dense::kDqInStage) {
@@ -96,11 +98,14 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                      .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(),
                      .dq_rows = dq_rows, .head_dim = p.head_dim, .causal = p.causal,
                      .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
-                     .dq_map = dq_map};
+                     .dq_map = dq_map,
+                     .q_strides = q_strides, .kv_strides = kv_strides, .heads = p.heads, .kv_heads = p.kv_heads};
   const dim3 grid =
       fa::cuda::tiles_by_rows(ceil_div(p.seqlen_k, Dense::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
   const auto dense = [&] {
-    if (deterministic) launch<Dense, backward_tc_deterministic_kernel<Dense>>(prm, grid, stream);
+    if (deterministic && bshd) launch<Dense, backward_tc_deterministic_kernel<Dense, true>>(prm, grid, stream);
+    else if (deterministic) launch<Dense, backward_tc_deterministic_kernel<Dense>>(prm, grid, stream);
+    else if (bshd) launch<Dense, backward_tc_kernel<Dense, true>>(prm, grid, stream);
     else launch<Dense, backward_tc_kernel<Dense>>(prm, grid, stream);
   };
   if constexpr (kWide) {
@@ -112,9 +117,10 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   }
 
   const std::int64_t quads = p.q_elems() / 4;
-  tc_convert_dq_kernel<T><<<fa::cuda::blocks_1d((quads + 255) / 256, "08_backward"), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads, p.head_dim / 4, kD / 4, p.seqlen_q, dq_rows,
-      p.scale());
+  const unsigned blocks = fa::cuda::blocks_1d((quads + 255) / 256, "08_backward");
+  const auto convert = bshd ? tc_convert_dq_kernel<T, true> : tc_convert_dq_kernel<T, false>;
+  convert<<<blocks, 256, 0, stream>>>(reinterpret_cast<const float4*>(dq_accum), static_cast<uint2*>(dq), quads,
+                                      p.head_dim / 4, kD / 4, p.seqlen_q, dq_rows, p.scale(), q_strides, p.heads);
   FA_CHECK_LAUNCH();
 }
 
@@ -127,6 +133,8 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
   if (!fa::supports_head_dim(tensor_core_support(), p.head_dim))
     throw std::invalid_argument("08_backward: the tensor-core backward (f16/bf16) supports head_dim " +
                                 fa::head_dims_words(tensor_core_support()) + ", not " + std::to_string(p.head_dim));
+  if (walk && p.layout == fa::Layout::bshd)
+    throw std::invalid_argument("08_backward: the block-sparse backward takes layout bhsd ([B, H, S, D]), not bshd");
   if (walk && p.head_dim > 128)
     throw std::invalid_argument("08_backward: the block-sparse backward supports head_dim up to 128, not " +
                                 std::to_string(p.head_dim) + " (its walk lists 128-key tiles)");

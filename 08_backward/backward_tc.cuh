@@ -47,8 +47,9 @@ namespace backward::tc {
 // block: 8 warps. Each product has its own warp tiles (TcConfig): in mma fragment terms
 // (mma.cuh), lane (g, t) holds of a warp tile rows 16 mt + g (+8) x columns 8 nt + 2t (+1).
 // S_ij and dP_ij stay in registers only as long as P_ij and dS_ij take to compute; both go to
-// shared memory in T, where the next three products read them. kTurns: dQ in turn order.
-template <class C, bool kTurns, class Walk>
+// shared memory in T, where the next three products read them. kTurns: dQ in turn order. kBshd:
+// Q, dO, K, V, dK, dV are [B, S, H, D] (TcParams' strides; SliceRows).
+template <class C, bool kTurns, bool kBshd = false, class Walk>
 __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Walk& walk, std::int64_t kv_bh, int j_tile) {
   using T = typename C::T;
   constexpr int kD = C::kD, Br = C::Br, Bc = C::Bc;
@@ -58,10 +59,11 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, j0 = j_tile * Bc;
   const int Tr = ceil_div(Sq, Br), D = head_dim_of<C>(prm);  // D <= kD: columns D .. kD - 1 are zero-filled
 
-  copy_tile<C, Bc>(sm.K_s, static_cast<const T*>(prm.k) + (kv_bh * Sk + j0) * D, Sk - j0, D);
-  copy_tile<C, Bc>(sm.V_s, static_cast<const T*>(prm.v) + (kv_bh * Sk + j0) * D, Sk - j0, D);
+  const SliceRows<kBshd> keys(prm.kv_strides, prm.kv_heads, kv_bh, Sk, j0, D);  // K_j, V_j (dK_j, dV_j: `out`)
+  copy_tile<C, Bc>(sm.K_s, static_cast<const T*>(prm.k) + keys.at, Sk - j0, D, keys.pitch);
+  copy_tile<C, Bc>(sm.V_s, static_cast<const T*>(prm.v) + keys.at, Sk - j0, D, keys.pitch);
   Step st = walk.first();
-  if (walk.n_steps > 0) stage_rows(sm, prm, st, 0);
+  if (walk.n_steps > 0) stage_rows<C, kBshd>(sm, prm, st, 0);
   cp_async_commit();
 
   KeyTile<C> dK_j = {}, dV_j = {};  // fp32 accumulators, for the whole walk
@@ -86,7 +88,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     if constexpr (kStage) {
       if (n > 0) add_dq_boxes<C>(&prm.dq_map, sm.Q_s + (1 - buf) * C::kStageStride, prev_i0, prev_bh);
     } else {
-      if (n + 1 < walk.n_steps) stage_rows(sm, prm, next, 1 - buf);  // step n+1 flies while step n is computed
+      if (n + 1 < walk.n_steps) stage_rows<C, kBshd>(sm, prm, next, 1 - buf);  // step n+1 flies while step n is computed
       cp_async_commit();
     }
     const std::uint32_t Q_i = sm.Q_s + buf * C::kStageStride, dO_i = sm.dO_s + buf * C::kStageStride;
@@ -111,7 +113,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     }
     __syncthreads();  // all of P_ij and dS_ij are in smem: the products below mix every warp's part
     if constexpr (kStage) {
-      if (n + 1 < walk.n_steps) stage_rows(sm, prm, next, 1 - buf);  // into the stage the boxes left
+      if (n + 1 < walk.n_steps) stage_rows<C, kBshd>(sm, prm, next, 1 - buf);  // into the stage the boxes left
       cp_async_commit();
     }
 
@@ -158,8 +160,9 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   }
 
   // Epilogue: dK_j * scale and dV_j, once, after every query head of the group.
-  write_key_grads<C>(static_cast<T*>(prm.dk) + (kv_bh * Sk + j0) * D, static_cast<T*>(prm.dv) + (kv_bh * Sk + j0) * D,
-                     dK_j, dV_j, w, Sk - j0, D, prm.scale);
+  const SliceRows<kBshd> out(prm.kv_strides, prm.kv_heads, kv_bh, Sk, j0, D);  // as `keys`, computed again here
+  write_key_grads<C>(static_cast<T*>(prm.dk) + out.at, static_cast<T*>(prm.dv) + out.at, dK_j, dV_j, w, Sk - j0, D,
+                     out.pitch, prm.scale);
 }
 
 // The dense walk of the block's key tile (tc_tile_math.cuh: DenseWalk).
@@ -172,19 +175,19 @@ __device__ __forceinline__ DenseWalk dense_walk(const TcParams& prm, std::int64_
 
 // grid: Tc along x by B*Hkv rows over y and z (common/device/grid.cuh); one block per SM.
 // The dense backward: dQ by atomics, in whatever order the blocks reach them.
-template <class C>
+template <class C, bool kBshd = false>
 __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_kernel(const __grid_constant__ TcParams prm) {
   const std::int64_t kv_bh = grid_row();       // b * Hkv + kv head
   if (kv_bh >= prm.batch_kv_heads) return;     // a spare block of the grid
-  key_tile_backward<C, false>(prm, dense_walk<C>(prm, kv_bh, blockIdx.x), kv_bh, blockIdx.x);
+  key_tile_backward<C, false, kBshd>(prm, dense_walk<C>(prm, kv_bh, blockIdx.x), kv_bh, blockIdx.x);
 }
 
 // The deterministic backward: the dense walk, dQ in turn order (tile j adds after tile j - 1).
-template <class C>
+template <class C, bool kBshd = false>
 __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_deterministic_kernel(const __grid_constant__ TcParams prm) {
   const std::int64_t kv_bh = grid_row();
   if (kv_bh >= prm.batch_kv_heads) return;
-  key_tile_backward<C, true>(prm, dense_walk<C>(prm, kv_bh, blockIdx.x), kv_bh, blockIdx.x);
+  key_tile_backward<C, true, kBshd>(prm, dense_walk<C>(prm, kv_bh, blockIdx.x), kv_bh, blockIdx.x);
 }
 
 // The block-sparse backward: the steps the host listed for this key tile (sparse_walk.h);
@@ -202,17 +205,18 @@ __global__ void __launch_bounds__(C::kThreads, 1) backward_tc_sparse_kernel(cons
 
 // dQ = scale * dQ_accum, rounded to T once, 4 elements per thread (D is a multiple of 8). dQ_accum
 // has dq_rows rows per head (the padding past Sq is skipped) of kD columns (past D: skipped), dQ
-// has Sq rows of D.
-template <class T>
+// has Sq rows of D; kBshd: dQ is [B, Sq, H, D] (strides s, H = heads).
+template <class T, bool kBshd = false>
 __global__ void tc_convert_dq_kernel(const float4* __restrict__ dq_accum,  // [B, H, dq_rows, kD / 4] global
                                      uint2* __restrict__ dq,               // [B, H, Sq, D / 4] global, 4 T each
                                      std::int64_t quads, int quads_per_row, int acc_quads_per_row, int Sq,
-                                     int dq_rows, float scale) {
+                                     int dq_rows, float scale, fa::Strides s, int heads) {
   const std::int64_t n = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x;
   if (n >= quads) return;
   const std::int64_t row = n / quads_per_row;  // b * H * Sq + h * Sq + i
   const float4 a = dq_accum[(row / Sq * dq_rows + row % Sq) * acc_quads_per_row + n % quads_per_row];
-  dq[n] = make_uint2(pack2<T>(scale * a.x, scale * a.y), pack2<T>(scale * a.z, scale * a.w));
+  const std::int64_t at = kBshd ? fa::row_offset(s, heads, row / Sq, row % Sq) / 4 + n % quads_per_row : n;
+  dq[at] = make_uint2(pack2<T>(scale * a.x, scale * a.y), pack2<T>(scale * a.z, scale * a.w));
 }
 
 }  // namespace backward::tc

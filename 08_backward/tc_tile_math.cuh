@@ -18,13 +18,15 @@
 namespace backward::tc {
 
 // Q_i, dO_i, LSE_i, D_i of step st into stage `buf`, as one cp.async group with what came before.
-template <class C>
+// kBshd: Q and dO are [B, S, H, D] (SliceRows).
+template <class C, bool kBshd = false>
 __device__ __forceinline__ void stage_rows(const SmemTiles<C>& sm, const TcParams& prm, const Step& st, int buf) {
   using T = typename C::T;
   constexpr int Br = C::Br;
   const int Sq = prm.seqlen_q, i0 = st.i_tile * Br, D = head_dim_of<C>(prm);  // columns D .. kD - 1 zero-filled
-  copy_tile<C, Br>(sm.Q_s + buf * C::kStageStride, static_cast<const T*>(prm.q) + (st.bh * Sq + i0) * D, Sq - i0, D);
-  copy_tile<C, Br>(sm.dO_s + buf * C::kStageStride, static_cast<const T*>(prm.dout) + (st.bh * Sq + i0) * D, Sq - i0, D);
+  const SliceRows<kBshd> rows(prm.q_strides, prm.heads, st.bh, Sq, i0, D);
+  copy_tile<C, Br>(sm.Q_s + buf * C::kStageStride, static_cast<const T*>(prm.q) + rows.at, Sq - i0, D, rows.pitch);
+  copy_tile<C, Br>(sm.dO_s + buf * C::kStageStride, static_cast<const T*>(prm.dout) + rows.at, Sq - i0, D, rows.pitch);
   if (threadIdx.x < 2 * Br) {  // threads 0..Br-1: LSE_i, Br..2Br-1: D_i; zero past Sq
     const int r = threadIdx.x % Br, i = i0 + r;
     const float* src = (threadIdx.x < Br ? prm.lse : prm.D_row) + st.bh * Sq;
@@ -285,13 +287,15 @@ __device__ __forceinline__ void key_grads(KeyTile<C>& acc, std::uint32_t A_s, st
   }
 }
 
-// dK_j * scale and dV_j, written once in T after the whole walk. dK_g, dV_g: (Bc, D) global;
-// keys: the keys left in the problem; columns D .. kD - 1 (the tile's padding) are not written.
-template <class C>
+// dK_j * scale and dV_j, written once in T after the whole walk. dK_g, dV_g: (Bc, D) global, rows
+// pitch_or_d(pitch, D) apart (SliceRows); keys: the keys left in the problem; columns D .. kD - 1
+// (the tile's padding) are not written.
+template <class C, class Pitch>
 __device__ __forceinline__ void write_key_grads(typename C::T* dK_g, typename C::T* dV_g, const KeyTile<C>& dK_j,
                                                 const KeyTile<C>& dV_j, const WarpTiles<C>& w, int keys, int D,
-                                                float scale) {
+                                                Pitch pitch, float scale) {
   using T = typename C::T;
+  const auto row = pitch_or_d(pitch, D);
 #pragma unroll
   for (int mt = 0; mt < C::kVM; ++mt) {
 #pragma unroll
@@ -302,9 +306,9 @@ __device__ __forceinline__ void write_key_grads(typename C::T* dK_g, typename C:
       for (int nt = 0; nt < C::kVN; ++nt) {  // a quad writes 16 contiguous bytes
         const int col = w.v_col0 + 8 * nt + 2 * w.t;
         if (C::kPadded && w.v_col0 + 8 * nt >= D) continue;  // D a multiple of 8: 8 columns all in or out
-        *reinterpret_cast<std::uint32_t*>(dK_g + key * D + col) =
+        *reinterpret_cast<std::uint32_t*>(dK_g + key * row + col) =
             pack2<T>(scale * dK_j[mt][nt][2 * h], scale * dK_j[mt][nt][2 * h + 1]);
-        *reinterpret_cast<std::uint32_t*>(dV_g + key * D + col) = pack2<T>(dV_j[mt][nt][2 * h], dV_j[mt][nt][2 * h + 1]);
+        *reinterpret_cast<std::uint32_t*>(dV_g + key * row + col) = pack2<T>(dV_j[mt][nt][2 * h], dV_j[mt][nt][2 * h + 1]);
       }
     }
   }

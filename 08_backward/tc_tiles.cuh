@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "06_tensor_core/tile_math.cuh"  // copy_tile (06), and through it common/device/
 #include "08_backward/sparse_walk.h"     // step_head, step_tile, step_halves
@@ -13,6 +14,7 @@
 namespace backward::tc {
 
 using tensor_core::copy_tile;
+using tensor_core::pitch_or_d;
 using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, the swizzle, kLog2e (common/device/)
 
 // The members copy_tile (06) reads, the backward's tiles, and how the 8 warps split each product
@@ -111,6 +113,24 @@ struct TcParams {
   bool causal;
   float scale, scale_log2;
   CUtensorMap dq_map;  // kDqInStage on sm_90: dq_accum as [B * H][dq_rows][kD] fp32, boxes of Br x 32
+  // [B, S, H, D] tensors (Layout::bshd; the kernels instantiated with kBshd read them, SliceRows):
+  // the element strides of q, dout (and o, dq) and of k, v (dk, dv). LSE, D_i, dq_accum and the
+  // turn counters are [B, H, S] workspaces in either layout.
+  fa::Strides q_strides, kv_strides;
+  int heads, kv_heads;
+};
+
+// Rows i, i + 1, ... of slice bh (b * heads + h) of a tensor with S rows: where row i starts, and
+// the row pitch copy_tile and write_key_grads take (pitch_or_d): [B, H, S, D], rows D apart (an
+// int pitch, which they do not read), or under kBshd [B, S, H, D] (strides s: H D apart).
+template <bool kBshd>
+struct SliceRows {
+  std::int64_t at;
+  std::conditional_t<kBshd, std::int64_t, int> pitch;
+  __device__ __forceinline__ SliceRows(const fa::Strides& s, int heads, std::int64_t bh, int S, int i, int D) {
+    if constexpr (kBshd) at = fa::row_offset(s, heads, bh, i), pitch = s.row;
+    else at = (bh * S + i) * D, pitch = D;
+  }
 };
 
 // The head dim the kernels of C address global memory with: TcParams::head_dim when C is padded,

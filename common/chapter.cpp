@@ -25,8 +25,10 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
          "): a different one is not supported");
   if (s.head_dim_v != 0 && p.dv() != s.head_dim_v)
     fail("V's head dim must be " + std::to_string(s.head_dim_v) + ", got " + std::to_string(p.dv()));
-  if (p.layout == Layout::bshd && !s.bshd)
-    fail("layout bshd (Q, K, V, O as [B, S, H, D]) is not supported: this chapter takes bhsd, [B, H, S, D]");
+  if (p.layout == Layout::bshd && !takes_bshd(s, p.dtype))
+    fail(std::string("layout bshd (Q, K, V, O as [B, S, H, D]) is not supported") +
+         (s.bshd_dtypes.empty() ? "" : std::string(" in ") + dtype_name(p.dtype)) +
+         ": this chapter takes bhsd, [B, H, S, D]" + (s.bshd_dtypes.empty() ? "" : " there"));
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 

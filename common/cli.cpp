@@ -47,8 +47,15 @@ std::string head_dims_of(const Support& s) {
 
 // --layout's line: bshd where a table takes it.
 std::string layout_text(const std::vector<Support>& supports) {
+  std::vector<std::string> all, bshd;  // dtype names: every table's, and those some table takes as bshd
   for (const Support& s : supports)
-    if (s.bshd) return "bhsd: Q, K, V, O as [B, H, S, D] (default), or bshd: as [B, S, H, D]";
+    for (Dtype d : s.dtypes) {
+      all.push_back(dtype_name(d));
+      if (takes_bshd(s, d)) bshd.push_back(dtype_name(d));
+    }
+  if (!bshd.empty())
+    return "bhsd: Q, K, V, O as [B, H, S, D] (default), or bshd: as [B, S, H, D]" +
+           (bshd.size() == all.size() ? std::string() : " (" + listed(bshd) + ")");
   return "bhsd only: Q, K, V, O as [B, H, S, D]";
 }
 

@@ -45,6 +45,10 @@ FA_HOST_DEVICE constexpr Strides layout_strides(Layout layout, int heads, int se
   return layout == Layout::bshd ? Strides{std::int64_t{seqlen} * heads * dim, dim, std::int64_t{heads} * dim}
                                 : Strides{std::int64_t{heads} * seqlen * dim, std::int64_t{seqlen} * dim, dim};
 }
+// Where row (position) i of slice bh = b * heads + h starts, in elements, in a tensor of strides s.
+FA_HOST_DEVICE constexpr std::int64_t row_offset(const Strides& s, int heads, std::int64_t bh, std::int64_t i) {
+  return bh / heads * s.batch + bh % heads * s.head + i * s.row;
+}
 
 struct Problem {
   int batch = 1;

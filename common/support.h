@@ -19,10 +19,17 @@ struct Support {
   // V's head dim where the chapter takes one other than Q and K's (Problem::head_dim_v; 512 under
   // Q.K's 576); 0: V's head dim must be head_dim's.
   int head_dim_v = 0;
-  // Whether it takes Q, K, V and O as [B, S, H, D] (Problem::layout == Layout::bshd) besides
-  // [B, H, S, D].
-  bool bshd = false;
+  // The dtypes in which it takes Q, K, V and O as [B, S, H, D] too (Problem::layout ==
+  // Layout::bshd; takes_bshd); empty: [B, H, S, D] only.
+  std::vector<Dtype> bshd_dtypes = {};
 };
+
+// Whether s takes dtype d's tensors as [B, S, H, D] (Layout::bshd).
+inline bool takes_bshd(const Support& s, Dtype d) {
+  for (Dtype listed : s.bshd_dtypes)
+    if (listed == d) return true;
+  return false;
+}
 
 // Whether s takes head dim d: the one rule check_forward_args, the test sweeps and --help use.
 inline bool supports_head_dim(const Support& s, int d) {

@@ -127,7 +127,7 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
         const Problem p = problem_of(kHardInputsShape, d, dtype);
         cases.push_back({name_of(p, kind), p, kind});
       }
-      if (support.bshd) {
+      if (takes_bshd(support, dtype)) {
         for (const Shape& s : kBshdShapes) {
           Problem p = problem_of(s, d, dtype);
           p.layout = Layout::bshd;
@@ -196,7 +196,16 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
     add("SeparateVHeadDim", [](Problem& p) { p.head_dim_v = p.head_dim / 2; }, "V's head dim");
   else
     add("OtherVHeadDim", [&](Problem& p) { p.head_dim_v = s.head_dim_v + 8; }, "V's head dim");
-  if (!s.bshd) add("LayoutBshd", [](Problem& p) { p.layout = Layout::bshd; }, "layout");
+  // [B, S, H, D] in a dtype the table does not take it in: "LayoutBshd" (the first dtype) where it
+  // takes none, else each such dtype ("LayoutBshd_f32").
+  for (Dtype d : s.dtypes) {
+    if (takes_bshd(s, d)) continue;
+    if (s.bshd_dtypes.empty()) {
+      add("LayoutBshd", [](Problem& p) { p.layout = Layout::bshd; }, "layout");
+      break;
+    }
+    add(std::string("LayoutBshd_") + dtype_name(d), [d](Problem& p) { p.layout = Layout::bshd; p.dtype = d; }, "layout");
+  }
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
       add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");

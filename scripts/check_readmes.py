@@ -50,10 +50,11 @@ def support_line(exe):
     out = subprocess.run([str(exe), "--help"], capture_output=True, text=True).stdout
     dims = re.search(r"^\s+--head-dim N\s+(.*?)\s*\(default", out, re.M)
     dtypes = re.search(r"^\s+--dtype T\s+(.*?)\s*\(default", out, re.M)
-    layout = re.search(r"^\s+--layout L\s+(bhsd only|bhsd:.*bshd)", out, re.M)
+    layout = re.search(r"^\s+--layout L\s+(bhsd only|bhsd:.*bshd[^(\n]*)(?:\((.*)\))?", out, re.M)
     if not dims or not dtypes or not layout:
         raise SystemExit(f"check_readmes: {exe} --help names no --head-dim, --dtype or --layout")
-    layouts = "[B, H, S, D] only" if layout.group(1) == "bhsd only" else "[B, H, S, D] or [B, S, H, D] (--layout bshd)"
+    layouts = "[B, H, S, D] only" if layout.group(1) == "bhsd only" else "[B, H, S, D] or [B, S, H, D] (--layout bshd" + (
+        f"; {layout.group(2)} only)" if layout.group(2) else ")")
     return f"Supports (from `--help`): dtype {dtypes.group(1)}; head dim {dims.group(1)}; tensors {layouts}.\n"
 
 

@@ -1,7 +1,8 @@
 // flash_tutorial._C: the chapters' kernels behind the Python op (python/flash_tutorial/ops.py).
 // forward: 06 (f16, bf16) or 05 (f32); 07 under a block mask. backward: 08 (dense or block-sparse).
-// Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or for the forward with bshd as
-// contiguous [B, S, H, D] (06 reads them in place; ops.py sends nothing else); the chapters' own checks refuse
+// Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or with bshd as contiguous
+// [B, S, H, D] (06's forward and 08's dense f16/bf16 backward read them in place; ops.py sends bshd
+// nowhere else, asking reads_bshd first); the chapters' own checks refuse
 // what they do not take (std::invalid_argument, which Python sees as ValueError), and ops.py asks
 // `unsupported` first so that it can fall back to the reference with the reason instead.
 #include <ATen/cuda/CUDAContext.h>
@@ -40,7 +41,7 @@ fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double sca
   p.kv_heads = static_cast<int>(k.size(h));
   p.seqlen_q = static_cast<int>(q.size(s));
   p.seqlen_k = static_cast<int>(k.size(s));
-  if (bshd) p.layout = fa::Layout::bshd;  // a chapter refuses it unless its Support says bshd (06)
+  if (bshd) p.layout = fa::Layout::bshd;  // a chapter refuses it unless its Support takes it (06, 08)
   p.head_dim = static_cast<int>(q.size(3));
   p.causal = causal;
   p.softmax_scale = static_cast<float>(scale);
@@ -63,10 +64,18 @@ const fa::Support& forward_support(fa::Dtype dt, bool has_mask) {
                                 : tensor_core::chapter().support;
 }
 
-// Whether that chapter reads [B, S, H, D] tensors in place (its Support's bshd).
-bool reads_bshd(const Tensor& q, bool has_mask) {
+// The backward's table: 08's fp32 kernel or its tensor-core one (dense or block-sparse).
+const fa::Support& backward_support(fa::Dtype dt) {
+  return dt == fa::Dtype::f32 ? backward::fp32_chapter().support : backward::tensor_core_support();
+}
+
+// Whether the chapter that runs the call's forward (or backward) reads [B, S, H, D] tensors in
+// place: its Support's bshd_dtypes. 08's block-sparse walk takes [B, H, S, D] only.
+bool reads_bshd(const Tensor& q, bool has_mask, bool for_backward) {
   const auto dt = dtype_of(q);
-  return dt && forward_support(*dt, has_mask).bshd;
+  if (!dt) return false;
+  if (for_backward) return !has_mask && fa::takes_bshd(backward_support(*dt), *dt);
+  return fa::takes_bshd(forward_support(*dt, has_mask), *dt);
 }
 
 // Why the kernels cannot run this call ("" when they can): the chapters' Support tables.
@@ -81,7 +90,7 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
   };
   if (!takes(fwd)) return fwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
   if (for_backward) {
-    const fa::Support& bwd = *dt == fa::Dtype::f32 ? backward::fp32_chapter().support : backward::tensor_core_support();
+    const fa::Support& bwd = backward_support(*dt);
     if (!takes(bwd)) return bwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
     if (has_mask && (*dt == fa::Dtype::f32 || d > 128))
       return "08's block-sparse backward takes f16 and bf16 at head dims up to 128";
@@ -112,13 +121,14 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
   return {out, lse};
 }
 
+// bshd: q, k, v, O, dO and the gradients as [B, S, H, D] (08's tensor-core dense backward).
 std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& out, const Tensor& lse, bool causal, double scale,
-                                            const std::optional<Tensor>& block_mask, int64_t block_k) {
+                                            const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd) {
   TORCH_CHECK(dout.is_contiguous() && q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
                   out.is_contiguous() && lse.is_contiguous(),
               "flash_tutorial._C: contiguous tensors");
-  const fa::Problem p = problem_of(q, k, causal, scale);
+  const fa::Problem p = problem_of(q, k, causal, scale, bshd);
   Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (block_mask) {
@@ -139,5 +149,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", &forward_op, "O, LSE of chapters 05 / 06 / 07");
   m.def("backward", &backward_op, "dQ, dK, dV of chapter 08");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
-  m.def("reads_bshd", &reads_bshd, "whether the forward's chapter reads [B, S, H, D] in place");
+  m.def("reads_bshd", &reads_bshd, "whether the forward's (or backward's) chapter reads [B, S, H, D] in place");
 }

@@ -75,9 +75,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     in place and writes O as [B, Sq, H, D], contiguous. Everywhere else the kernels read [B, H, S, D]
     contiguous tensors: a "bshd" input to 05 (float32) or 07 (block mask), or any input not
     contiguous in its layout, is copied once into [B, H, S, D], and O comes back as a transposed view.
-    The backward (08) reads contiguous [B, H, S, D] too: after a forward that read "bshd" in place,
-    q, k, v, O and dO are copied into that layout for it, and dq, dk, dv come back as transposed
-    views. The reference fallback copies nothing extra.
+    After a forward that read "bshd" in place, the backward (08's tensor-core kernel) reads q, k,
+    v, O and dO in place too, and writes dq, dk, dv as [B, S, H, D] (dO is copied only if autograd
+    hands it over non-contiguous). The backward of every other path reads contiguous [B, H, S, D].
+    The reference fallback copies nothing extra.
     """
     _check_layout(q, k, v, layout)
     given = (q, k, v)

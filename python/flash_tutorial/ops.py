@@ -1,9 +1,9 @@
 """The op: torch.library custom ops for the forward and the backward, tied together by autograd.
 
 `flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd) -> (out, lse)` and
-`flash_tutorial::attention_bwd(...) -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors; the
-forward with `bshd=True` takes and returns contiguous [B, S, H, D] ones instead (chapter 06 reads
-them in place; attention() asks for it only where 06 runs). Each runs the
+`flash_tutorial::attention_bwd(..., bshd) -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
+with `bshd=True` contiguous [B, S, H, D] ones (chapter 06's forward and 08's dense f16/bf16
+backward read them in place; they are asked for only where those run, reads_bshd). Each runs the
 tutorial's CUDA kernels through the compiled extension `flash_tutorial._C` where it can, and the
 PyTorch reference (reference.py) otherwise, warning once per reason. Both have fake (meta)
 implementations, so torch.compile traces through them without running them.
@@ -36,10 +36,11 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
     return _C.unsupported(q, q if k is None else k, has_mask, backward) or None
 
 
-def reads_bshd(q: torch.Tensor, has_mask: bool = False) -> bool:
-    """Whether the chapter whose forward runs this call takes [B, S, H, D] tensors in place (its
-    Support table's bshd: 06 does). Only asked where the kernels can run the call."""
-    return _C is not None and _C.reads_bshd(q, has_mask)
+def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) -> bool:
+    """Whether the chapter whose forward (or backward) runs this call takes [B, S, H, D] tensors in
+    place (its Support table's bshd_dtypes: 06's forward and 08's dense f16/bf16 backward do). Only
+    asked where the kernels can run the call."""
+    return _C is not None and _C.reads_bshd(q, has_mask, backward)
 
 
 def _fallback(reason: str, stacklevel: int = 3) -> None:
@@ -79,17 +80,25 @@ def _(q, k, v, causal, scale, block_mask, block_k, bshd):
 @torch.library.custom_op("flash_tutorial::attention_bwd", mutates_args=())
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, causal: bool, scale: float, block_mask: Optional[torch.Tensor],
-                  block_k: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  block_k: int, bshd: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if bshd:  # every tensor but lse: [B, S, H, D]; the kernel's view of them below is [B, H, S, D]
+        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, backward=True)
+        if reason is None:
+            return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, True)
+        _fallback(reason)
+        t = [x.transpose(1, 2) for x in (dout, q, k, v, out)]
+        grads = reference.backward(*t, lse, causal, scale, block_mask, block_k)
+        return tuple(g.transpose(1, 2).contiguous() for g in grads)
     reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True)
     if reason is None:
-        return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k)
+        return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, False)
     _fallback(reason)
     dq, dk, dv = reference.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k)
     return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @attention_bwd.register_fake
-def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k):
+def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, bshd):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format),
             torch.empty_like(v, memory_format=torch.contiguous_format))
@@ -105,11 +114,16 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dout, dlse):
     q, k, v, out, lse = ctx.saved_tensors
-    if ctx.bshd:  # 08 reads contiguous [B, H, S, D]: the copies of the bshd path (attention()'s docstring)
+    has_mask = ctx.block_mask is not None
+    # After a forward that read [B, S, H, D] in place (ctx.bshd), the backward does too where 08's
+    # kernel takes it; else these are the copies of the bshd path (attention()'s docstring).
+    in_place = ctx.bshd and reads_bshd(q, has_mask, backward=True)
+    copies = ctx.bshd and not in_place
+    if copies:
         q, k, v, out, dout = (t.transpose(1, 2).contiguous() for t in (q, k, v, out, dout))
     dq, dk, dv = attention_bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.scale, ctx.block_mask,
-                               ctx.block_k)
-    if ctx.bshd:
+                               ctx.block_k, in_place)
+    if copies:
         dq, dk, dv = (t.transpose(1, 2) for t in (dq, dk, dv))
     return dq, dk, dv, None, None, None, None, None
 

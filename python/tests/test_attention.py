@@ -238,7 +238,8 @@ KERNEL_TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
-    # [B, S, H, D] inputs (read in place by 06's forward; copied to [B, H, S, D] for 05 and 08), GQA, Sq != Sk.
+    # [B, S, H, D] inputs (read in place by 06's forward and 08's f16/bf16 backward; copied to
+    # [B, H, S, D] for 05 and 08's fp32 kernel), GQA, Sq != Sk.
     q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, head_dim, dtype=dtype, layout="bshd"))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
@@ -259,17 +260,26 @@ def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [False, True])
 def test_cuda_bshd_read_in_place(dtype, causal):
-    # 06's kernel reads [B, S, H, D] through its strides: O comes back contiguous in that layout,
-    # with the same bits as the same inputs copied to [B, H, S, D] first (the same kernel, the same
-    # order of operations; only the addresses differ).
-    q, k, v = (t.cuda() for t in make(2, 6, 2, 257, 300, 96, dtype=dtype, layout="bshd"))
+    # 06's forward and 08's backward read [B, S, H, D] through their strides: O, dK and dV come back
+    # contiguous in that layout, with the same bits as the same inputs copied to [B, H, S, D] first
+    # (the same kernels, the same order of operations; only the addresses differ). dQ is summed by
+    # atomics in whatever order the blocks come, so it is compared by a tolerance.
+    q, k, v = (t.cuda().requires_grad_() for t in make(2, 6, 2, 257, 300, 96, dtype=dtype, layout="bshd"))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
     assert out.shape == q.shape and out.is_contiguous(), "O should be a contiguous [B, S, H, D] tensor"
-    ref, ref_lse = ft.attention(*(t.transpose(1, 2).contiguous() for t in (q, k, v)), causal=causal,
-                                layout="bhsd", return_lse=True)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    for name, g in zip(("dQ", "dK", "dV"), grads):
+        assert g.is_contiguous(), f"{name} should be written as a contiguous [B, S, H, D] tensor, not a view"
+    given = [t.detach().transpose(1, 2).contiguous().requires_grad_() for t in (q, k, v)]
+    ref, ref_lse = ft.attention(*given, causal=causal, layout="bhsd", return_lse=True)
+    ref_grads = torch.autograd.grad(ref, given, dout.transpose(1, 2).contiguous())
     assert torch.equal(out, ref.transpose(1, 2)), "bshd in place and bhsd differ"
     assert torch.equal(lse, ref_lse)
+    assert torch.equal(grads[1], ref_grads[1].transpose(1, 2)), "dK: bshd in place and bhsd differ"
+    assert torch.equal(grads[2], ref_grads[2].transpose(1, 2)), "dV: bshd in place and bhsd differ"
+    close(grads[0], ref_grads[0].transpose(1, 2).double().cpu(), KERNEL_TOL[dtype] / 4, "dQ against bhsd")
 
 
 @cuda
