@@ -132,6 +132,10 @@ def main():
     decode = decode_table(folder, context.get("decode", {}), context.get("decode_rounds", 1))
     extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta, torch_fwd) for c in sorted(steps))
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
+    gpt = os.path.join(folder, "gpt_table.md")  # gpu_check.sh's python stage (python/examples/plot_gpt.py)
+    if os.path.exists(gpt):
+        with open(gpt) as f:
+            extra += "\n## A small GPT trained with the PyTorch op (python/README.md)\n" + f.read()
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     print(extra)
