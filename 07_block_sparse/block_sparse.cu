@@ -28,24 +28,25 @@ std::vector<std::uint8_t> bytes_of(const std::vector<int>& values) {
 // choice: 32, 64, 96, 128, 192, 256), with Bc = 32 or 64 dividing both block sizes. At D = 64
 // 06 takes Bc = 128; a 64-key block then needs Bc = 64, so D = 64 keeps the 128 x 64 tiles with
 // Q_i in registers (06's step v4).
+// bshd: [B, S, H, D] tensors (06's BlockInputs reads them).
 template <class T, int kD, bool kPadded>
-void launch_for(int block_k, const Params& prm, cudaStream_t stream) {
+void launch_for(int block_k, bool bshd, const Params& prm, cudaStream_t stream) {
   using C = ChapterConfig<T, kD, kPadded>;
   if constexpr (C::Bc == 128) {
     using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/true, /*kLazyRescale=*/false, kPadded>;
-    if (block_k == 64) return launch<C64, 1>(prm, stream);
-    return launch<C, 1>(prm, stream);
+    if (block_k == 64) return launch<C64, 1>(prm, bshd, stream);
+    return launch<C, 1>(prm, bshd, stream);
   } else {
     static_assert(64 % C::Bc == 0, "a key block is whole kernel tiles");
-    if (block_k == 64) return launch<C, 64 / C::Bc>(prm, stream);
-    return launch<C, 128 / C::Bc>(prm, stream);
+    if (block_k == 64) return launch<C, 64 / C::Bc>(prm, bshd, stream);
+    return launch<C, 128 / C::Bc>(prm, bshd, stream);
   }
 }
 
 template <class T>
 void dispatch(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
   with_tile(p.head_dim, [&](auto kd, auto padded) {  // 06's tile for the head dim
-    launch_for<T, decltype(kd)::value, decltype(padded)::value>(block_k, prm, stream);
+    launch_for<T, decltype(kd)::value, decltype(padded)::value>(block_k, p.layout == fa::Layout::bshd, prm, stream);
   });
 }
 
@@ -79,7 +80,8 @@ const fa::Chapter& chapter() {
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
                   .head_dims = {},
                   .max_head_dim = 256,
-                  .head_dim_multiple = 8},
+                  .head_dim_multiple = 8,
+                  .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16}},  // [B, S, H, D] too, as 06
       .forward = dense_forward,
       .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};

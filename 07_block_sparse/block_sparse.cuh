@@ -46,7 +46,7 @@ struct Params : tensor_core::Params {
 // kTpb: kernel tiles of Bc keys per mask key block (1, 2 or 4), a constant so that walk_tile's
 // division is a shift and costs no register. A mask query block is kBlockQ / Br grid blocks
 // (1; 2 for head dims above 128, where 06's tiles have Br = 64).
-template <class C, int kTpb>
+template <class C, int kTpb, bool kBshd = false>
 __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Params prm) {
   if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
   constexpr int kCols = C::kCols, Br = C::Br, Bc = C::Bc, kD = C::kD;
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
-  const BlockInputs<C> in(prm, i0);
+  const BlockInputs<C, kBshd> in(prm, i0);  // kBshd: [B, S, H, D] tensors, as 06 reads them
   const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = head_dim_of<C>(prm);  // D <= kD: 06's zero-padded tile
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   static_assert(kBlockQ % Br == 0, "a query block of the mask is whole blocks of the grid");
@@ -74,12 +74,11 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 
   // Prologue: Q_i in one group, the first active K_j and V_j in the next.
-  copy_tile<C, Br>(Q_s, in.Q, Sq - i0, D);
+  in.copy_q(Q_s, Sq - i0, D);
   cp_async_commit();
   if (n_end > 0) {
     const int j0 = walk_tile(cols, 0, kTpb) * Bc;  // 07: the first active tile
-    copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
-    copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
+    in.copy_kv(K_s, V_s, j0, Sk - j0, D);
   }
   cp_async_commit();
 
@@ -108,8 +107,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
     if constexpr (C::kStages == 1) {
       if (n > 0) {
         __syncthreads();  // every warp is done with K_{j-1}, V_{j-1}: their buffers are free
-        copy_tile<C, Bc>(K_s, in.K + j0 * D, Sk - j0, D);
-        copy_tile<C, Bc>(V_s, in.V + j0 * D, Sk - j0, D);
+        in.copy_kv(K_s, V_s, j0, Sk - j0, D);
         cp_async_commit();
       }
     }
@@ -120,8 +118,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
       if (n + 1 < n_end) {  // 07: the next *active* K_j, V_j fly while this tile is computed
         const std::uint32_t next = (1 - stage) * kTileBytes;
         const int j1 = j_next * Bc;
-        copy_tile<C, Bc>(K_s + next, in.K + j1 * D, Sk - j1, D);
-        copy_tile<C, Bc>(V_s + next, in.V + j1 * D, Sk - j1, D);
+        in.copy_kv(K_s + next, V_s + next, j1, Sk - j1, D);
       }
       cp_async_commit();
     }
@@ -133,7 +130,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
     softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
     accumulate_pv<C>(w, P_ij, V_s + stage * kTileBytes, lane_a);
   }
-  write_rows<C>(w, prm, in.bh, i0 + row0 + g, t);
+  write_rows<C, kBshd>(w, prm, in.bh, i0 + row0 + g, t);
 }
 
 // The kernel's arguments: 06's (with 06's checks), and the mask's CSR lists.
@@ -144,8 +141,9 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
 }
 
 template <class C, int kTpb>
-void launch(const Params& prm, cudaStream_t stream) {
-  launch_on_grid<C, block_sparse_kernel<C, kTpb>>(prm, stream, "07_block_sparse");
+void launch(const Params& prm, bool bshd, cudaStream_t stream) {
+  if (bshd) launch_on_grid<C, block_sparse_kernel<C, kTpb, true>>(prm, stream, "07_block_sparse");
+  else launch_on_grid<C, block_sparse_kernel<C, kTpb>>(prm, stream, "07_block_sparse");
 }
 
 }  // namespace block_sparse

@@ -73,6 +73,19 @@ std::vector<MaskedCase> masked_cases() {
                                      (s.causal ? "_causal_" : "_") + fa::dtype_name(dtype);
             cases.push_back({.problem = p, .block_k = block_k, .patterns = per_head, .name = name});
           }
+  // [B, S, H, D] tensors (06's layout; rows H D apart): every pattern, both block sizes, GQA,
+  // Sq != Sk, D 64 and 72 (a padded tile).
+  for (int d : {64, 72})
+    for (int block_k : {64, 128})
+      for (const Named& n : patterns) {
+        fa::Problem p = fa::testing::problem_of({2, 4, 2, 257, 300, true}, d, fa::Dtype::bf16);
+        p.layout = fa::Layout::bshd;
+        cases.push_back({.problem = p,
+                         .block_k = block_k,
+                         .patterns = bs::cycle_patterns(n.patterns, p.heads),
+                         .name = std::string(n.name) + "_bk" + std::to_string(block_k) + "_B2_H4x2_Sq257_Sk300_D" +
+                                 std::to_string(d) + "_causal_bf16_bshd"});
+      }
   // batch x heads = 66,048: more (b, h) pairs than grid y holds (common/device/grid.cuh), each
   // head with its own pattern; two key blocks, the second partial.
   for (int block_k : {64, 128}) {
@@ -101,18 +114,20 @@ TEST_P(Masked, MatchesReferenceWithMask) {
 
   fa::cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem);
   fa::cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
-  q.upload(fa::encode(in.q, p.dtype));
-  k.upload(fa::encode(in.k, p.dtype));
-  v.upload(fa::encode(in.v, p.dtype));
+  // Q, K, V in the problem's layout; O comes back to [B, H, S, D] for the check.
+  q.upload(fa::to_layout(fa::encode(in.q, p.dtype), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim));
+  k.upload(fa::to_layout(fa::encode(in.k, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
+  v.upload(fa::to_layout(fa::encode(in.v, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
   o.poison();  // every element the kernel fails to write stays poisoned and fails the check
   lse.poison();
 
   bs::forward(p, device_mask, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
   FA_CUDA_CHECK(cudaDeviceSynchronize());
 
+  const std::vector<std::uint8_t> o_bhsd = fa::from_layout(fa::testing::download_guarded(o, "O"), p.layout, elem,
+                                                           p.batch, p.heads, p.seqlen_q, p.head_dim);
   const fa::ForwardCheck check =
-      fa::check_forward_masked(p, in, fa::testing::download_guarded(o, "O"),
-                               fa::testing::download_guarded(lse, "LSE"), bs::visible_fn(mask));
+      fa::check_forward_masked(p, in, o_bhsd, fa::testing::download_guarded(lse, "LSE"), bs::visible_fn(mask));
   EXPECT_TRUE(check.pass()) << p.describe() << ", block mask density " << mask.density() << "\n"
                             << check.summary();
 }

@@ -83,8 +83,22 @@ def code_only(text):
     return "".join(out)
 
 
+def without_template_head(header):
+    """header less a leading `template <...>` (whose defaults, `bool kBshd = false`, are no assignment)."""
+    m = re.search(r"\btemplate\s*<", header)
+    if not m:
+        return header
+    depth = 0
+    for i in range(m.end() - 1, len(header)):
+        depth += (header[i] == "<") - (header[i] == ">")
+        if depth == 0:
+            return header[:m.start()] + header[i + 1:]
+    return header
+
+
 def function_name(header):
     """The name a block's header defines if it is a function (`... name(args) const {`), else None."""
+    header = without_template_head(header)
     depth = 0
     for m in re.finditer(r"[()]", header):
         if m.group() == ")":

@@ -1,7 +1,7 @@
 // flash_tutorial._C: the chapters' kernels behind the Python op (python/flash_tutorial/ops.py).
 // forward: 06 (f16, bf16) or 05 (f32); 07 under a block mask. backward: 08 (dense or block-sparse).
 // Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or with bshd as contiguous
-// [B, S, H, D] (06's forward and 08's dense f16/bf16 backward read them in place; ops.py sends bshd
+// [B, S, H, D] (06's and 07's forwards and 08's dense f16/bf16 backward read them in place; ops.py sends bshd
 // nowhere else, asking reads_bshd first); the chapters' own checks refuse
 // what they do not take (std::invalid_argument, which Python sees as ValueError), and ops.py asks
 // `unsupported` first so that it can fall back to the reference with the reason instead.
@@ -41,7 +41,7 @@ fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double sca
   p.kv_heads = static_cast<int>(k.size(h));
   p.seqlen_q = static_cast<int>(q.size(s));
   p.seqlen_k = static_cast<int>(k.size(s));
-  if (bshd) p.layout = fa::Layout::bshd;  // a chapter refuses it unless its Support takes it (06, 08)
+  if (bshd) p.layout = fa::Layout::bshd;  // a chapter refuses it unless its Support takes it (06, 07, 08)
   p.head_dim = static_cast<int>(q.size(3));
   p.causal = causal;
   p.softmax_scale = static_cast<float>(scale);
@@ -99,7 +99,7 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
   return "";
 }
 
-// bshd: q, k, v and O as [B, S, H, D] (06 only); LSE is [B, H, Sq] either way.
+// bshd: q, k, v and O as [B, S, H, D] (06 and 07, f16/bf16); LSE is [B, H, Sq] either way.
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
                                    const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),

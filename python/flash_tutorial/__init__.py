@@ -71,13 +71,14 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
-    Copies: chapter 06's forward (float16, bfloat16, no block mask) reads contiguous "bshd" inputs
-    in place and writes O as [B, Sq, H, D], contiguous. Everywhere else the kernels read [B, H, S, D]
-    contiguous tensors: a "bshd" input to 05 (float32) or 07 (block mask), or any input not
-    contiguous in its layout, is copied once into [B, H, S, D], and O comes back as a transposed view.
+    Copies: the float16 and bfloat16 forwards (chapter 06, or 07 under a block mask) read contiguous
+    "bshd" inputs in place and write O as [B, Sq, H, D], contiguous. Elsewhere the kernels read
+    [B, H, S, D] contiguous tensors: a "bshd" input to 05 (float32), or any input not contiguous in
+    its layout, is copied once into [B, H, S, D], and O comes back as a transposed view.
     After a forward that read "bshd" in place, the backward (08's tensor-core kernel) reads q, k,
     v, O and dO in place too, and writes dq, dk, dv as [B, S, H, D] (dO is copied only if autograd
-    hands it over non-contiguous). The backward of every other path reads contiguous [B, H, S, D].
+    hands it over non-contiguous), except under a block mask: 08's block-sparse backward, like
+    every other backward path, reads contiguous [B, H, S, D] copies.
     The reference fallback copies nothing extra.
     """
     _check_layout(q, k, v, layout)

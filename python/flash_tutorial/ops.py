@@ -2,8 +2,8 @@
 
 `flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd) -> (out, lse)` and
 `flash_tutorial::attention_bwd(..., bshd) -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
-with `bshd=True` contiguous [B, S, H, D] ones (chapter 06's forward and 08's dense f16/bf16
-backward read them in place; they are asked for only where those run, reads_bshd). Each runs the
+with `bshd=True` contiguous [B, S, H, D] ones (the f16/bf16 forwards of 06 and 07 and 08's dense
+f16/bf16 backward read them in place; they are asked for only where those run, reads_bshd). Each runs the
 tutorial's CUDA kernels through the compiled extension `flash_tutorial._C` where it can, and the
 PyTorch reference (reference.py) otherwise, warning once per reason. Both have fake (meta)
 implementations, so torch.compile traces through them without running them.
@@ -38,7 +38,7 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
 
 def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) -> bool:
     """Whether the chapter whose forward (or backward) runs this call takes [B, S, H, D] tensors in
-    place (its Support table's bshd_dtypes: 06's forward and 08's dense f16/bf16 backward do). Only
+    place (its Support table's bshd_dtypes: 06's and 07's forwards and 08's dense f16/bf16 backward do). Only
     asked where the kernels can run the call."""
     return _C is not None and _C.reads_bshd(q, has_mask, backward)
 

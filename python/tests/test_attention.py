@@ -283,14 +283,21 @@ def test_cuda_bshd_read_in_place(dtype, causal):
 
 
 @cuda
-def test_cuda_kernels_block_mask():
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_cuda_kernels_block_mask(layout):
+    # bshd: 07's forward reads [B, S, H, D] in place; 08's block-sparse backward takes copies.
     b, h, sq, sk, d = 1, 4, 300, 400, 64
-    q, k, v = (t.cuda().requires_grad_() for t in make(b, h, 2, sq, sk, d, dtype=torch.bfloat16))
+    given = [t.cuda().requires_grad_() for t in make(b, h, 2, sq, sk, d, dtype=torch.bfloat16, layout=layout)]
+    q, k, v = (t.transpose(1, 2) for t in given) if layout == "bshd" else given  # [B, H, S, D] views
     kernels_or_skip(q, k, has_mask=True)
     mask = torch.rand(b, h, math.ceil(sq / 128), math.ceil(sk / 128), generator=torch.Generator().manual_seed(4)) < 0.6
-    out = ft.attention(q, k, v, block_mask=mask.cuda(), layout="bhsd")
+    out = ft.attention(*given, block_mask=mask.cuda(), layout=layout)
     dout = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads = torch.autograd.grad(out, given, dout)
+    if layout == "bshd":
+        assert out.is_contiguous(), "07 should write O as a contiguous [B, S, H, D] tensor"
+        out, dout = out.transpose(1, 2), dout.transpose(1, 2)
+        grads = [g.transpose(1, 2) for g in grads]
     q64, k64, v64 = (t.detach().double().cpu() for t in (q, k, v))
     o64, lse64 = reference.forward(q64, k64, v64, False, 1 / 8, mask, 128)
     g64 = reference.backward(dout.double().cpu(), q64, k64, v64, o64, lse64, False, 1 / 8, mask, 128)
