@@ -160,7 +160,9 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   }
 
   // Epilogue: dK_j * scale and dV_j, once, after every query head of the group.
-  const SliceRows<kBshd> out(prm.kv_strides, prm.kv_heads, kv_bh, Sk, j0, D);  // as `keys`, computed again here
+  // `keys` again, computed here rather than held in registers across the walk (the kernels are at
+  // 254-255 registers; with `keys` itself 40 of the 112 kernels compile differently).
+  const SliceRows<kBshd> out(prm.kv_strides, prm.kv_heads, kv_bh, Sk, j0, D);
   write_key_grads<C>(static_cast<T*>(prm.dk) + out.at, static_cast<T*>(prm.dv) + out.at, dK_j, dV_j, w, Sk - j0, D,
                      out.pitch, prm.scale);
 }
