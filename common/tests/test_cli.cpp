@@ -172,6 +172,22 @@ TEST(Cli, HelpOfAChapterWithPerDtypeTablesListsEach) {
       << head_dim;
 }
 
+// --layout: bhsd only, bshd where a table takes it, and for which dtypes where not all do (08).
+TEST(Cli, HelpNamesTheLayoutsAndTheirDtypes) {
+  EXPECT_NE(line_of(help_text({kHalfOnly}, Dtype::bf16), "--layout L").find("bhsd only"), std::string::npos);
+  Support half = kHalfOnly;
+  half.bshd_dtypes = half.dtypes;
+  const std::string all = line_of(help_text({half}, Dtype::bf16), "--layout L");
+  EXPECT_NE(all.find("or bshd: as [B, S, H, D]"), std::string::npos) << all;
+  EXPECT_EQ(all.find("("), all.find("(default)")) << all;  // no dtype list when every dtype takes it
+  Support backward_half = kBackwardHalf;
+  backward_half.bshd_dtypes = {Dtype::f16, Dtype::bf16};
+  const std::string some = line_of(help_text({kBackwardF32, backward_half}, Dtype::f32), "--layout L");
+  EXPECT_NE(some.find("or bshd: as [B, S, H, D] (f16 or bf16)"), std::string::npos) << some;
+  EXPECT_TRUE(takes_bshd(backward_half, Dtype::bf16));
+  EXPECT_FALSE(takes_bshd(kBackwardF32, Dtype::f32));
+}
+
 TEST(Cli, HelpKeepsTheChaptersOwnFlags) {
   const std::string text = help_text({kHalfOnly}, Dtype::bf16, "  --pattern P       dense or random\n");
   EXPECT_NE(text.find("06_tensor_core's own options:\n  --pattern P       dense or random\n"), std::string::npos)

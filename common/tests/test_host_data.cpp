@@ -291,6 +291,24 @@ TEST(Layout, StridesMatchTheLayouts) {
   EXPECT_THROW(parse_layout("nhwc"), std::invalid_argument);
 }
 
+// row_offset (problem.h), the kernels' address of row i of slice bh = b H + h: the element where
+// to_layout put that row, in both layouts.
+TEST(Layout, RowOffsetFindsTheRowsToLayoutMoved) {
+  const int batch = 2, heads = 3, seqlen = 5, dim = 4;
+  std::vector<std::uint8_t> bhsd(std::size_t(batch) * heads * seqlen * dim);
+  for (std::size_t e = 0; e < bhsd.size(); ++e) bhsd[e] = static_cast<std::uint8_t>(e / dim);  // the row's number
+  for (Layout layout : {Layout::bhsd, Layout::bshd}) {
+    const std::vector<std::uint8_t> x = to_layout(bhsd, layout, 1, batch, heads, seqlen, dim);
+    const Strides s = layout_strides(layout, heads, seqlen, dim);
+    for (int bh = 0; bh < batch * heads; ++bh)
+      for (int i = 0; i < seqlen; ++i) {
+        const std::int64_t at = row_offset(s, heads, bh, i);
+        ASSERT_EQ(x[at], bh * seqlen + i) << layout_name(layout) << " bh " << bh << " i " << i;
+        ASSERT_EQ(x[at + dim - 1], bh * seqlen + i) << layout_name(layout) << ": a row is dim elements side by side";
+      }
+  }
+}
+
 TEST(Inputs, AreSeededAndRoundedToTheDtype) {
   Problem p;
   p.seqlen_q = p.seqlen_k = 32;
