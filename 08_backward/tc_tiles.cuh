@@ -7,18 +7,16 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "06_tensor_core/tile_math.cuh"  // copy_tile (06), and through it common/device/
+#include "06_tensor_core/tile_math.cuh"  // 06's tile math, and through it common/device/ (copy_tile)
 #include "08_backward/sparse_walk.h"     // step_head, step_tile, step_halves
 #include "common/device/tma.cuh"       // CUtensorMap (TcParams::dq_map)
 
 namespace backward::tc {
 
-using tensor_core::copy_tile;
-using tensor_core::pitch_or_d;
 using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, the swizzle, kLog2e (common/device/)
 
-// The members copy_tile (06) reads, the backward's tiles, and how the 8 warps split each product
-// (FlashAttention-2's sm80 backward: Flash_bwd_kernel_traits<D, Br, Bc, 8, SdP, dKV, dQ>).
+// The members copy_tile (common/device/tile_copy.cuh) reads, the backward's tiles, and how the 8
+// warps split each product (FlashAttention-2's sm80 backward: Flash_bwd_kernel_traits<D, Br, Bc, 8, SdP, dKV, dQ>).
 //   S, dP (Br x Bc):   kSdpWarpsM warps along query rows x the rest along keys
 //   dV, dK (Bc x D):   kKvWarpsN warps along keys (4; 2 at Bc = 64) x the rest along d
 //   dQ (Br x D):       kDqWarpsM warps along query rows x the rest along d

@@ -168,8 +168,8 @@ struct KvRows {
         V(static_cast<const typename C::T*>(prm.base.v) + kv_bh * kv_rows * C::kD) {}
   // Keys j0 .. j0 + Bc - 1 into the two smem tiles; rows past `rows` (the sequence's end) zero-filled.
   __device__ __forceinline__ void copy(std::uint32_t K_dst, std::uint32_t V_dst, int j0, int rows) const {
-    tensor_core::copy_tile<C, C::Bc>(K_dst, K + j0 * C::kD, rows);
-    tensor_core::copy_tile<C, C::Bc>(V_dst, V + j0 * C::kD, rows);
+    copy_tile<C, C::Bc>(K_dst, K + j0 * C::kD, rows);
+    copy_tile<C, C::Bc>(V_dst, V + j0 * C::kD, rows);
   }
 };
 

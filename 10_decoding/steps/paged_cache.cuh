@@ -40,8 +40,8 @@ struct Paged {
         const int j = j0 + r;
         const std::int64_t at = r < rows ? table[j >> page_log2] * page_elems + (j & ((1 << page_log2) - 1)) * C::kD : 0;
         const std::uint32_t smem = 2 * r * C::kCols;  // run r's rows in the (Bc, kCols) tiles
-        tensor_core::copy_tile<C, kPageRows>(K_dst + smem, K + at, rows - r);
-        tensor_core::copy_tile<C, kPageRows>(V_dst + smem, V + at, rows - r);
+        fa::cuda::copy_tile<C, kPageRows>(K_dst + smem, K + at, rows - r);
+        fa::cuda::copy_tile<C, kPageRows>(V_dst + smem, V + at, rows - r);
       }
     }
   };
