@@ -32,9 +32,9 @@ int run(const fa::Options& o, const bs::MaskOptions& m) {
   fa::cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem),
       out(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float));
   // Q, K, V in the problem's layout (--layout bshd: [B, S, H, D]); O comes back for the check.
-  q.upload(fa::to_layout(fa::encode(in.q, p.dtype), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim));
-  k.upload(fa::to_layout(fa::encode(in.k, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
-  v.upload(fa::to_layout(fa::encode(in.v, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
+  q.upload(fa::to_layout(fa::encode(in.q, p.dtype), p, fa::Operand::q));
+  k.upload(fa::to_layout(fa::encode(in.k, p.dtype), p, fa::Operand::k));
+  v.upload(fa::to_layout(fa::encode(in.v, p.dtype), p, fa::Operand::v));
   out.poison();
   lse.poison();
   auto forward = [&] { bs::forward(p, device_mask, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), nullptr); };
@@ -43,9 +43,8 @@ int run(const fa::Options& o, const bs::MaskOptions& m) {
 
   std::optional<fa::ForwardCheck> check;
   if (o.check)
-    check = fa::check_forward_masked(
-        p, in, fa::from_layout(out.download(), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim),
-        lse.download(), bs::visible_fn(mask));
+    check = fa::check_forward_masked(p, in, fa::from_layout(out.download(), p, fa::Operand::o), lse.download(),
+                                     bs::visible_fn(mask));
   const bool pass = !check || check->pass();
   const float ms = fa::cuda::median_ms(forward, o.iters);
   const double tflops = bs::forward_flops(p, mask) / (ms * 1e-3) / 1e12;

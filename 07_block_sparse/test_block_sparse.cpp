@@ -115,17 +115,16 @@ TEST_P(Masked, MatchesReferenceWithMask) {
   fa::cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem);
   fa::cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
   // Q, K, V in the problem's layout; O comes back to [B, H, S, D] for the check.
-  q.upload(fa::to_layout(fa::encode(in.q, p.dtype), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim));
-  k.upload(fa::to_layout(fa::encode(in.k, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
-  v.upload(fa::to_layout(fa::encode(in.v, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
+  q.upload(fa::to_layout(fa::encode(in.q, p.dtype), p, fa::Operand::q));
+  k.upload(fa::to_layout(fa::encode(in.k, p.dtype), p, fa::Operand::k));
+  v.upload(fa::to_layout(fa::encode(in.v, p.dtype), p, fa::Operand::v));
   o.poison();  // every element the kernel fails to write stays poisoned and fails the check
   lse.poison();
 
   bs::forward(p, device_mask, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
   FA_CUDA_CHECK(cudaDeviceSynchronize());
 
-  const std::vector<std::uint8_t> o_bhsd = fa::from_layout(fa::testing::download_guarded(o, "O"), p.layout, elem,
-                                                           p.batch, p.heads, p.seqlen_q, p.head_dim);
+  const std::vector<std::uint8_t> o_bhsd = fa::from_layout(fa::testing::download_guarded(o, "O"), p, fa::Operand::o);
   const fa::ForwardCheck check =
       fa::check_forward_masked(p, in, o_bhsd, fa::testing::download_guarded(lse, "LSE"), bs::visible_fn(mask));
   EXPECT_TRUE(check.pass()) << p.describe() << ", block mask density " << mask.density() << "\n"

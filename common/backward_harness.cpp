@@ -53,8 +53,7 @@ void upload_forward_outputs(const Problem& p, const HostInputs& in, cuda::Device
                             const VisibleFn& visible) {
   const ReferenceForward ref = p.dtype == Dtype::f32 ? fp32_score_forward(p, in.q, in.k, in.v, visible)
                                                      : same_precision_forward(p, in.q, in.k, in.v, visible);
-  o.upload(to_layout(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype), p.layout, dtype_size(p.dtype),
-                     p.batch, p.heads, p.seqlen_q, p.dv()));  // as Q lies (bshd: [B, S, H, D])
+  o.upload(to_layout(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype), p, Operand::o));  // bshd: [B, S, H, D]
   const std::vector<float> lse_host(ref.lse.begin(), ref.lse.end());
   lse.upload(lse_host.data(), lse_host.size() * sizeof(float));
 }
@@ -73,12 +72,10 @@ void check_backward(const BackwardCase& c) {
   cuda::DeviceBuffer dq(p.q_elems() * elem + kGuardBytes), dk(p.kv_elems() * elem + kGuardBytes),
       dv(p.kv_elems() * elem + kGuardBytes);
   // Q, K, V, dO (and O) in the problem's layout; the gradients come back to [B, H, S, D].
-  auto q_layout = [&](std::vector<std::uint8_t> x) { return to_layout(x, p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim); };
-  auto kv_layout = [&](std::vector<std::uint8_t> x) { return to_layout(x, p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim); };
-  q.upload(q_layout(encode(in.q, p.dtype)));
-  k.upload(kv_layout(encode(in.k, p.dtype)));
-  v.upload(kv_layout(encode(in.v, p.dtype)));
-  dout.upload(q_layout(encode(dout_host, p.dtype)));
+  q.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
+  k.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
+  v.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
+  dout.upload(to_layout(encode(dout_host, p.dtype), p, Operand::o));
 
   const cuda::Stream stream;  // everything on a non-blocking stream, as PyTorch runs it
   upload_forward_outputs(p, in, o, lse);
@@ -92,12 +89,9 @@ void check_backward(const BackwardCase& c) {
     backward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(), dv.get(),
              stream.get());
     FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    auto back = [&](std::vector<std::uint8_t> x, int heads, int seqlen) {
-      return from_layout(x, p.layout, elem, p.batch, heads, seqlen, p.head_dim);
-    };
-    return Gradients{back(download_guarded(dq, "dQ"), p.heads, p.seqlen_q),
-                     back(download_guarded(dk, "dK"), p.kv_heads, p.seqlen_k),
-                     back(download_guarded(dv, "dV"), p.kv_heads, p.seqlen_k)};
+    return Gradients{from_layout(download_guarded(dq, "dQ"), p, Operand::q),
+                     from_layout(download_guarded(dk, "dK"), p, Operand::k),
+                     from_layout(download_guarded(dv, "dV"), p, Operand::v)};
   };
   const std::string what = p.describe() + " (" + input_kind_name(c.inputs) + " inputs)";
 

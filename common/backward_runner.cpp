@@ -69,18 +69,10 @@ int run(const BackwardChapter& c, const std::vector<Support>& tables, const Opti
       dq(p.q_elems() * elem), dk(p.kv_elems() * elem), dv(p.kv_elems() * elem);
   // Q, K, V, dO in the problem's layout (bshd: [B, S, H, D]); O and the gradients come back to
   // [B, H, S, D] for the checks.
-  auto q_rows = [&](std::vector<std::uint8_t> x, bool to) {
-    return to ? to_layout(x, p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim)
-              : from_layout(x, p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim);
-  };
-  auto kv_rows = [&](std::vector<std::uint8_t> x, bool to) {
-    return to ? to_layout(x, p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim)
-              : from_layout(x, p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim);
-  };
-  q.upload(q_rows(encode(in.q, p.dtype), true));
-  k.upload(kv_rows(encode(in.k, p.dtype), true));
-  v.upload(kv_rows(encode(in.v, p.dtype), true));
-  dout.upload(q_rows(encode(dout_host, p.dtype), true));
+  q.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
+  k.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
+  v.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
+  dout.upload(to_layout(encode(dout_host, p.dtype), p, Operand::o));
   for (cuda::DeviceBuffer* b : {&out, &lse, &dq, &dk, &dv}) b->poison();
 
   auto forward = [&] { c.forward(p, q.get(), k.get(), v.get(), out.get(), lse.as<float>(), nullptr); };
@@ -95,9 +87,9 @@ int run(const BackwardChapter& c, const std::vector<Support>& tables, const Opti
   std::optional<ForwardCheck> fwd_check;
   std::optional<BackwardCheck> bwd_check;
   if (o.check) {
-    fwd_check = check_forward(p, in, q_rows(out.download(), false), lse.download());
-    bwd_check = check_backward(p, in, dout_host, q_rows(dq.download(), false), kv_rows(dk.download(), false),
-                               kv_rows(dv.download(), false));
+    fwd_check = check_forward(p, in, from_layout(out.download(), p, Operand::o), lse.download());
+    bwd_check = check_backward(p, in, dout_host, from_layout(dq.download(), p, Operand::q),
+                               from_layout(dk.download(), p, Operand::k), from_layout(dv.download(), p, Operand::v));
   }
   const bool fwd_pass = !fwd_check || fwd_check->pass(), bwd_pass = !bwd_check || bwd_check->pass();
 

@@ -112,6 +112,26 @@ std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, La
   return layout == Layout::bshd ? swap_heads_rows(bytes, false, elem, batch, heads, seqlen, dim) : bytes;
 }
 
+namespace {
+struct Shape3 {
+  int heads, seqlen, dim;
+};
+Shape3 shape_of(const Problem& p, Operand which) {
+  const bool queries = which == Operand::q || which == Operand::o, values = which == Operand::o || which == Operand::v;
+  return {queries ? p.heads : p.kv_heads, queries ? p.seqlen_q : p.seqlen_k, values ? p.dv() : p.head_dim};
+}
+}  // namespace
+
+std::vector<std::uint8_t> to_layout(const std::vector<std::uint8_t>& bhsd, const Problem& p, Operand which) {
+  const Shape3 s = shape_of(p, which);
+  return to_layout(bhsd, p.layout, dtype_size(p.dtype), p.batch, s.heads, s.seqlen, s.dim);
+}
+
+std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, const Problem& p, Operand which) {
+  const Shape3 s = shape_of(p, which);
+  return from_layout(bytes, p.layout, dtype_size(p.dtype), p.batch, s.heads, s.seqlen, s.dim);
+}
+
 std::vector<std::uint8_t> encode(const std::vector<float>& values, Dtype dtype) {
   std::vector<std::uint8_t> bytes(values.size() * dtype_size(dtype));
   for (std::size_t n = 0; n < values.size(); ++n) {

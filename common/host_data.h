@@ -30,6 +30,11 @@ std::vector<std::uint8_t> to_layout(const std::vector<std::uint8_t>& bhsd, Layou
                                     int heads, int seqlen, int dim);
 std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, Layout layout, std::size_t elem, int batch,
                                       int heads, int seqlen, int dim);
+// The same for one of p's tensors in p.dtype, sized by which one it is: Q and dQ (H heads, Sq rows,
+// D), O and dO (H, Sq, Dv), K and dK (Hkv, Sk, D), V and dV (Hkv, Sk, Dv).
+enum class Operand { q, o, k, v };
+std::vector<std::uint8_t> to_layout(const std::vector<std::uint8_t>& bhsd, const Problem& p, Operand which);
+std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, const Problem& p, Operand which);
 
 // Every output byte is set to 0xFF before a kernel runs. 0xFF.. is a NaN in f32, f16 and bf16,
 // and no arithmetic produces that exact pattern (CUDA's NaNs are 0x7FFF..), so an element still

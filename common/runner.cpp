@@ -52,10 +52,10 @@ int run(const Chapter& c, const Options& o) {
   cuda::DeviceBuffer q(p.q_elems() * dtype_size(p.dtype)), k(p.kv_elems() * dtype_size(p.dtype)),
       v(p.v_elems() * dtype_size(p.dtype)), out(p.o_elems() * dtype_size(p.dtype)),
       lse(p.lse_elems() * sizeof(float));
-  const std::size_t elem = dtype_size(p.dtype);  // Q, K, V in the problem's layout (bshd: [B, S, H, D])
-  q.upload(to_layout(encode(in.q, p.dtype), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim));
-  k.upload(to_layout(encode(in.k, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
-  v.upload(to_layout(encode(in.v, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.dv()));
+  // Q, K, V in the problem's layout (bshd: [B, S, H, D]); O comes back for the check.
+  q.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
+  k.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
+  v.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
   out.poison();
   lse.poison();
 
@@ -67,7 +67,7 @@ int run(const Chapter& c, const Options& o) {
 
   std::optional<ForwardCheck> check;
   if (o.check)
-    check = check_forward(p, in, from_layout(out.download(), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.dv()),
+    check = check_forward(p, in, from_layout(out.download(), p, Operand::o),
                           lse.download());
   const bool pass = !check || check->pass();
 

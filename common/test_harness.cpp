@@ -80,9 +80,9 @@ void check_forward(const ForwardCase& c) {
   cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.v_elems() * elem);
   cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
   // Q, K, V in the problem's layout; O comes back to [B, H, S, D] for the check.
-  q.upload(to_layout(encode(in.q, p.dtype), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.head_dim));
-  k.upload(to_layout(encode(in.k, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.head_dim));
-  v.upload(to_layout(encode(in.v, p.dtype), p.layout, elem, p.batch, p.kv_heads, p.seqlen_k, p.dv()));
+  q.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
+  k.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
+  v.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
 
   // A non-blocking stream, as PyTorch uses: nothing the legacy default stream does orders it.
   const cuda::Stream stream;
@@ -92,7 +92,7 @@ void check_forward(const ForwardCase& c) {
     lse.poison(stream.get());
     c.chapter->forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), stream.get());
     FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
-    run[0] = from_layout(download_guarded(o, "O"), p.layout, elem, p.batch, p.heads, p.seqlen_q, p.dv());
+    run[0] = from_layout(download_guarded(o, "O"), p, Operand::o);
     run[1] = download_guarded(lse, "LSE");
   }
 

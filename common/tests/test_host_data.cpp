@@ -291,6 +291,33 @@ TEST(Layout, StridesMatchTheLayouts) {
   EXPECT_THROW(parse_layout("nhwc"), std::invalid_argument);
 }
 
+// The Problem form sizes each tensor by what it is: Q, O with H heads of Sq rows, K, V with Hkv of
+// Sk, V and O of Dv columns.
+TEST(Layout, ProblemFormSizesEachOperand) {
+  Problem p;
+  p.batch = 2, p.heads = 4, p.kv_heads = 2, p.seqlen_q = 3, p.seqlen_k = 5, p.head_dim = 8, p.head_dim_v = 16;
+  p.dtype = Dtype::bf16, p.layout = Layout::bshd;
+  const std::size_t elem = 2;
+  auto bytes = [](std::size_t n) {
+    std::vector<std::uint8_t> x(n);
+    for (std::size_t e = 0; e < n; ++e) x[e] = static_cast<std::uint8_t>(e * 7 + e / 256);
+    return x;
+  };
+  const struct {
+    Operand which;
+    int heads, seqlen, dim;
+  } cases[] = {{Operand::q, 4, 3, 8}, {Operand::o, 4, 3, 16}, {Operand::k, 2, 5, 8}, {Operand::v, 2, 5, 16}};
+  for (const auto& c : cases) {
+    const std::vector<std::uint8_t> x = bytes(std::size_t(p.batch) * c.heads * c.seqlen * c.dim * elem);
+    const std::vector<std::uint8_t> y = to_layout(x, p, c.which);
+    EXPECT_EQ(y, to_layout(x, Layout::bshd, elem, p.batch, c.heads, c.seqlen, c.dim));
+    EXPECT_EQ(from_layout(y, p, c.which), x);
+  }
+  p.layout = Layout::bhsd;
+  const std::vector<std::uint8_t> q = bytes(std::size_t(p.batch) * 4 * 3 * 8 * elem);
+  EXPECT_EQ(to_layout(q, p, Operand::q), q);
+}
+
 // row_offset (problem.h), the kernels' address of row i of slice bh = b H + h: the element where
 // to_layout put that row, in both layouts.
 TEST(Layout, RowOffsetFindsTheRowsToLayoutMoved) {
