@@ -74,6 +74,22 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   // third barrier between them and the boxes' stores (every warp is done with Q_i and dO_i).
   constexpr bool kStage = C::kDqInStage && !kTurns && kHasBulkCopy;
   float* dQ_prev = nullptr;  // kBulk: the rows of dQ_accum the shared dQ tile holds a part of
+  // ... at D = 64 in shared memory instead, written by thread 0 after the step's last barrier and
+  // read after the next step's first: two registers fewer across the step, where the 64 x 32 S
+  // and dP warp tiles leave none (with the pointer in registers the kernel spilled 44 bytes).
+  constexpr bool kPrevInSmem = C::kD == 64;
+  __shared__ float* dQ_prev_s;
+  const auto set_prev = [&](float* rows) {
+    if constexpr (kPrevInSmem) {
+      if (threadIdx.x == 0) dQ_prev_s = rows;
+    } else {
+      dQ_prev = rows;
+    }
+  };
+  const auto prev = [&] {
+    if constexpr (kPrevInSmem) return dQ_prev_s;
+    else return dQ_prev;
+  };
   int prev_i0 = 0;           // kStage: the previous step's query tile and head
   std::int64_t prev_bh = 0;
   for (int n = 0; n < walk.n_steps; ++n) {
@@ -83,7 +99,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     cp_async_wait<0>();  // this thread's copies of step n (and K_j, V_j) have landed
     __syncthreads();     // ... and everyone's; every warp is done with step n-1's stage, P_s, dS_s
     if constexpr (kBulk) {
-      if (n > 0) add_dq_rows(dQ_prev, sm);  // step n-1's dQ_i part: every warp stored it before the barrier
+      if (n > 0) add_dq_rows(prev(), sm);  // step n-1's dQ_i part: every warp stored it before the barrier
     }
     if constexpr (kStage) {
       if (n > 0) add_dq_boxes<C>(&prm.dq_map, sm.Q_s + (1 - buf) * C::kStageStride, prev_i0, prev_bh);
@@ -132,7 +148,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
       prev_bh = st.bh;
     } else if constexpr (kBulk) {
       store_dq(sm, dQ, w);  // added by the bulk reduction after the next barrier
-      dQ_prev = prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD;
+      set_prev(prm.dq_accum + (st.bh * prm.dq_rows + i0) * kD);
     } else {
       int* turn = kTurns ? prm.dq_turn + st.bh * Tr + st.i_tile : nullptr;
       if constexpr (kTurns) wait_turn(turn, walk.rank_of(n));
@@ -147,7 +163,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   if constexpr (kBulk) {
     if (walk.n_steps > 0) {
       __syncthreads();  // the last step's dQ_i part is stored by every warp
-      add_dq_rows(dQ_prev, sm);
+      add_dq_rows(prev(), sm);
       if (threadIdx.x < Br) bulk_wait<0>();  // done before the block (and its shared memory) goes
     }
   }

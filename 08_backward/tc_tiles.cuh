@@ -60,12 +60,13 @@ struct TcConfig {
   // dQ_accum by the copy engine's bulk reduction, one 4 kD-byte row per thread of the first Br,
   // instead of each thread's 12-16 REDs, which kept the memory-instruction queues full (README,
   // "Profiling against FlashAttention-2"). Measured 1.06-1.10x at D = 128 and 1.06-1.07x at
-  // D = 96; at D = 64 0.96-1.03x (its registers spilled 44 bytes), so D = 64 keeps the REDs. Rows
+  // D = 96; at D = 64 0.96-1.03x while its registers spilled 44 bytes (session 15), and 1.01-1.06x
+  // once the rows' pointer moved to shared memory and nothing spilled (key_tile_backward). Rows
   // kDqStride floats apart (8 of padding: the float2 stores of a warp take the ideal 2 wavefronts),
   // 16-byte aligned as the bulk copy needs.
   // sm_90 and newer only: the tile is requested from the host only there (tc_smem_bytes), and
   // sm_80 code keeps the REDs (kHasBulkCopy).
-  static constexpr bool kBulkDq = !kPadded && (kD == 96 || kD == 128);
+  static constexpr bool kBulkDq = !kPadded && (kD == 64 || kD == 96 || kD == 128);
   static constexpr int kDqStride = kD + 8, kDqBytes = kBulkDq ? Br * kDqStride * 4 : 0;
   // kDqInStage (the 192 and 256 tiles, padded or not; sm_90): no room is left for a dQ tile of
   // 64 x 256 floats next to the 209 KiB of tiles, so it goes into the step's own stage of Q_i and
