@@ -262,11 +262,11 @@ __device__ __forceinline__ void write_rows(const OutTile<kD>& O_i, const float (
 }
 
 // The launch for head dim kD: shared-memory opt-in and carveout, the grid of (query tile,
-// b * h), and the scale in the exponent's units (log2 with kExp2, else natural log).
-template <int kD, bool kExp2, class Kernel>
+// b * h), and the scale in the exponent's units (log2 with kExp2, else natural log). T: the
+// kernel's tile sizes (kThreads, Br, kSmemBytes), Traits unless a step has its own.
+template <int kD, bool kExp2, class T = Traits<kD>, class Kernel>
 void launch(Kernel kernel, const fa::Problem& p, const float* q, const float* k, const float* v, float* o,
             float* lse, bool vec, cudaStream_t stream) {
-  using T = Traits<kD>;
   // Above 48 KB of shared memory a kernel must opt in; the carveout asks for the largest
   // shared-memory split of the L1, so 3 blocks of ~70 KB fit on one SM.
   allow_shared_memory(kernel, T::kSmemBytes);

@@ -163,6 +163,7 @@ const std::vector<Step>& all() {
       make<NormalizeEachTile>("normalize_each_tile", "normalize once: O_i divided by l_i after every key tile, as in 04"),
       make<NoCopyOverlap>("no_copy_overlap", "the cp.async overlap: copy K_j and V_j, wait for both, then compute"),
       make<PlainLanes>("plain_lanes", "the interleaved lane order: ty = lane / 8, tx = lane % 8 (4-pass K, V loads)"),
+      tf32x3_step(),
   };
   return steps;
 }

@@ -14,4 +14,7 @@ using fa::Step;
 
 const std::vector<Step>& all();
 
+// A step past the chapter (steps/tf32x3.cu): both products on the tensor cores in 3xTF32.
+Step tf32x3_step();
+
 }  // namespace flash_v2::steps

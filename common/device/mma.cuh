@@ -1,6 +1,7 @@
 // The tensor-core instructions, one thin wrapper each (sm_80+): ldmatrix, mma.sync, the
 // float -> fp16/bf16 pair conversion that feeds P back into the tensor cores, and the 16-byte
-// cp.async taking a 32-bit shared address. Taught in chapter 06; used by 06, 07 and 08.
+// cp.async taking a 32-bit shared address. Taught in chapter 06; used by 06, 07 and 08. At the
+// end, the TF32 mma and the 3xTF32 split that 05's tf32x3 step computes fp32 attention with.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type").
 // A warp holds each operand spread over its 32 lanes; g = lane / 4 (groupID) and t = lane % 4
@@ -95,6 +96,54 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
     const __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);
   }
+}
+
+// TF32, the tensor cores' 32-bit input: an fp32 value with 10 of its 23 mantissa bits. One element
+// per register in mma.m16n8k8 (PTX ISA, "Matrix Fragments for mma.m16n8k8" with .tf32; g and t as
+// above):
+//
+//   A (16x8, row-major)  a0: (g, t)   a1: (g+8, t)   a2: (g, t+4)   a3: (g+8, t+4)
+//   B (8x8, "col")       b0: (k = t, n = g)          b1: (k = t+4, n = g)
+//   C, D (16x8, fp32)    as for m16n8k16
+//
+// 3xTF32 (CUTLASS's OpMultiplyAddFastF32, what PyTorch's fp32 memory-efficient attention runs on
+// sm_80 and newer): each operand is split as x = big + small, big = x rounded to TF32 and small
+// = x - big (exact in fp32; the mma reads its top 10 mantissa bits), and a b is taken as
+// big_a big_b + big_a small_b + small_a big_b. What is lost, small_a small_b and small's low
+// bits, is about 2^-21 of a b against an fp32 FFMA's 2^-24, at a third of the TF32 rate. Rounding
+// small to TF32 as well (one cvt more per element) measured 0.86-0.90x in 05's step (session 18);
+// both pass the same tests.
+struct Tf32Pair {
+  std::uint32_t big, small;
+};
+
+// x rounded to TF32 (to nearest, ties away from zero), as a .b32 register for mma.
+__device__ __forceinline__ std::uint32_t to_tf32(float x) {
+  std::uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+__device__ __forceinline__ Tf32Pair split_tf32(float x) {
+  const std::uint32_t big = to_tf32(x);
+  return {big, __float_as_uint(x - __uint_as_float(big))};  // exact in fp32; the mma truncates it
+}
+
+// D = A B + D for a 16x8 A and an 8x8 B in TF32, accumulated in fp32.
+__device__ __forceinline__ void mma_1688_tf32(float (&d)[4], std::uint32_t a0, std::uint32_t a1, std::uint32_t a2,
+                                              std::uint32_t a3, std::uint32_t b0, std::uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// D = A B + D in 3xTF32: the two small products first, so that they are not lost against a
+// large accumulator before the big one lands.
+__device__ __forceinline__ void mma_1688_3xtf32(float (&d)[4], const Tf32Pair (&a)[4], Tf32Pair b0, Tf32Pair b1) {
+  mma_1688_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
+  mma_1688_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
+  mma_1688_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
 }
 
 }  // namespace fa::cuda

@@ -1,0 +1,200 @@
+// A step past the chapter: the same FlashAttention-2 loop, with both products on the tensor cores
+// in fp32's accuracy (3xTF32, common/device/mma.cuh) instead of FFMA chains. PyTorch's fp32
+// memory-efficient backend computes this way, and at D = 128 it is faster than the chapter's
+// FFMA kernel, which stays under the FMA pipe's 67 TFLOP/s (README: Results).
+//
+// What changes against flash_v2_kernel:
+//   * A warp's 16 query rows are one mma tile: lane (g, t) = (lane / 4, lane % 4) holds rows g
+//     and g + 8 of the warp, keys (of S_ij) and columns (of O_i) 8n + 2t and 8n + 2t + 1.
+//   * S_ij = Q_i K_j^T: per 8 head-dim columns, Q_i's A fragment is split once and each 8-key
+//     n-tile of K_j takes one 3xTF32 product (3 mma.m16n8k8).
+//   * O_i += P_ij V_j straight from the registers: the k index of an mma is a sum index, so it
+//     may be permuted as long as A and B agree. S_ij's accumulator holds keys 2t and 2t + 1 of
+//     each 8-key tile, and A wants k = t and t + 4: read k = t as key 2t and k = t + 4 as key
+//     2t + 1, and load V_j's rows 2t and 2t + 1 for b0 and b1. No shuffle, no shared P.
+//   * Bc = 64 keys a tile and V_j rows kD + 4 floats apart (every fragment load below is
+//     conflict-free: 4 rows and 8 columns, or 8 rows and 4 columns, of a stride = 4 (mod 32)):
+//     99 KiB at kD = 128, 2 blocks (8 warps) an SM.
+// Not changed: the cp.async staggering of K_j and V_j, the causal tile skip, the exp2 softmax with
+// the max rounded once, the epilogue's LSE in double.
+#include <cstdint>
+
+#include "05_flash_v2/flash_v2.h"
+#include "05_flash_v2/steps/steps.h"
+#include "05_flash_v2/tile_math.cuh"
+#include "common/device/mma.cuh"
+
+namespace flash_v2::steps {
+namespace {
+
+template <int kD>
+struct Tf32Traits {
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int Br = 16 * kWarps;  // query rows per block: one 16-row mma tile per warp
+  static constexpr int Bc = 64;           // keys per tile
+  static constexpr int kStride = kD + 4;  // Q_s, K_s and V_s rows: = 4 (mod 32) floats
+  static constexpr int kSmemBytes = (Br + 2 * Bc) * kStride * sizeof(float);
+  static constexpr int kKeyTiles = Bc / 8;  // 8-key n-tiles of S_ij
+  static constexpr int kColTiles = kD / 8;  // 8-column n-tiles of O_i
+  static_assert(Br == Traits<kD>::Br && kThreads == Traits<kD>::kThreads && kStride == Traits<kD>::kStride,
+                "stage_q (tile_math.cuh) writes Q_s in Traits' shape");
+};
+
+template <int kD>
+__global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
+    tf32x3_kernel(const float* __restrict__ q,  // [B, H, Sq, D] global
+                  const float* __restrict__ k,  // [B, Hkv, Sk, D] global
+                  const float* __restrict__ v,  // [B, Hkv, Sk, D] global
+                  float* __restrict__ o,        // [B, H, Sq, D] global
+                  float* __restrict__ lse,      // [B, H, Sq] global
+                  fa::Problem p, float scale_log2, bool vec) {
+  using T = Tf32Traits<kD>;
+  constexpr int Br = T::Br, Bc = T::Bc, kStride = T::kStride;
+  const std::int64_t bh = grid_row();
+  if (bh >= std::int64_t{p.batch} * p.heads) return;
+  extern __shared__ float4 smem[];
+  float* Q_s = reinterpret_cast<float*>(smem);  // (Br, kD + 4) smem: Q_i
+  float* K_s = Q_s + Br * kStride;              // (Bc, kD + 4) smem: K_j
+  float* V_s = K_s + Bc * kStride;              // (Bc, kD + 4) smem: V_j
+  const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
+  const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim;
+  const int i_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int i0 = i_tile * Br;
+  const int row0 = i0 + 16 * warp + g;  // this thread's rows: row0 and row0 + 8
+  const std::int64_t kv_bh = p.kv_index(bh);
+  const float* K_g = k + kv_bh * Sk * D;
+  const float* V_g = v + kv_bh * Sk * D;
+  const float* Q_w = Q_s + (16 * warp + g) * kStride + t;  // a0's element; a1 is 8 rows on, a2 4 columns
+  const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
+
+  if (Tc_end > 0) load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g, Sk, D, vec);
+  cp_async_commit();
+  stage_q<kD>(Q_s, q + (bh * Sq + i0) * D, Sq - i0, D);
+
+  float O_i[T::kColTiles][4] = {};  // n-tile c: (row0, 8c + 2t + e) in [e], (row0 + 8, ...) in [2 + e]
+  float m_i[2] = {-kInf, -kInf}, l_i[2] = {0.0f, 0.0f};  // rows row0 and row0 + 8
+
+  for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
+    const int j0 = j_tile * Bc;
+    cp_async_wait<0>();  // this thread's copies of K_j have landed
+    __syncthreads();     // ... and everyone's (and Q_s is written); every warp is done with V_j-1
+    load_tile_async<kD, Bc, kStride, T::kThreads>(V_s, V_g + j0 * D, Sk - j0, D, vec);  // lands during S_ij
+    cp_async_commit();
+
+    float S_ij[T::kKeyTiles][4] = {};  // n-tile n: keys j0 + 8n + 2t + e, rows as O_i
+#pragma unroll 2
+    for (int d = 0; d < kD; d += 8) {
+      const Tf32Pair a[4] = {split_tf32(Q_w[d]), split_tf32(Q_w[8 * kStride + d]), split_tf32(Q_w[d + 4]),
+                             split_tf32(Q_w[8 * kStride + d + 4])};
+#pragma unroll
+      for (int n = 0; n < T::kKeyTiles; ++n) {
+        const float* K_n = K_s + (8 * n + g) * kStride + d + t;  // b0: (k = t, n = g); b1: k = t + 4
+        mma_1688_3xtf32(S_ij[n], a, split_tf32(K_n[0]), split_tf32(K_n[4]));
+      }
+    }
+    if (needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal)) {
+#pragma unroll
+      for (int n = 0; n < T::kKeyTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int i = row0 + 8 * (e / 2), j = j0 + 8 * n + 2 * t + e % 2;
+          if (j >= Sk || (p.causal && !fa::causal_visible(i, j, Sq, Sk))) S_ij[n][e] = -kInf;
+        }
+      }
+    }
+    // Online softmax, as softmax_step but on the mma layout: a row's 64 keys sit in its 4 lanes
+    // (t = 0..3), so two xor-shuffles give its max.
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = -kInf;
+#pragma unroll
+      for (int n = 0; n < T::kKeyTiles; ++n) m = fmaxf(m, fmaxf(S_ij[n][2 * r], S_ij[n][2 * r + 1]));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      const float m_new = fmaxf(m_i[r], m);
+      const float m_scaled = __fmul_rn(m_new == -kInf ? 0.0f : m_new, scale_log2);
+      const float alpha = fast_exp2(__fmul_rn(m_i[r], scale_log2) - m_scaled);
+      m_i[r] = m_new;
+      l_i[r] *= alpha;
+#pragma unroll
+      for (int c = 0; c < T::kColTiles; ++c) O_i[c][2 * r] *= alpha, O_i[c][2 * r + 1] *= alpha;
+#pragma unroll
+      for (int n = 0; n < T::kKeyTiles; ++n) {
+#pragma unroll
+        for (int e = 2 * r; e < 2 * r + 2; ++e) {
+          S_ij[n][e] = fast_exp2(fmaf(S_ij[n][e], scale_log2, -m_scaled));  // P_ij
+          l_i[r] += S_ij[n][e];
+        }
+      }
+    }
+
+    cp_async_wait<0>();  // this thread's copies of V_j have landed
+    __syncthreads();     // ... and everyone's; every warp is done with K_s
+    if (j_tile + 1 < Tc_end)  // K_{j+1} lands during P_ij V_j
+      load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g + (j0 + Bc) * D, Sk - j0 - Bc, D, vec);
+    cp_async_commit();
+
+    // O_i += P_ij V_j, one 8-key k-step per n-tile of P_ij, its k order (t, t + 4) read as keys
+    // (2t, 2t + 1): a0, a1, a2, a3 = P at (row0, 2t), (row0 + 8, 2t), (row0, 2t + 1), (row0 + 8, 2t + 1).
+#pragma unroll
+    for (int n = 0; n < T::kKeyTiles; ++n) {
+      const Tf32Pair a[4] = {split_tf32(S_ij[n][0]), split_tf32(S_ij[n][2]), split_tf32(S_ij[n][1]),
+                             split_tf32(S_ij[n][3])};
+      const float* V_n = V_s + (8 * n + 2 * t) * kStride + g;  // b0: key 2t, column g; b1: key 2t + 1
+#pragma unroll
+      for (int c = 0; c < T::kColTiles; ++c)
+        mma_1688_3xtf32(O_i[c], a, split_tf32(V_n[8 * c]), split_tf32(V_n[kStride + 8 * c]));
+    }
+  }
+
+  // Epilogue, as write_rows: the row sums over the 4 lanes, O_i / l_i, LSE in double.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_i[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const int i = row0 + 8 * r;
+    if (i >= Sq) continue;
+    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
+    float* O_g = o + (bh * Sq + i) * D;
+#pragma unroll
+    for (int c = 0; c < T::kColTiles; ++c) {
+      const int col = 8 * c + 2 * t;
+      const float x = O_i[c][2 * r] * inv_l, y = O_i[c][2 * r + 1] * inv_l;
+      if (vec && col < D) {
+        *reinterpret_cast<float2*>(O_g + col) = make_float2(x, y);  // D % 4 == 0: col + 1 < D too
+      } else if (!vec) {
+        if (col < D) O_g[col] = x;
+        if (col + 1 < D) O_g[col + 1] = y;
+      }
+    }
+    const double m_scaled = __fmul_rn(m_i[r], scale_log2), l_d = l;
+    if (t == 0) lse[bh * Sq + i] = l > 0.0f ? static_cast<float>((m_scaled + log2(l_d)) * kLn2D) : kInf;
+  }
+}
+
+void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+             cudaStream_t stream) {
+  static const fa::Support support{.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128};
+  const bool vec = prepare_forward(support, p, q, k, v, o, lse);
+  with_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {  // any head dim: the next size up
+    constexpr int kD = decltype(d)::value;
+    launch<kD, true, Tf32Traits<kD>>(tf32x3_kernel<kD>, p, static_cast<const float*>(q),
+                                     static_cast<const float*>(k), static_cast<const float*>(v),
+                                     static_cast<float*>(o), lse, vec, stream);
+  });
+}
+
+}  // namespace
+
+Step tf32x3_step() {
+  return {.name = "tf32x3",
+          .what = "FFMA: both products on the tensor cores in 3xTF32 (fp32's accuracy), P_ij from registers",
+          .chapter = {.support = {.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128},
+                      .forward = forward,
+                      .test_head_dims = {37, 64, 100, 128},  // 37: the scalar copies; 100: columns past D
+                      .defaults = fa::default_problem(fa::Dtype::f32)}};
+}
+
+}  // namespace flash_v2::steps
