@@ -104,14 +104,13 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
       }
     }
     // Online softmax, as softmax_step but on the mma layout: a row's 64 keys sit in its 4 lanes
-    // (t = 0..3), so two xor-shuffles give its max.
+    // (t = 0..3), so two xor-shuffles (lanes t ^ 1, then t ^ 2) give its max.
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float m = -kInf;
 #pragma unroll
       for (int n = 0; n < T::kKeyTiles; ++n) m = fmaxf(m, fmaxf(S_ij[n][2 * r], S_ij[n][2 * r + 1]));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      for (int lanes = 1; lanes < 4; lanes *= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, lanes));
       const float m_new = fmaxf(m_i[r], m);
       const float m_scaled = __fmul_rn(m_new == -kInf ? 0.0f : m_new, scale_log2);
       const float alpha = fast_exp2(__fmul_rn(m_i[r], scale_log2) - m_scaled);
