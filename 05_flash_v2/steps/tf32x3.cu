@@ -90,7 +90,10 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
 #pragma unroll
       for (int n = 0; n < T::kKeyTiles; ++n) {
         const float* K_n = K_s + (8 * n + g) * kStride + d + t;  // b0: (k = t, n = g); b1: k = t + 4
-        mma_1688_3xtf32(S_ij[n], a, split_tf32(K_n[0]), split_tf32(K_n[4]));
+        float x[4] = {};  // from zero, added in fp32: see the P_ij V_j product below
+        mma_1688_3xtf32(x, a, split_tf32(K_n[0]), split_tf32(K_n[4]));
+#pragma unroll
+        for (int e = 0; e < 4; ++e) S_ij[n][e] += x[e];
       }
     }
     if (needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal)) {
@@ -136,14 +139,25 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
 
     // O_i += P_ij V_j, one 8-key k-step per n-tile of P_ij, its k order (t, t + 4) read as keys
     // (2t, 2t + 1): a0, a1, a2, a3 = P at (row0, 2t), (row0 + 8, 2t), (row0, 2t + 1), (row0 + 8, 2t + 1).
+    // The tile's sum of each column tile is taken from zero and added to O_i in fp32: the tensor
+    // cores truncate the sums they write (common/device/mma.cuh), so O_i fed straight into every
+    // mma would drift toward zero by one truncation per mma over the whole key loop.
+    Tf32Pair a[T::kKeyTiles][4];
 #pragma unroll
     for (int n = 0; n < T::kKeyTiles; ++n) {
-      const Tf32Pair a[4] = {split_tf32(S_ij[n][0]), split_tf32(S_ij[n][2]), split_tf32(S_ij[n][1]),
-                             split_tf32(S_ij[n][3])};
-      const float* V_n = V_s + (8 * n + 2 * t) * kStride + g;  // b0: key 2t, column g; b1: key 2t + 1
+      a[n][0] = split_tf32(S_ij[n][0]), a[n][1] = split_tf32(S_ij[n][2]);
+      a[n][2] = split_tf32(S_ij[n][1]), a[n][3] = split_tf32(S_ij[n][3]);
+    }
 #pragma unroll
-      for (int c = 0; c < T::kColTiles; ++c)
-        mma_1688_3xtf32(O_i[c], a, split_tf32(V_n[8 * c]), split_tf32(V_n[kStride + 8 * c]));
+    for (int c = 0; c < T::kColTiles; ++c) {
+      float x[4] = {};
+#pragma unroll
+      for (int n = 0; n < T::kKeyTiles; ++n) {
+        const float* V_n = V_s + (8 * n + 2 * t) * kStride + 8 * c + g;  // b0: key 2t, column g; b1: key 2t + 1
+        mma_1688_3xtf32(x, a[n], split_tf32(V_n[0]), split_tf32(V_n[kStride]));
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) O_i[c][e] += x[e];
     }
   }
 
@@ -173,8 +187,10 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
   }
 }
 
-void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
-             cudaStream_t stream) {
+}  // namespace
+
+void tf32x3_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                    cudaStream_t stream) {
   static const fa::Support support{.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128};
   const bool vec = prepare_forward(support, p, q, k, v, o, lse);
   with_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {  // any head dim: the next size up
@@ -185,13 +201,11 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   });
 }
 
-}  // namespace
-
 Step tf32x3_step() {
   return {.name = "tf32x3",
           .what = "FFMA: both products on the tensor cores in 3xTF32 (fp32's accuracy), P_ij from registers",
           .chapter = {.support = {.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128},
-                      .forward = forward,
+                      .forward = tf32x3_forward,
                       .test_head_dims = {37, 64, 100, 128},  // 37: the scalar copies; 100: columns past D
                       .defaults = fa::default_problem(fa::Dtype::f32)}};
 }
