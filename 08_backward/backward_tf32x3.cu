@@ -81,22 +81,20 @@ __device__ __forceinline__ void add_keys_outer(float (&acc)[Tf32Traits<kD>::kCol
                                                const float (&X)[Tf32Traits<kD>::kQueryTiles][4], const float* B_s,
                                                int g, int t) {
   using T = Tf32Traits<kD>;
-  Tf32Pair a[T::kQueryTiles][4];
+  // Each 8-query product is taken from zero and added in fp32: dK_j and dV_j fed straight into
+  // the mma would take a truncation per mma over every query tile (mma.cuh), and a sum over the
+  // step's queries still three per 8 queries, each against the step's partial sum.
 #pragma unroll
-  for (int n = 0; n < T::kQueryTiles; ++n)
-    a[n][0] = split_tf32(X[n][0]), a[n][1] = split_tf32(X[n][2]), a[n][2] = split_tf32(X[n][1]), a[n][3] = split_tf32(X[n][3]);
-  // Each column tile's sum over the step is taken from zero and added in fp32: dK_j and dV_j fed
-  // straight into the mma would take one truncation per mma over every query tile.
+  for (int n = 0; n < T::kQueryTiles; ++n) {
+    const Tf32Pair a[4] = {split_tf32(X[n][0]), split_tf32(X[n][2]), split_tf32(X[n][1]), split_tf32(X[n][3])};
+    const float* B_n = B_s + (8 * n + 2 * t) * T::kStride + g;  // b0: query 2t, column g; b1: query 2t + 1
 #pragma unroll
-  for (int c = 0; c < T::kColTiles; ++c) {
-    float x[4] = {};
+    for (int c = 0; c < T::kColTiles; ++c) {
+      float x[4] = {};
+      mma_1688_3xtf32(x, a, split_tf32(B_n[8 * c]), split_tf32(B_n[T::kStride + 8 * c]));
 #pragma unroll
-    for (int n = 0; n < T::kQueryTiles; ++n) {
-      const float* B_n = B_s + (8 * n + 2 * t) * T::kStride + 8 * c + g;  // b0: query 2t, column g; b1: query 2t + 1
-      mma_1688_3xtf32(x, a[n], split_tf32(B_n[0]), split_tf32(B_n[T::kStride]));
+      for (int e = 0; e < 4; ++e) acc[c][e] += x[e];
     }
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[c][e] += x[e];
   }
 }
 

@@ -3,7 +3,7 @@
 # backward_tf32x3.cu -- against the FFMA pair: their tests (errors printed next to the FFMA
 # kernels' on the large-logit inputs), compute-sanitizer, then f32 D = 64 and 128, 1k/4k/16k, both
 # pairs and PyTorch's efficient backend in the same call. Logs go to OUTDIR.tgz.
-#   bash docs/pending/check_tf32x3.sh OUTDIR [SEQLEN_MAX]
+#   [SKIP_FWD=1] bash docs/pending/check_tf32x3.sh OUTDIR [SEQLEN_MAX]   (SKIP_FWD: the backward only)
 set -uo pipefail
 out=${1:?OUTDIR}; max=${2:-16384}
 w=$(mktemp -d); trap 'tar -C "$w" -czf "$out.tgz" .' EXIT
@@ -26,9 +26,9 @@ done
 f='seqlen:(1024|4096|16384)/'
 build-gpu/08_backward/08_backward_bench --max-seqlen "$max" --benchmark_filter="^bwd/08_backward(_tf32x3)?/f32/.*$f" \
   --benchmark_out="$w/bench_bwd.json" --benchmark_out_format=json >"$w/bench_bwd.log" 2>&1; echo "bwd bench rc=$?"
-build-gpu/05_flash_v2/05_flash_v2_bench --benchmark_filter="$f" --benchmark_out="$w/bench_fwd.json" \
+[[ ${SKIP_FWD:-0} == 1 ]] || build-gpu/05_flash_v2/05_flash_v2_bench --benchmark_filter="$f" --benchmark_out="$w/bench_fwd.json" \
   --benchmark_out_format=json >"$w/bench_fwd.log" 2>&1; echo "fwd bench rc=$?"
-build-gpu/05_flash_v2/05_flash_v2_steps_bench --step tf32x3 --benchmark_filter="$f" --benchmark_out="$w/bench_fwd_step.json" \
+[[ ${SKIP_FWD:-0} == 1 ]] || build-gpu/05_flash_v2/05_flash_v2_steps_bench --step tf32x3 --benchmark_filter="$f" --benchmark_out="$w/bench_fwd_step.json" \
   --benchmark_out_format=json >"$w/bench_fwd_step.log" 2>&1; echo "fwd step bench rc=$?"
-python3 scripts/compare_pytorch.py --dtypes f32 --backends efficient --directions fwd,bwd --max-seqlen "$max" \
+python3 scripts/compare_pytorch.py --dtypes f32 --backends efficient --directions "$([[ ${SKIP_FWD:-0} == 1 ]] && echo bwd || echo fwd,bwd)" --max-seqlen "$max" \
   --out "$w/pytorch.json" >"$w/pytorch.log" 2>&1; echo "pytorch rc=$?"
