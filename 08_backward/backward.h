@@ -72,11 +72,6 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 const fa::BackwardChapter& chapter();
 // The fp32 kernel alone, for the tests of the head dims only it supports (7, 32, 96).
 const fa::BackwardChapter& fp32_chapter();
-// The fp32 backward on the tensor cores in 3xTF32 (backward_tf32x3.cu) with 05's tf32x3 forward,
-// whose scores it recomputes bit for bit: f32, any head dim up to 128.
-const fa::BackwardChapter& tf32x3_chapter();
-void tf32x3_backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
-                     const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream);
 // What the tensor-core backward supports: f16 and bf16, every head dim that is a multiple of 8 up
 // to 256 (tile widths 64, 96, 128, 192, 256; the block-sparse walk up to 128).
 inline const fa::Support& tensor_core_support() {

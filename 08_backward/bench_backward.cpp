@@ -185,20 +185,15 @@ int main(int argc, char** argv) {
     fa::Dtype dtype;
     fa::BackwardFn backward;
     std::string chapter;
-    const fa::BackwardChapter* pair;  // its forward, and the head dims it takes
   };
   const std::string& name = chapter.support.chapter;
-  const fa::BackwardChapter& tf32x3 = backward::tf32x3_chapter();
-  const Variant variants[] = {{fa::Dtype::f32, chapter.backward, name, &chapter},
-                              {fa::Dtype::f32, tf32x3.backward, name + "_tf32x3", &tf32x3},
-                              {fa::Dtype::bf16, chapter.backward, name, &chapter},
-                              {fa::Dtype::f16, chapter.backward, name, &chapter},
-                              {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic", &chapter}};
+  const Variant variants[] = {{fa::Dtype::f32, chapter.backward, name},
+                              {fa::Dtype::bf16, chapter.backward, name},
+                              {fa::Dtype::f16, chapter.backward, name},
+                              {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic"}};
   for (const Variant& variant : variants) {
-    const fa::BackwardChapter& pair = *variant.pair;
     for (int d : head_dims) {
       if (variant.dtype != fa::Dtype::f32 && !fa::supports_head_dim(backward::tensor_core_support(), d)) continue;
-      if (!fa::supports_head_dim(pair.support, d)) continue;
       for (bool causal : {false, true}) {
         for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
           const fa::Problem p = fa2_shape(seqlen, d, causal, variant.dtype);
@@ -207,8 +202,8 @@ int main(int argc, char** argv) {
           const fa::BackwardFn backward_fn = variant.backward;
           register_case(
               bench, p, fa::backward_flops(p),
-              [&pair, p](Tensors& t) {
-                pair.forward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), nullptr);
+              [&chapter, p](Tensors& t) {
+                chapter.forward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), nullptr);
               },
               [backward_fn, p](Tensors& t) {
                 backward_fn(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), t.dout.get(), t.dq.get(),

@@ -17,7 +17,6 @@
 
 FA_BACKWARD_TESTS(backward::chapter());
 FA_BACKWARD_TESTS_NAMED(BackwardFp32, backward::fp32_chapter());
-FA_BACKWARD_TESTS_NAMED(BackwardTf32x3, backward::tf32x3_chapter());
 
 namespace {
 
