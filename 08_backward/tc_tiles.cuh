@@ -65,8 +65,9 @@ struct TcConfig {
   // kDqStride floats apart (8 of padding: the float2 stores of a warp take the ideal 2 wavefronts),
   // 16-byte aligned as the bulk copy needs.
   // sm_90 and newer only: the tile is requested from the host only there (tc_smem_bytes), and
-  // sm_80 code keeps the REDs (kHasBulkCopy).
-  static constexpr bool kBulkDq = !kPadded && (kD == 64 || kD == 96 || kD == 128);
+  // sm_80 code keeps the REDs (kHasBulkCopy). At D = 64 only the dense tile (Br = 128) takes it:
+  // the block-sparse kernel's Br = 64 ran at 0.88x with it (session 19's results run).
+  static constexpr bool kBulkDq = !kPadded && ((kD == 64 && Br == 128) || kD == 96 || kD == 128);
   static constexpr int kDqStride = kD + 8, kDqBytes = kBulkDq ? Br * kDqStride * 4 : 0;
   // kDqInStage (the 192 and 256 tiles, padded or not; sm_90): no room is left for a dQ tile of
   // 64 x 256 floats next to the 209 KiB of tiles, so it goes into the step's own stage of Q_i and
