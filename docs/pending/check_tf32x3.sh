@@ -2,7 +2,8 @@
 # The fp32 pair on the tensor cores in 3xTF32 -- 05's tf32x3 step (forward) and 08's
 # backward_tf32x3.cu -- against the FFMA pair: their tests (errors printed next to the FFMA
 # kernels' on the large-logit inputs), compute-sanitizer, then f32 D = 64 and 128, 1k/4k/16k, both
-# pairs and PyTorch's efficient backend in the same call. Logs go to OUTDIR.tgz.
+# pairs and PyTorch's efficient backend in the same call. Logs go to OUTDIR.tgz. The backward is in
+# exp_08_tf32x3.patch: `git apply docs/pending/exp_08_tf32x3.patch` first (README here).
 #   [SKIP_FWD=1] bash docs/pending/check_tf32x3.sh OUTDIR [SEQLEN_MAX]   (SKIP_FWD: the backward only)
 set -uo pipefail
 out=${1:?OUTDIR}; max=${2:-16384}
