@@ -219,4 +219,7 @@ fi
 
 step "done: tests rc=$tests_rc, sanitizer rc=$san_rc"
 cat "$out/sanitizer_summary.txt" "$out/tour.md" 2>/dev/null
-[[ -f $out/ctest.log ]] && tail -3 "$out/ctest.log"
+if [[ -f $out/ctest.log ]]; then tail -3 "$out/ctest.log"; fi
+# The exit status: 1 where the tests or the sanitizers failed, else 0 (stages that did not run
+# count as passed; the other stages report in their logs and the summary).
+[[ $tests_rc == skipped || $tests_rc == 0 ]] && [[ $san_rc == skipped || $san_rc == 0 ]]
