@@ -12,6 +12,9 @@
 //     may be permuted as long as A and B agree. S_ij's accumulator holds keys 2t and 2t + 1 of
 //     each 8-key tile, and A wants k = t and t + 4: read k = t as key 2t and k = t + 4 as key
 //     2t + 1, and load V_j's rows 2t and 2t + 1 for b0 and b1. No shuffle, no shared P.
+//   * Each 8-column step of S_ij and each tile's P_ij V_j is summed from zero and added to S_ij,
+//     O_i in fp32: fed straight through the mma's accumulator, O's error was 3-8x the FFMA
+//     kernel's (README: the step).
 //   * Bc = 64 keys a tile and V_j rows kD + 4 floats apart (every fragment load below is
 //     conflict-free: 4 rows and 8 columns, or 8 rows and 4 columns, of a stride = 4 (mod 32)):
 //     99 KiB at kD = 128, 2 blocks (8 warps) an SM.
@@ -139,9 +142,10 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
 
     // O_i += P_ij V_j, one 8-key k-step per n-tile of P_ij, its k order (t, t + 4) read as keys
     // (2t, 2t + 1): a0, a1, a2, a3 = P at (row0, 2t), (row0 + 8, 2t), (row0, 2t + 1), (row0 + 8, 2t + 1).
-    // The tile's sum of each column tile is taken from zero and added to O_i in fp32: the tensor
-    // cores truncate the sums they write (common/device/mma.cuh), so O_i fed straight into every
-    // mma would drift toward zero by one truncation per mma over the whole key loop.
+    // The tile's sum of each column tile is taken from zero and added to O_i in fp32: the sums an
+    // mma writes are not rounded to nearest (Fasi et al. 2021 found them truncated on V100, T4
+    // and A100), so O_i fed straight into every mma of the key loop would take that error once
+    // per mma, against its whole size (README: the step, measured on an H100).
     Tf32Pair a[T::kKeyTiles][4];
 #pragma unroll
     for (int n = 0; n < T::kKeyTiles; ++n) {
