@@ -20,6 +20,11 @@ build-gpu/05_flash_v2/05_flash_v2_tests --gtest_filter='*tf32x3*' >"$w/tests_05_
 FA_TEST_VERBOSE=1 $t --gtest_filter='*BackwardFp32*large_logits*:*Backward.*D64*f32_large_logits*:*Backward.*D128*f32_large_logits*:*Tf32x3*large_logits*' \
   >"$w/large_logits.log" 2>&1
 FA_TEST_VERBOSE=1 build-gpu/05_flash_v2/05_flash_v2_tests --gtest_filter='*Steps*/chapter_D128*:*Steps*/tf32x3_D128*' >"$w/fwd_verbose.log" 2>&1
+# The forwards' O and LSE errors on the large-logit inputs: the tf32x3 step (its Shapes/Forward
+# suite in 08's tests, from the patch) and 05's chapter kernel.
+FA_TEST_VERBOSE=1 $t --gtest_filter='Shapes/Forward.*large_logits*' >"$w/fwd_large_logits_tf32x3.log" 2>&1
+FA_TEST_VERBOSE=1 build-gpu/05_flash_v2/05_flash_v2_tests --gtest_filter='Shapes/Forward.*D64*large_logits*:Shapes/Forward.*D128*large_logits*' \
+  >"$w/fwd_large_logits_chapter.log" 2>&1
 for tool in memcheck racecheck; do
   compute-sanitizer --tool $tool --error-exitcode 9 $t --gtest_filter='*Tf32x3*Sq1013_Sk1013_D100_causal*:*Tf32x3*B1_H2x1_Sq127_Sk17_D64*' \
     >"$w/sanitizer_$tool.log" 2>&1; echo "$tool rc=$?"
