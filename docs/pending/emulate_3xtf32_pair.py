@@ -48,46 +48,27 @@ def s_ffma(Q, K):
     for d in range(Q.shape[1]):
         S = (np.outer(Q[:, d].astype(np.float64), K[:, d]) + S).astype(np.float32)
     return S
-def s_3xtf32(Q, K, fresh=True, small_round=False):
-    Qb, Kb = tf32_rna(Q), tf32_rna(K)
-    Qs, Ks = (Q - Qb), (K - Kb)
-    Qs, Ks = (tf32_rna(Qs), tf32_rna(Ks)) if small_round else (tf32_trunc(Qs), tf32_trunc(Ks))
-    S = np.zeros((Q.shape[0], K.shape[0]), np.float32)
-    for d0 in range(0, Q.shape[1], 8):
-        sl = slice(d0, d0 + 8)
-        x = np.zeros_like(S) if fresh else S
-        x = rz32(x.astype(np.float64) + Qs[:, sl].astype(np.float64) @ Kb[:, sl].T.astype(np.float64))
-        x = rz32(x.astype(np.float64) + Qb[:, sl].astype(np.float64) @ Ks[:, sl].T.astype(np.float64))
-        x = rz32(x.astype(np.float64) + Qb[:, sl].astype(np.float64) @ Kb[:, sl].T.astype(np.float64))
-        S = (S.astype(np.float64) + x).astype(np.float32) if fresh else x
-    return S
+def mm_3xtf32(A, B, fresh=True, small_round=False):
+    """A (M, K) @ B (K, N) as 3xTF32 mma over 8-long k steps: each step's three products summed
+    from zero and added in fp32 (fresh), or fed straight through the accumulator."""
+    Ab, Bb = tf32_rna(A), tf32_rna(B)
+    As, Bs = (tf32_rna(A - Ab), tf32_rna(B - Bb)) if small_round else (tf32_trunc(A - Ab), tf32_trunc(B - Bb))
+    out = np.zeros((A.shape[0], B.shape[1]), np.float32)
+    for k0 in range(0, A.shape[1], 8):
+        sl = slice(k0, k0 + 8)
+        x = np.zeros_like(out) if fresh else out
+        x = rz32(x.astype(np.float64) + As[:, sl].astype(np.float64) @ Bb[sl].astype(np.float64))
+        x = rz32(x.astype(np.float64) + Ab[:, sl].astype(np.float64) @ Bs[sl].astype(np.float64))
+        x = rz32(x.astype(np.float64) + Ab[:, sl].astype(np.float64) @ Bb[sl].astype(np.float64))
+        out = (out.astype(np.float64) + x).astype(np.float32) if fresh else x
+    return out
+def s_3xtf32(Q, K, **kw):
+    return mm_3xtf32(Q, np.ascontiguousarray(K.T), **kw)
 
-def pair_dv(S):
-    Sm = np.where(mask, S, -np.inf).astype(np.float32)
-    m = Sm.max(axis=1)
-    m_scaled = (m.astype(np.float64) * c).astype(np.float32)
-    P_f = np.exp2(((Sm.astype(np.float64) * c) - m_scaled[:, None]).astype(np.float32).astype(np.float64)).astype(np.float32)
-    l = P_f.astype(np.float64).sum(axis=1).astype(np.float32)
-    lse = ((m_scaled.astype(np.float64) + np.log2(l.astype(np.float64))) * np.log(2)).astype(np.float32)
-    lse2 = lse.astype(np.float64) * np.log2(np.e)
-    hi = lse2.astype(np.float32); lo = (lse2 - hi).astype(np.float32)
-    t = (Sm.astype(np.float64) * c - hi[:, None]).astype(np.float32)  # fmaf(s, c, -hi)
-    P = np.exp2((t.astype(np.float64) - lo[:, None]).astype(np.float32).astype(np.float64))
-    P = np.where(mask, P, 0.0)
-    return P.T @ dO.astype(np.float64), P
-
-S64 = Q.astype(np.float64) @ K.T.astype(np.float64)
-Sm64 = np.where(mask, S64 * float(scale), -np.inf)
-P64 = np.exp(Sm64 - Sm64.max(axis=1, keepdims=True)); P64 /= P64.sum(axis=1, keepdims=True)
-dV64 = P64.T @ dO.astype(np.float64)
-for name, S in [("ffma", s_ffma(Q, K)), ("3xtf32 fresh", s_3xtf32(Q, K)), ("3xtf32 straight", s_3xtf32(Q, K, fresh=False)),
-                ("3xtf32 fresh, small rounded", s_3xtf32(Q, K, small_round=True))]:
-    dV, P = pair_dv(S)
-    err = np.abs(dV - dV64)
-    sErr = np.abs(S.astype(np.float64) - S64)[mask]
-    print(f"D={D} {name:28s} S err max {sErr.max():.3g} rms {np.sqrt((sErr**2).mean()):.3g} | dV err max {err.max():.3g} | P err max {np.abs(P-P64).max():.3g}")
-
-def pair_dv2(S_fwd, S_bwd):
+def pair_dv(S_fwd, S_bwd=None):
+    """The forward's LSE from S_fwd as the kernels form it, the backward's P from S_bwd (the same
+    scores unless given), and dV = P^T dO exactly."""
+    S_bwd = S_fwd if S_bwd is None else S_bwd
     Sm = np.where(mask, S_fwd, -np.inf).astype(np.float32)
     m = Sm.max(axis=1)
     m_scaled = (m.astype(np.float64) * c).astype(np.float32)
@@ -97,29 +78,29 @@ def pair_dv2(S_fwd, S_bwd):
     lse2 = lse.astype(np.float64) * np.log2(np.e)
     hi = lse2.astype(np.float32); lo = (lse2 - hi).astype(np.float32)
     Sb = np.where(mask, S_bwd, -np.inf).astype(np.float32)
-    t = (Sb.astype(np.float64) * c - hi[:, None]).astype(np.float32)
+    t = (Sb.astype(np.float64) * c - hi[:, None]).astype(np.float32)  # fmaf(s, c, -hi)
     P = np.exp2((t.astype(np.float64) - lo[:, None]).astype(np.float32).astype(np.float64))
     P = np.where(mask, P, 0.0)
     return P.T @ dO.astype(np.float64), P
-Sf, Sffma = s_3xtf32(Q, K), s_ffma(Q, K)
-for name, a, b in [("fwd tf32x3, bwd ffma", Sf, Sffma), ("fwd tf32x3 fresh, bwd straight", Sf, s_3xtf32(Q, K, fresh=False))]:
-    dV, P = pair_dv2(a, b)
+
+S64 = Q.astype(np.float64) @ K.T.astype(np.float64)
+Sm64 = np.where(mask, S64 * float(scale), -np.inf)
+P64 = np.exp(Sm64 - Sm64.max(axis=1, keepdims=True)); P64 /= P64.sum(axis=1, keepdims=True)
+dV64 = P64.T @ dO.astype(np.float64)
+Sf, Sffma, Sstraight = s_3xtf32(Q, K), s_ffma(Q, K), s_3xtf32(Q, K, fresh=False)
+for name, S in [("ffma", Sffma), ("3xtf32 fresh", Sf), ("3xtf32 straight", Sstraight),
+                ("3xtf32 fresh, small rounded", s_3xtf32(Q, K, small_round=True))]:
+    dV, P = pair_dv(S)
+    err = np.abs(dV - dV64)
+    sErr = np.abs(S.astype(np.float64) - S64)[mask]
+    print(f"D={D} {name:28s} S err max {sErr.max():.3g} rms {np.sqrt((sErr**2).mean()):.3g} | dV err max {err.max():.3g} | P err max {np.abs(P-P64).max():.3g}")
+for name, a, b in [("fwd tf32x3, bwd ffma", Sf, Sffma), ("fwd tf32x3 fresh, bwd straight", Sf, Sstraight)]:
+    dV, P = pair_dv(a, b)
     print(f"D={D} {name:32s} dV err max {np.abs(dV - dV64).max():.3g}")
 # the dV product in 3xTF32, fresh per 8 queries, with the consistent tf32x3 P
-dVc, P = pair_dv(Sf)
-P32 = P.astype(np.float32).T.copy()  # (Sk, Sq)
-def mm_3xtf32(A, B):  # A (M, K) @ B (K, N), fresh per 8-long k step, fp32 add
-    Ab, Bb = tf32_rna(A), tf32_rna(B); As, Bs = tf32_trunc(A - Ab), tf32_trunc(B - Bb)
-    out = np.zeros((A.shape[0], B.shape[1]), np.float32)
-    for k0 in range(0, A.shape[1], 8):
-        sl = slice(k0, k0 + 8)
-        x = rz32(As[:, sl].astype(np.float64) @ Bb[sl].astype(np.float64))
-        x = rz32(x + Ab[:, sl].astype(np.float64) @ Bs[sl].astype(np.float64))
-        x = rz32(x + Ab[:, sl].astype(np.float64) @ Bb[sl].astype(np.float64))
-        out = (out.astype(np.float64) + x).astype(np.float32)
-    return out
+_, P = pair_dv(Sf)
 Sq8 = (Sq + 7) // 8 * 8
-Pp = np.zeros((Sk, Sq8), np.float32); Pp[:, :Sq] = P32
+Pp = np.zeros((Sk, Sq8), np.float32); Pp[:, :Sq] = P.astype(np.float32).T
 dOp = np.zeros((Sq8, D), np.float32); dOp[:Sq] = dO
 dV3 = mm_3xtf32(Pp, dOp)
 print(f"D={D} consistent tf32x3 pair, dV product in 3xTF32: dV err max {np.abs(dV3 - dV64).max():.3g}")
