@@ -27,7 +27,8 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "05_flash_v2/flash_v2.h"    // the f32 forward that writes the O and LSE the backward reads
+#include "05_flash_v2/flash_v2.h"    // the f32 forwards that write the O and LSE the backward reads:
+#include "05_flash_v2/steps/steps.h"  // the FFMA kernel above D = 128, the tf32x3 step up to it
 #include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
 #include "08_backward/dot_do_o.cuh"
@@ -153,28 +154,34 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
   write_key_grads<kD>(dk + (kv_bh * Sk + j0) * D, dv + (kv_bh * Sk + j0) * D, dK_j, dV_j, key_t, tx, Sk - j0, D, scale);
 }
 
-template <int kD>
-void launch(const fa::Problem& p, const float* q, const float* k, const float* v, const float* lse,
-            const float* dout, const float* D_row, float* dq, float* dk, float* dv, cudaStream_t stream) {
-  using T = Traits<kD>;
-  // Above 48 KB of shared memory a kernel must opt in; the carveout asks for the largest
-  // shared-memory split of the L1, so 2 blocks of up to 108.4 KiB fit on one SM.
-  allow_shared_memory(backward_kernel<kD>, T::kSmemBytes);
-  FA_CUDA_CHECK(cudaFuncSetAttribute(backward_kernel<kD>, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                     cudaSharedmemCarveoutMaxShared));
-  const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, T::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
-  // 16-byte copies need every row of Q and dO to start on a 16-byte boundary.
-  const bool vec = p.head_dim % 4 == 0 && aligned16(q) && aligned16(dout);
-  backward_kernel<kD><<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, lse, dout, D_row, dq, dk, dv,
-                                                                     p, p.scale(), vec);
-  FA_CHECK_LAUNCH();
+// The f32 backward after the argument checks: D_i = rowsum(dO o O) and dQ zeroed, then the
+// 3xTF32 kernel (backward_tf32x3.cu) or the FFMA one above.
+void fp32_backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+                   const void* dout, void* dq, void* dk, void* dv, bool tensor_cores, cudaStream_t stream) {
+  auto* D_row = static_cast<float*>(
+      fa::cuda::workspace(p.lse_elems() * sizeof(float), "08_backward's D_i = rowsum(dO o O)"));  // [B, H, Sq]
+  const auto* qf = static_cast<const float*>(q);
+  const auto* kf = static_cast<const float*>(k);
+  const auto* vf = static_cast<const float*>(v);
+  const auto* dof = static_cast<const float*>(dout);
+  auto* dqf = static_cast<float*>(dq);
+  auto* dkf = static_cast<float*>(dk);
+  auto* dvf = static_cast<float*>(dv);
+  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, p.lse_elems(), p.head_dim, p.head_dim, p.seqlen_q,
+           p.seqlen_q, stream);
+  if (tensor_cores) return tf32x3_launch(p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);
+  with_head_dim<32, 64, 96, 128, 192, 256>(p.head_dim, [&](auto d) {  // any head dim: the next size up
+    constexpr int kD = decltype(d)::value;
+    launch_fp32<Traits<kD>>(backward_kernel<kD>, p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);
+  });
 }
 
 }  // namespace
 
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
-  if (p.dtype == fa::Dtype::f32) flash_v2::forward(p, q, k, v, o, lse, stream);
+  if (fp32_on_tensor_cores(p)) flash_v2::steps::tf32x3_forward(p, q, k, v, o, lse, stream);
+  else if (p.dtype == fa::Dtype::f32) flash_v2::forward(p, q, k, v, o, lse, stream);
   else tensor_core::forward(p, q, k, v, o, lse, stream);
 }
 
@@ -189,26 +196,45 @@ const fa::BackwardChapter& chapter() {
       .backward = backward,
       .test_head_dims = {8, 40, 64, 72, 80, 96, 112, 128, 160, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::f32),
-      .deterministic = backward_deterministic};
+      .deterministic = backward_deterministic,
+      .tests_own_forward = fp32_on_tensor_cores};
   return c;
 }
 
 const fa::BackwardChapter& fp32_chapter() {
   // Its own backward checks against its own Support, so the shared refusal tests see f16/bf16
   // refused for the dtype, as this object declares.
-  static const fa::BackwardFn fp32_only = [](const fa::Problem& p, const void* q, const void* k, const void* v,
+  static const fa::BackwardFn ffma_only = [](const fa::Problem& p, const void* q, const void* k, const void* v,
                                              const void* o, const float* lse, const void* dout, void* dq, void* dk,
                                              void* dv, cudaStream_t stream) {
     fa::check_backward_args(fp32_chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
-    backward(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+    fp32_backward(p, q, k, v, o, lse, dout, dq, dk, dv, false, stream);
   };
   static const fa::BackwardChapter c{
       .support = {.chapter = "08_backward", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
       .forward = flash_v2::forward,
-      .backward = fp32_only,
-      .test_head_dims = {7, 32, 96, 160, 256},
+      .backward = ffma_only,
+      .test_head_dims = {7, 32, 64, 96, 128, 160, 256},
       .defaults = fa::default_problem(fa::Dtype::f32),
       .deterministic = nullptr};
+  return c;
+}
+
+const fa::BackwardChapter& tf32x3_chapter() {
+  static const fa::BackwardFn tf32x3_only = [](const fa::Problem& p, const void* q, const void* k, const void* v,
+                                               const void* o, const float* lse, const void* dout, void* dq,
+                                               void* dk, void* dv, cudaStream_t stream) {
+    fa::check_backward_args(tf32x3_chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+    fp32_backward(p, q, k, v, o, lse, dout, dq, dk, dv, true, stream);
+  };
+  static const fa::BackwardChapter c{
+      .support = {.chapter = "08_backward.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128},
+      .forward = flash_v2::steps::tf32x3_forward,
+      .backward = tf32x3_only,
+      .test_head_dims = {37, 100},  // the rest through chapter(); 37: scalar copies, 100: columns past D
+      .defaults = fa::default_problem(fa::Dtype::f32),
+      .deterministic = nullptr,
+      .tests_own_forward = fp32_on_tensor_cores};
   return c;
 }
 
@@ -230,23 +256,8 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
   if (p.dtype != fa::Dtype::f32) return tensor_core_backward(p, q, k, v, o, lse, dout, dq, dk, dv, options, stream);
   if (options.deterministic)
     throw std::invalid_argument("08_backward: the deterministic mode is implemented for f16/bf16 only "
-                                "(the fp32 kernel adds into dQ with unordered atomics)");
-  auto* D_row = static_cast<float*>(
-      fa::cuda::workspace(p.lse_elems() * sizeof(float), "08_backward's D_i = rowsum(dO o O)"));  // [B, H, Sq]
-  const auto* qf = static_cast<const float*>(q);
-  const auto* kf = static_cast<const float*>(k);
-  const auto* vf = static_cast<const float*>(v);
-  const auto* dof = static_cast<const float*>(dout);
-  auto* dqf = static_cast<float*>(dq);
-  auto* dkf = static_cast<float*>(dk);
-  auto* dvf = static_cast<float*>(dv);
-
-  const std::int64_t rows = p.lse_elems();
-  dot_do_o(static_cast<const float*>(o), dof, D_row, dqf, rows, p.head_dim, p.head_dim, p.seqlen_q, p.seqlen_q, stream);
-
-  with_head_dim<32, 64, 96, 128, 192, 256>(p.head_dim, [&](auto d) {  // any head dim: the next size up
-    launch<decltype(d)::value>(p, qf, kf, vf, lse, dof, D_row, dqf, dkf, dvf, stream);
-  });
+                                "(the fp32 kernels add into dQ with unordered atomics)");
+  fp32_backward(p, q, k, v, o, lse, dout, dq, dk, dv, fp32_on_tensor_cores(p), stream);
 }
 
 // The block-sparse backward's host side: the walk uploaded once, then 08's tensor-core backward

@@ -1,6 +1,7 @@
 // Chapter 08: FlashAttention-2's backward pass -- one block per key tile, dK_j and dV_j in
 // registers, P_ij recomputed from the forward's LSE, dQ_i accumulated with atomics. fp32 on the
-// CUDA cores (backward.cu), fp16/bf16 on the tensor cores (backward_tc.cu).
+// CUDA cores (backward.cu, the lesson) and on the tensor cores in 3xTF32 up to head dim 128
+// (backward_tf32x3.cu), fp16/bf16 on the tensor cores (backward_tc.cu).
 #pragma once
 
 #include "08_backward/sparse_walk.h"
@@ -59,8 +60,8 @@ void backward(const fa::Problem& p, const DeviceSparseWalk& walk, const void* q,
               const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
               const BackwardOptions& options = {});
 
-// The forward that writes the O and LSE the backward reads: 05_flash_v2 for f32, 06_tensor_core
-// for f16/bf16.
+// The forward that writes the O and LSE the backward reads: for f32 05's tf32x3 step up to head
+// dim 128 and 05's chapter kernel above (fp32_on_tensor_cores), 06_tensor_core for f16/bf16.
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream);
 
@@ -70,8 +71,18 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 // executable checks and lists the two tables below, fp32_chapter().support and
 // tensor_core_support().)
 const fa::BackwardChapter& chapter();
-// The fp32 kernel alone, for the tests of the head dims only it supports (7, 32, 96).
+// The FFMA kernel alone (backward.cu), the chapter's lesson, at every head dim up to 256, with
+// 05's chapter kernel as its forward: its tests (7, 32, 64, 96, 128, 160, 256) and its timings.
 const fa::BackwardChapter& fp32_chapter();
+// The 3xTF32 kernel alone (backward_tf32x3.cu) with 05's tf32x3 forward, whose scores it
+// recomputes bit for bit: f32, any head dim up to 128 (its tests: 37 and 100, the rest through
+// chapter()).
+const fa::BackwardChapter& tf32x3_chapter();
+// Which fp32 pair chapter() runs: f32 at head dims up to 128 is on the tensor cores in 3xTF32,
+// forward (05's tf32x3 step) and backward (backward_tf32x3.cu), as PyTorch's fp32
+// memory-efficient backend computes; above 128, 05's and this chapter's FFMA kernels. A backward
+// must recompute the scores its forward's LSE came from (README, Pitfalls): pair them this way.
+inline bool fp32_on_tensor_cores(const fa::Problem& p) { return p.dtype == fa::Dtype::f32 && p.head_dim <= 128; }
 // What the tensor-core backward supports: f16 and bf16, every head dim that is a multiple of 8 up
 // to 256 (tile widths 64, 96, 128, 192, 256; the block-sparse walk up to 128).
 inline const fa::Support& tensor_core_support() {

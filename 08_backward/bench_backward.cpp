@@ -185,15 +185,22 @@ int main(int argc, char** argv) {
     fa::Dtype dtype;
     fa::BackwardFn backward;
     std::string chapter;
+    const fa::BackwardChapter* pair;  // its forward, and the head dims it takes
   };
   const std::string& name = chapter.support.chapter;
-  const Variant variants[] = {{fa::Dtype::f32, chapter.backward, name},
-                              {fa::Dtype::bf16, chapter.backward, name},
-                              {fa::Dtype::f16, chapter.backward, name},
-                              {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic"}};
+  // f32: the chapter's pair (3xTF32 up to D = 128, backward.h: fp32_on_tensor_cores) and the FFMA
+  // kernels alone, the lesson (05's chapter kernel as the forward).
+  const fa::BackwardChapter& ffma = backward::fp32_chapter();
+  const Variant variants[] = {{fa::Dtype::f32, chapter.backward, name, &chapter},
+                              {fa::Dtype::f32, ffma.backward, name + "_ffma", &ffma},
+                              {fa::Dtype::bf16, chapter.backward, name, &chapter},
+                              {fa::Dtype::f16, chapter.backward, name, &chapter},
+                              {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic", &chapter}};
   for (const Variant& variant : variants) {
+    const fa::BackwardChapter& pair = *variant.pair;
     for (int d : head_dims) {
       if (variant.dtype != fa::Dtype::f32 && !fa::supports_head_dim(backward::tensor_core_support(), d)) continue;
+      if (!fa::supports_head_dim(pair.support, d)) continue;
       for (bool causal : {false, true}) {
         for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
           const fa::Problem p = fa2_shape(seqlen, d, causal, variant.dtype);
@@ -202,8 +209,8 @@ int main(int argc, char** argv) {
           const fa::BackwardFn backward_fn = variant.backward;
           register_case(
               bench, p, fa::backward_flops(p),
-              [&chapter, p](Tensors& t) {
-                chapter.forward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), nullptr);
+              [&pair, p](Tensors& t) {
+                pair.forward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), nullptr);
               },
               [backward_fn, p](Tensors& t) {
                 backward_fn(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), t.dout.get(), t.dq.get(),

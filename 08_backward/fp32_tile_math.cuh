@@ -7,7 +7,11 @@
 #include <cstdint>
 #include <limits>
 
+#include "common/cuda_check.h"
+#include "common/device/grid.cuh"    // tiles_by_rows
+#include "common/device/launch.h"    // allow_shared_memory, aligned16
 #include "common/device/math.cuh"  // fast_exp2, kLog2e, kLog2eD
+#include "common/device/tiles.h"   // ceil_div
 #include "common/problem.h"
 
 namespace backward::fp32 {
@@ -256,5 +260,28 @@ __device__ __forceinline__ void write_key_grads(float* dK_g, float* dV_g, const 
     }
   }
 }
+
+// The launch of an fp32 backward kernel (backward_kernel of backward.cu, tf32x3_kernel of
+// backward_tf32x3.cu) with tile sizes T: one block of T::kThreads per key tile of Bc keys and
+// (batch, KV head). The carveout asks for the largest shared-memory split of the L1, so 2 blocks
+// of up to 108.4 KiB fit on one SM.
+template <class T, class Kernel>
+void launch_fp32(Kernel* kernel, const fa::Problem& p, const float* q, const float* k, const float* v,
+                 const float* lse, const float* dout, const float* D_row, float* dq, float* dk, float* dv,
+                 cudaStream_t stream) {
+  allow_shared_memory(kernel, T::kSmemBytes);  // above 48 KB a kernel must opt in
+  FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                     cudaSharedmemCarveoutMaxShared));
+  const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, T::Bc), std::int64_t{p.batch} * p.kv_heads, "08_backward");
+  // 16-byte copies need every row of Q and dO to start on a 16-byte boundary.
+  const bool vec = p.head_dim % 4 == 0 && aligned16(q) && aligned16(dout);
+  kernel<<<grid, T::kThreads, T::kSmemBytes, stream>>>(q, k, v, lse, dout, D_row, dq, dk, dv, p, p.scale(), vec);
+  FA_CHECK_LAUNCH();
+}
+
+// backward_tf32x3.cu: the 3xTF32 kernel at any head dim up to 128 (the next tile width up), after
+// D_i and the zeroed dQ (dot_do_o).
+void tf32x3_launch(const fa::Problem& p, const float* q, const float* k, const float* v, const float* lse,
+                   const float* dout, const float* D_row, float* dq, float* dk, float* dv, cudaStream_t stream);
 
 }  // namespace backward::fp32

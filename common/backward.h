@@ -40,6 +40,12 @@ struct BackwardChapter {
   // The same backward with a dQ that is bitwise identical from run to run (the runner's
   // --deterministic), or null where the chapter has no such mode.
   BackwardFn deterministic = nullptr;
+  // Where it returns true for a problem, the shared tests take O and LSE from `forward` on the
+  // GPU instead of from the CPU (backward_harness.h, upload_forward_outputs): for a backward that
+  // recomputes its scores in an arithmetic other than the CPU's fp32 chain (08's f32 at head dims
+  // up to 128, 3xTF32), whose P = exp(S - LSE) is right only with the LSE of its own scores (08
+  // README, Pitfalls), as a user runs it.
+  bool (*tests_own_forward)(const Problem& p) = nullptr;
 };
 
 }  // namespace fa

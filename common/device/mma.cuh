@@ -146,4 +146,16 @@ __device__ __forceinline__ void mma_1688_3xtf32(float (&d)[4], const Tf32Pair (&
   mma_1688_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
 }
 
+// The transposed tile, bit for bit: D^T = B^T A^T + D^T, where mma_1688_3xtf32 computed D = A B + D
+// with this call's B^T as its A. The same three products in the same order (the small part of
+// the other call's A first), at the same k positions: each product of two TF32 values is exact
+// in fp32 and every mma adds its k terms the same way, so 08's fp32 backward gets S_ij^T =
+// K_j Q_i^T with the bits of 05's S_ij = Q_i K_j^T (its tests check it with large scores).
+__device__ __forceinline__ void mma_1688_3xtf32_transposed(float (&d)[4], const Tf32Pair (&a)[4], Tf32Pair b0,
+                                                           Tf32Pair b1) {
+  mma_1688_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);
+  mma_1688_tf32(d, a[0].small, a[1].small, a[2].small, a[3].small, b0.big, b1.big);
+  mma_1688_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.big, b1.big);
+}
+
 }  // namespace fa::cuda

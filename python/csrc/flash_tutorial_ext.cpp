@@ -57,14 +57,16 @@ block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, 
                                   std::vector<std::uint8_t>(d, d + dense.numel()));
 }
 
-// The chapter whose forward runs a call: 07 under a block mask, else 05 (f32) or 06 (f16, bf16).
+// The chapter whose forward runs a call: 07 under a block mask, else 05 (f32: its tf32x3 step up to
+// head dim 128, backward::forward) or 06 (f16, bf16).
 const fa::Support& forward_support(fa::Dtype dt, bool has_mask) {
   return has_mask ? block_sparse::chapter().support
          : dt == fa::Dtype::f32 ? flash_v2::chapter().support
                                 : tensor_core::chapter().support;
 }
 
-// The backward's table: 08's fp32 kernel or its tensor-core one (dense or block-sparse).
+// The backward's table: 08's fp32 kernels (any head dim up to 256) or its tensor-core one (dense
+// or block-sparse).
 const fa::Support& backward_support(fa::Dtype dt) {
   return dt == fa::Dtype::f32 ? backward::fp32_chapter().support : backward::tensor_core_support();
 }
@@ -113,10 +115,10 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
     const block_sparse::DeviceBlockMask mask(mask_of(p, *block_mask, block_k));
     block_sparse::forward(p, mask, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
                           stream);
-  } else if (p.dtype == fa::Dtype::f32) {
-    flash_v2::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
   } else {
-    tensor_core::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
+    // 08's forward, the one its backward pairs with: f32 up to head dim 128 in 3xTF32 (05's tf32x3
+    // step, whose scores the backward recomputes bit for bit), above it 05's kernel; f16/bf16 06's.
+    backward::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
   }
   return {out, lse};
 }
