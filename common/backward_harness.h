@@ -6,13 +6,13 @@
 //   FA_BACKWARD_TESTS(backward::chapter())
 //
 // For every shape below, every test head dim and dtype of the chapter, it takes O and LSE from
-// the CPU (upload_forward_outputs, below), not from a forward chapter, so the backward is
-// graded on its own (the one exception: the problems a chapter's tests_own_forward names, common/backward.h,
-// whose scores only their own forward's LSE normalizes); runs its backward on seeded inputs and a seeded dO, and checks dQ,
-// dK and dV against the float64 reference_backward (common/backward_check.h), with poisoned
-// outputs and guard bytes after them. It also checks that bad input is refused with a clear
-// std::invalid_argument. The shape tests skip, naming the reason, where no GPU is present; the
-// refusal tests need no GPU and always run.
+// the CPU (upload_forward_outputs, below), not from a forward chapter, so the backward is graded
+// on its own (the one exception: the problems a chapter's tests_own_forward names,
+// common/backward.h, whose scores only their own forward's LSE normalizes); runs its backward on
+// seeded inputs and a seeded dO, and checks dQ, dK and dV against the float64 reference_backward
+// (common/backward_check.h), with poisoned outputs and guard bytes after them. It also checks
+// that bad input is refused with a clear std::invalid_argument. The shape tests skip, naming the
+// reason, where no GPU is present; the refusal tests need no GPU and always run.
 #pragma once
 
 #include <gtest/gtest.h>
