@@ -122,7 +122,8 @@ int run(const BackwardChapter& c, const std::vector<Support>& tables, const Opti
 
 }  // namespace
 
-int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv, const std::vector<Support>& tables) {
+int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv, const std::vector<Support>& tables,
+                         const std::string& own_flags) {
   const std::string& name = chapter.support.chapter;
   // --deterministic is the backward's own flag: taken out here, before the shared parser sees argv.
   bool deterministic = false;
@@ -141,9 +142,10 @@ int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv, 
                           "checked against the CPU reference and timed.",
                   .supports = tables.empty() ? std::vector<Support>{chapter.support} : tables,
                   .defaults = chapter.defaults,
-                  .chapter_flags = chapter.deterministic ? "  --deterministic   the backward's bitwise reproducible "
-                                                           "mode (dQ added in a fixed order)\n"
-                                                         : ""};
+                  .chapter_flags = (chapter.deterministic ? "  --deterministic   the backward's bitwise reproducible "
+                                                            "mode (dQ added in a fixed order)\n"
+                                                          : "") +
+                                   own_flags};
   return run_main(help, argc, argv, [&](const Options& o) { return run(chapter, tables, o, deterministic); });
 }
 

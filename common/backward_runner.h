@@ -4,6 +4,7 @@
 // (and with --json one JSON line with both).
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "common/backward.h"
@@ -14,8 +15,9 @@ namespace fa {
 // 2 bad arguments or unsupported problem. `tables`: where the head dims differ by dtype, one
 // Support per group of dtypes (08: the fp32 kernel's, the tensor-core kernel's); the runner
 // refuses a problem its dtype's table does not list, and --help lists each table. Empty:
-// chapter.support alone.
+// chapter.support alone. `own_flags`: help lines of flags the chapter's main() takes out of argv
+// before calling this (08: --ffma).
 int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv,
-                         const std::vector<Support>& tables = {});
+                         const std::vector<Support>& tables = {}, const std::string& own_flags = "");
 
 }  // namespace fa
