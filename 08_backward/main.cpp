@@ -4,24 +4,16 @@
 // tensor-core backward. Its head dims depend on the dtype: f32 takes any up to 256, the
 // tensor-core backward multiples of 8 up to 256; --help lists both tables.
 //   ./08_backward --help
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "08_backward/backward.h"
 #include "common/backward_runner.h"
+#include "common/cli.h"
 
 int main(int argc, char** argv) {
   // --ffma is this chapter's own flag: taken out of argv before the shared parser sees it.
-  bool ffma = false;
-  for (int a = 1; a < argc; ++a) {
-    if (std::strcmp(argv[a], "--ffma") == 0) {
-      ffma = true;
-      for (int b = a; b + 1 < argc; ++b) argv[b] = argv[b + 1];
-      --argc;
-      break;
-    }
-  }
+  const bool ffma = fa::take_flag(argc, argv, "--ffma");
   const std::string flags = "  --ffma            f32 through the FFMA kernels (05's and this chapter's, the lesson) at\n"
                             "                    every head dim, not the 3xTF32 pair up to head dim 128\n";
   if (ffma) return fa::run_backward_chapter(backward::fp32_chapter(), argc, argv, {}, flags);

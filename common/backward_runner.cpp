@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -126,15 +125,7 @@ int run_backward_chapter(const BackwardChapter& chapter, int argc, char** argv, 
                          const std::string& own_flags) {
   const std::string& name = chapter.support.chapter;
   // --deterministic is the backward's own flag: taken out here, before the shared parser sees argv.
-  bool deterministic = false;
-  for (int a = 1; a < argc; ++a) {
-    if (std::strcmp(argv[a], "--deterministic") == 0) {
-      deterministic = true;
-      for (int b = a; b + 1 < argc; ++b) argv[b] = argv[b + 1];
-      --argc;
-      break;
-    }
-  }
+  const bool deterministic = take_flag(argc, argv, "--deterministic");
   if (deterministic && !chapter.deterministic)
     return report_error(name, std::invalid_argument("--deterministic: this chapter has no deterministic mode"));
   const Help help{.chapter = name,

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 namespace fa {
@@ -144,6 +145,16 @@ std::string error_line(const std::string& chapter, const std::string& message) {
   for (const std::string& prefix : {chapter + ": ", chapter + " "})
     while (!chapter.empty() && m.compare(0, prefix.size(), prefix) == 0) m.erase(0, prefix.size());
   return "error: " + chapter + ": " + m;
+}
+
+bool take_flag(int& argc, char** argv, const char* flag) {
+  for (int a = 1; a < argc; ++a) {
+    if (std::strcmp(argv[a], flag) != 0) continue;
+    for (int b = a; b + 1 < argc; ++b) argv[b] = argv[b + 1];
+    --argc;
+    return true;
+  }
+  return false;
 }
 
 }  // namespace fa

@@ -43,6 +43,10 @@ std::string dtypes_text(const std::vector<Support>& supports);
 // "f32: any of 1..128; f16 and bf16: 64 or 128".
 std::string head_dims_text(const std::vector<Support>& supports);
 
+// A chapter's own flag without a value (08's --ffma, the backward's --deterministic): true where
+// argv holds it, and then it is taken out of argv (argc one less) before parse_cli sees argv.
+bool take_flag(int& argc, char** argv, const char* flag);
+
 // Throws std::invalid_argument naming the bad flag or value, HelpRequested for --help.
 // `defaults` is the chapter's default problem (its dtype, say).
 Options parse_cli(int argc, const char* const* argv, const Problem& defaults);

@@ -241,5 +241,26 @@ TEST(Cli, ImpossibleProblemsAreRefused) {
   expect_error_naming({"--iters", "0"}, "--iters");
 }
 
+// A chapter's own flag (08's --ffma): found anywhere after argv[0], taken out once, the other
+// arguments kept in order; absent, argv is untouched.
+TEST(Cli, TakeFlagRemovesOneOccurrence) {
+  std::string words[] = {"prog", "--seqlen", "64", "--ffma", "--causal", "--ffma"};
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  int argc = static_cast<int>(argv.size());
+  EXPECT_TRUE(take_flag(argc, argv.data(), "--ffma"));
+  ASSERT_EQ(argc, 5);
+  EXPECT_STREQ(argv[3], "--causal");
+  EXPECT_STREQ(argv[4], "--ffma");
+  EXPECT_TRUE(take_flag(argc, argv.data(), "--ffma"));
+  EXPECT_EQ(argc, 4);
+  EXPECT_FALSE(take_flag(argc, argv.data(), "--ffma"));
+  EXPECT_EQ(argc, 4);
+  EXPECT_STREQ(argv[1], "--seqlen");
+  EXPECT_STREQ(argv[2], "64");
+  EXPECT_STREQ(argv[3], "--causal");
+  EXPECT_FALSE(take_flag(argc, argv.data(), "prog"));  // argv[0] is the program, never a flag
+}
+
 }  // namespace
 }  // namespace fa
