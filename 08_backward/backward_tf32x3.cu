@@ -15,20 +15,16 @@
 //   * dQ_i += dS_ij K_j needs dS_ij with queries in the rows: dS_ij goes through shared memory
 //     (as in the FFMA kernel), and each warp takes kD/4 of dQ_i's columns for every query row.
 // Tile sizes and shared memory as the FFMA kernel's (fp32::Traits): Bc = 64 keys, Br = 64 query
-// rows up to kD = 64 and 32 above, 2 blocks (8 warps) an SM.
+// rows up to kD = 64 and 32 above, 2 blocks (8 warps) an SM. The host side (D_i, the dispatch by
+// head dim) is backward.cu's: fp32_backward, which calls tf32x3_launch below.
 #include <cstdint>
 
-#include "05_flash_v2/steps/steps.h"
 #include "05_flash_v2/tile_math.cuh"       // load_tile_async
-#include "08_backward/backward.h"
-#include "08_backward/dot_do_o.cuh"
-#include "08_backward/fp32_tile_math.cuh"  // Traits, stage_tile, RowStats
-#include "common/cuda_check.h"
+#include "08_backward/fp32_tile_math.cuh"  // Traits, stage_tile, RowStats, launch_fp32
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"
 #include "common/device/mma.cuh"
 #include "common/device/tiles.h"
-#include "common/device_memory.h"
 
 namespace backward::fp32 {
 namespace {

@@ -1,5 +1,6 @@
 // Chapter 08's fp32 tile math: the tile sizes of the fp32 backward and the named steps of one
-// (query tile, key tile) pair that backward_kernel (backward.cu) is written in. Its products are
+// (query tile, key tile) pair that backward_kernel (backward.cu) is written in; at the end, the
+// launch that it and the 3xTF32 kernel (backward_tf32x3.cu) share. Its products are
 // 05's two register tiles turned around: keys_dot_rows is 05's S_ij = Q_i K_j^T with keys in the
 // rows, add_keys_outer is 05's O_i += P_ij V_j summed over query rows.
 #pragma once

@@ -14,11 +14,11 @@
 #include "08_backward/backward.h"
 #include "common/backward_check.h"
 #include "common/backward_harness.h"
-#include "common/test_harness.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
 #include "common/host_data.h"
 #include "common/test_cases.h"
+#include "common/test_harness.h"  // FA_FORWARD_TESTS: the f32 pair's forward
 
 FA_BACKWARD_TESTS(backward::chapter());
 FA_BACKWARD_TESTS_NAMED(BackwardFp32, backward::fp32_chapter());

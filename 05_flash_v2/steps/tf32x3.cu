@@ -191,12 +191,16 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
   }
 }
 
+const fa::Support& tf32x3_support() {
+  static const fa::Support s{.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128};
+  return s;
+}
+
 }  // namespace
 
 void tf32x3_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
                     cudaStream_t stream) {
-  static const fa::Support support{.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128};
-  const bool vec = prepare_forward(support, p, q, k, v, o, lse);
+  const bool vec = prepare_forward(tf32x3_support(), p, q, k, v, o, lse);
   with_head_dim<32, 64, 96, 128>(p.head_dim, [&](auto d) {  // any head dim: the next size up
     constexpr int kD = decltype(d)::value;
     launch<kD, true, Tf32Traits<kD>>(tf32x3_kernel<kD>, p, static_cast<const float*>(q),
@@ -208,7 +212,7 @@ void tf32x3_forward(const fa::Problem& p, const void* q, const void* k, const vo
 Step tf32x3_step() {
   return {.name = "tf32x3",
           .what = "FFMA: both products on the tensor cores in 3xTF32 (fp32's accuracy), P_ij from registers",
-          .chapter = {.support = {.chapter = "05_flash_v2.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128},
+          .chapter = {.support = tf32x3_support(),
                       .forward = tf32x3_forward,
                       .test_head_dims = {37, 64, 100, 128},  // 37: the scalar copies; 100: columns past D
                       .defaults = fa::default_problem(fa::Dtype::f32)}};
