@@ -123,6 +123,15 @@ const fa::Chapter& chapter() {
   return c;
 }
 
+const fa::Chapter& ffma_chapter() {
+  static const fa::Chapter c{
+      .support = {.chapter = "05_flash_v2_ffma", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
+      .forward = ffma_forward,
+      .test_head_dims = {7, 8, 32, 40, 64, 72, 80, 96, 112, 128},  // above 128 chapter() runs this kernel
+      .defaults = fa::default_problem(fa::Dtype::f32)};
+  return c;
+}
+
 bool prepare_forward(const fa::Support& support, const fa::Problem& p, const void* q, const void* k, const void* v,
                      const void* o, const float* lse) {
   fa::check_forward_args(support, p, q, k, v, o, lse);
@@ -133,7 +142,14 @@ bool prepare_forward(const fa::Support& support, const fa::Problem& p, const voi
 
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
-  const bool vec = prepare_forward(chapter().support, p, q, k, v, o, lse);
+  fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
+  if (on_tensor_cores(p)) tf32x3_forward(p, q, k, v, o, lse, stream);
+  else ffma_forward(p, q, k, v, o, lse, stream);
+}
+
+void ffma_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
+                  cudaStream_t stream) {
+  const bool vec = prepare_forward(ffma_chapter().support, p, q, k, v, o, lse);
   with_head_dim<32, 64, 96, 128, 192, 256>(p.head_dim, [&](auto d) {  // any head dim: the next size up
     constexpr int kD = decltype(d)::value;
     launch<kD, true>(flash_v2_kernel<kD>, p, static_cast<const float*>(q), static_cast<const float*>(k),

@@ -28,7 +28,7 @@
 #include <stdexcept>
 
 #include "05_flash_v2/flash_v2.h"    // the f32 forwards that write the O and LSE the backward reads:
-#include "05_flash_v2/steps/steps.h"  // the FFMA kernel above D = 128, the tf32x3 step up to it
+#include "05_flash_v2/flash_v2.h"  // the forwards: 3xTF32 up to D = 128, FFMA above
 #include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
 #include "08_backward/dot_do_o.cuh"
@@ -180,8 +180,7 @@ void fp32_backward(const fa::Problem& p, const void* q, const void* k, const voi
 
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
-  if (fp32_on_tensor_cores(p)) flash_v2::steps::tf32x3_forward(p, q, k, v, o, lse, stream);
-  else if (p.dtype == fa::Dtype::f32) flash_v2::forward(p, q, k, v, o, lse, stream);
+  if (p.dtype == fa::Dtype::f32) flash_v2::forward(p, q, k, v, o, lse, stream);  // fp32_on_tensor_cores: its choice
   else tensor_core::forward(p, q, k, v, o, lse, stream);
 }
 
@@ -212,7 +211,7 @@ const fa::BackwardChapter& fp32_chapter() {
   };
   static const fa::BackwardChapter c{
       .support = {.chapter = "08_backward", .dtypes = {fa::Dtype::f32}, .head_dims = {}, .max_head_dim = 256},
-      .forward = flash_v2::forward,
+      .forward = flash_v2::ffma_forward,
       .backward = ffma_only,
       .test_head_dims = {7, 32, 64, 96, 128, 160, 256},
       .defaults = fa::default_problem(fa::Dtype::f32),
@@ -229,7 +228,7 @@ const fa::BackwardChapter& tf32x3_chapter() {
   };
   static const fa::BackwardChapter c{
       .support = {.chapter = "08_backward.tf32x3", .dtypes = {fa::Dtype::f32}, .max_head_dim = 128},
-      .forward = flash_v2::steps::tf32x3_forward,
+      .forward = flash_v2::tf32x3_forward,
       .backward = tf32x3_only,
       .test_head_dims = {37, 100},  // the rest through chapter(); 37: scalar copies, 100: columns past D
       .defaults = fa::default_problem(fa::Dtype::f32),

@@ -4,6 +4,7 @@
 // (backward_tf32x3.cu), fp16/bf16 on the tensor cores (backward_tc.cu).
 #pragma once
 
+#include "05_flash_v2/flash_v2.h"  // on_tensor_cores: which fp32 forward runs
 #include "08_backward/sparse_walk.h"
 #include "common/backward.h"
 #include "common/device_memory.h"
@@ -60,8 +61,9 @@ void backward(const fa::Problem& p, const DeviceSparseWalk& walk, const void* q,
               const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
               const BackwardOptions& options = {});
 
-// The forward that writes the O and LSE the backward reads: for f32 05's tf32x3 step up to head
-// dim 128 and 05's chapter kernel above (fp32_on_tensor_cores), 06_tensor_core for f16/bf16.
+// The forward that writes the O and LSE the backward reads: for f32 05's chapter forward (its
+// 3xTF32 kernel up to head dim 128, its FFMA kernel above: fp32_on_tensor_cores), 06_tensor_core
+// for f16/bf16.
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream);
 
@@ -72,17 +74,19 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 // tensor_core_support().)
 const fa::BackwardChapter& chapter();
 // The FFMA kernel alone (backward.cu), the chapter's lesson, at every head dim up to 256, with
-// 05's chapter kernel as its forward: its tests (7, 32, 64, 96, 128, 160, 256) and its timings.
+// 05's FFMA kernel as its forward: its tests (7, 32, 64, 96, 128, 160, 256) and its timings.
 const fa::BackwardChapter& fp32_chapter();
-// The 3xTF32 kernel alone (backward_tf32x3.cu) with 05's tf32x3 forward, whose scores it
+// The 3xTF32 kernel alone (backward_tf32x3.cu) with 05's 3xTF32 forward, whose scores it
 // recomputes bit for bit: f32, any head dim up to 128 (its tests: 37 and 100, the rest through
 // chapter()).
 const fa::BackwardChapter& tf32x3_chapter();
-// Which fp32 pair chapter() runs: f32 at head dims up to 128 is on the tensor cores in 3xTF32,
-// forward (05's tf32x3 step) and backward (backward_tf32x3.cu), as PyTorch's fp32
+// Which fp32 pair chapter() runs: where 05's forward runs its 3xTF32 kernel (head dims up to
+// 128, flash_v2::on_tensor_cores), the backward is backward_tf32x3.cu, as PyTorch's fp32
 // memory-efficient backend computes; above 128, 05's and this chapter's FFMA kernels. A backward
 // must recompute the scores its forward's LSE came from (README, Pitfalls): pair them this way.
-inline bool fp32_on_tensor_cores(const fa::Problem& p) { return p.dtype == fa::Dtype::f32 && p.head_dim <= 128; }
+inline bool fp32_on_tensor_cores(const fa::Problem& p) {
+  return p.dtype == fa::Dtype::f32 && flash_v2::on_tensor_cores(p);
+}
 // What the tensor-core backward supports: f16 and bf16, every head dim that is a multiple of 8 up
 // to 256 (tile widths 64, 96, 128, 192, 256; the block-sparse walk up to 128).
 inline const fa::Support& tensor_core_support() {

@@ -1,5 +1,5 @@
 // Chapter 08 -- the fp32 backward on the tensor cores in 3xTF32 (fp32's accuracy), paired with
-// 05's tf32x3 forward (05_flash_v2/steps/tf32x3.cu). PyTorch's fp32 memory-efficient backward
+// 05's 3xTF32 forward (05_flash_v2/flash_v2_tf32x3.cu). PyTorch's fp32 memory-efficient backward
 // computes this way.
 //
 // What changes against backward_kernel (backward.cu), which it follows step for step:

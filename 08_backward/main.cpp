@@ -1,5 +1,5 @@
 // Chapter 08's executable: the forward, then the backward, both checked and timed. f32 up to head
-// dim 128 runs the 3xTF32 pair (05's tf32x3 step, backward_tf32x3.cu), above it and with --ffma
+// dim 128 runs the 3xTF32 pair (05's flash_v2_tf32x3.cu, backward_tf32x3.cu), above it and with --ffma
 // the FFMA pair (05's chapter kernel, backward.cu: the lesson); f16/bf16 06's forward and the
 // tensor-core backward. Its head dims depend on the dtype: f32 takes any up to 256, the
 // tensor-core backward multiples of 8 up to 256; --help lists both tables.

@@ -3,14 +3,12 @@
 //                  pair, its O and LSE from its own forward; above: the FFMA kernel)
 //   BackwardFp32:  the FFMA kernel alone (7, 32, 64, 96, 128, 160, 256)
 //   BackwardTf32x3: the 3xTF32 pair alone at head dims no multiple of 8 (37, 100)
-//   Forward:       05's tf32x3 step, the f32 pair's forward, on the chapter forward shapes
 //   Deterministic: the f16/bf16 deterministic mode, twice, byte for byte, and against the reference
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "05_flash_v2/steps/steps.h"
 #include "08_backward/backward.h"
 #include "common/backward_check.h"
 #include "common/backward_harness.h"
@@ -18,16 +16,13 @@
 #include "common/device_memory.h"
 #include "common/host_data.h"
 #include "common/test_cases.h"
-#include "common/test_harness.h"  // FA_FORWARD_TESTS: the f32 pair's forward
 
 FA_BACKWARD_TESTS(backward::chapter());
 FA_BACKWARD_TESTS_NAMED(BackwardFp32, backward::fp32_chapter());
 FA_BACKWARD_TESTS_NAMED(BackwardTf32x3, backward::tf32x3_chapter());
-// The f32 pair's forward up to D = 128 (backward.h: fp32_on_tensor_cores) is 05's tf32x3 step;
-// 05's tests sweep its steps on fewer shapes. Here it gets the chapter forward suite (the
-// large-logit inputs among them), since 08's backward tests read its O and LSE.
-static const fa::Step kTf32x3Forward = flash_v2::steps::tf32x3_step();
-FA_FORWARD_TESTS(kTf32x3Forward.chapter);
+// The f32 pair's forward up to D = 128 (backward.h: fp32_on_tensor_cores) is 05's chapter
+// forward there, which 05's tests run on the chapter forward suite (the large-logit inputs among
+// them).
 
 namespace {
 

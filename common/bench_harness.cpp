@@ -105,7 +105,7 @@ int steps_main(const std::vector<Step>& steps, int argc, char** argv) {
   }
 }
 
-int main(const Chapter& chapter, int argc, char** argv) {
+int main(const Chapter& chapter, int argc, char** argv, const std::vector<const Chapter*>& also) {
   std::vector<Dtype> dtypes = chapter.support.dtypes;  // default: every dtype the chapter supports
   int max_seqlen;
   std::vector<int> head_dims;  // --head-dims 64,128 (the default): heads = 2048 / D each
@@ -124,7 +124,10 @@ int main(const Chapter& chapter, int argc, char** argv) {
     std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
     return 0;
   }
-  for (Dtype dtype : dtypes) register_forward(chapter, dtype, max_seqlen, head_dims);
+  for (Dtype dtype : dtypes) {
+    register_forward(chapter, dtype, max_seqlen, head_dims);
+    for (const Chapter* other : also) register_forward(*other, dtype, max_seqlen, head_dims);
+  }
   // Memory against sequence length at a fixed batch and head count (batch 1, 16 heads, D 64):
   // chapters that materialize S grow quadratically, the fused ones linearly.
   for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {

@@ -41,7 +41,9 @@ double median_seconds(benchmark::State& state, Run&& run, Before&& before) {
   return seconds[seconds.size() / 2];
 }
 
-int main(const Chapter& chapter, int argc, char** argv);
+// `also`: more kernels of the same chapter whose forward rows are timed with it (05's FFMA kernel,
+// 05_flash_v2_ffma); their dtypes are the chapter's.
+int main(const Chapter& chapter, int argc, char** argv, const std::vector<const Chapter*>& also = {});
 
 // The main() of a chapter's steps benchmark: `--step NAME` picks one step (without it: the list
 // of steps, "  name: what" per line, exit 2); the other flags are main()'s.

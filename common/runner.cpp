@@ -122,11 +122,12 @@ int run_main(Help help, int argc, char** argv, const std::function<int(const Opt
   }
 }
 
-int run_chapter(const Chapter& chapter, int argc, char** argv) {
+int run_chapter(const Chapter& chapter, int argc, char** argv, const std::string& chapter_flags) {
   const Help help{.chapter = chapter.support.chapter,
                   .runs = "runs one attention forward pass, checks it against the CPU reference and times it.",
                   .supports = {chapter.support},
-                  .defaults = chapter.defaults};
+                  .defaults = chapter.defaults,
+                  .chapter_flags = chapter_flags};
   return run_main(help, argc, argv, [&](const Options& o) { return run(chapter, o); });
 }
 

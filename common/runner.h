@@ -33,7 +33,8 @@ std::string json_problem_fields(const std::string& chapter, const Problem& p);
 // call it after refusing unsupported problems, before drawing inputs.
 void require_gpu();
 
-// The executable of a forward chapter (01-06).
-int run_chapter(const Chapter& chapter, int argc, char** argv);
+// The executable of a forward chapter (01-06). chapter_flags: the --help lines of the chapter's own
+// flags, which its main takes out of argv first (05's --ffma).
+int run_chapter(const Chapter& chapter, int argc, char** argv, const std::string& chapter_flags = "");
 
 }  // namespace fa

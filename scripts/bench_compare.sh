@@ -19,10 +19,10 @@ mkdir -p "$out"
 shapes='D(64|128)/(full|causal)/seqlen:(1024|4096|16384)/'
 # chapter benchmark | Google Benchmark filter
 cases=(
-  "05_flash_v2|^fwd/05_flash_v2/f32/$shapes"
+  "05_flash_v2|^fwd/05_flash_v2(_ffma)?/f32/$shapes"
   "06_tensor_core|^fwd/06_tensor_core/bf16/$shapes"
   "07_block_sparse|^(sparse|dense06)/.*/bf16/D(64|128)/(blockk128/random/density:(1.00|0.50|0.10)|full)/seqlen:(4096|16384)/"
-  "08_backward|^bwd/08_backward/(f32|bf16)/$shapes"
+  "08_backward|^bwd/08_backward(_ffma)?/(f32|bf16)/$shapes"
   "08_backward|^bwd/08_backward_deterministic/bf16/D(64|128)/(full|causal)/seqlen:(4096|16384)/"
   "08_backward|^bwd_sparse/08_backward/bf16/D(64|128)/blockk128/random/density:(1.00|0.50|0.10)/seqlen:16384/"
 )

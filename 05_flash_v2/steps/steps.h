@@ -14,10 +14,4 @@ using fa::Step;
 
 const std::vector<Step>& all();
 
-// A step past the chapter (steps/tf32x3.cu): both products on the tensor cores in 3xTF32.
-Step tf32x3_step();
-// Its forward (f32, head_dim up to 128): 08's fp32 tensor-core backward recomputes its scores.
-void tf32x3_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
-                    cudaStream_t stream);
-
 }  // namespace flash_v2::steps

@@ -1,7 +1,7 @@
 // The tensor-core instructions, one thin wrapper each (sm_80+): ldmatrix, mma.sync, the
 // float -> fp16/bf16 pair conversion that feeds P back into the tensor cores, and the 16-byte
 // cp.async taking a 32-bit shared address. Taught in chapter 06; used by 06, 07 and 08. At the
-// end, the TF32 mma and the 3xTF32 split that 05's tf32x3 step computes fp32 attention with.
+// end, the TF32 mma and the 3xTF32 split that 05's and 08's fp32 kernels up to head dim 128 compute with.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type").
 // A warp holds each operand spread over its 32 lanes; g = lane / 4 (groupID) and t = lane % 4
@@ -117,12 +117,13 @@ struct Tf32Pair {
   std::uint32_t big, small;
 };
 
-// x rounded to TF32 (to nearest, ties away from zero), as a .b32 register for mma.
-__device__ __forceinline__ std::uint32_t to_tf32(float x) {
-  std::uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
+// x rounded to TF32 (to nearest, ties away from zero), as a .b32 register for mma: half of the
+// last kept bit (0x1000) added to x's bits, a carry rounding the magnitude up, then the 13 dropped
+// bits cleared. Two integer instructions; cvt.rna.tf32.f32 gives the same bits for every non-NaN
+// x but compiles to four on sm_90 (an add, a mask, and a compare and select that keep a NaN a
+// NaN), and the split below is most of the 3xTF32 kernels' non-mma work. A NaN x may come out
+// as a number here, but never alone: split_tf32's small part, x - big, is then NaN.
+__device__ __forceinline__ std::uint32_t to_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 
 __device__ __forceinline__ Tf32Pair split_tf32(float x) {
   const std::uint32_t big = to_tf32(x);
@@ -148,9 +149,11 @@ __device__ __forceinline__ void mma_1688_3xtf32(float (&d)[4], const Tf32Pair (&
 
 // The transposed tile, bit for bit: D^T = B^T A^T + D^T, where mma_1688_3xtf32 computed D = A B + D
 // with this call's B^T as its A. The same three products in the same order (the small part of
-// the other call's A first), at the same k positions: each product of two TF32 values is exact
-// in fp32 and every mma adds its k terms the same way, so 08's fp32 backward gets S_ij^T =
-// K_j Q_i^T with the bits of 05's S_ij = Q_i K_j^T (its tests check it with large scores).
+// the other call's A first), over the same 8 columns: each product of two TF32 values is exact
+// in fp32 and an mma adds its k terms the same way in any order, so 08's fp32 backward gets
+// S_ij^T = K_j Q_i^T with the bits of 05's S_ij = Q_i K_j^T (its tests check it with large
+// scores). 05 reads k = t, t + 4 as columns 2t, 2t + 1 of the 8 and 08 as t, t + 4: other
+// positions, the same bits on an H100 (docs/session21_h100.md, call 1).
 __device__ __forceinline__ void mma_1688_3xtf32_transposed(float (&d)[4], const Tf32Pair (&a)[4], Tf32Pair b0,
                                                            Tf32Pair b1) {
   mma_1688_tf32(d, a[0].big, a[1].big, a[2].big, a[3].big, b0.small, b1.small);

@@ -57,8 +57,8 @@ block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, 
                                   std::vector<std::uint8_t>(d, d + dense.numel()));
 }
 
-// The chapter whose forward runs a call: 07 under a block mask, else 05 (f32: its tf32x3 step up to
-// head dim 128, backward::forward) or 06 (f16, bf16).
+// The chapter whose forward runs a call: 07 under a block mask, else 05 (f32: its 3xTF32 kernel up
+// to head dim 128, its FFMA kernel above; backward::forward) or 06 (f16, bf16).
 const fa::Support& forward_support(fa::Dtype dt, bool has_mask) {
   return has_mask ? block_sparse::chapter().support
          : dt == fa::Dtype::f32 ? flash_v2::chapter().support
@@ -116,8 +116,8 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
     block_sparse::forward(p, mask, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
                           stream);
   } else {
-    // 08's forward, the one its backward pairs with: f32 up to head dim 128 in 3xTF32 (05's tf32x3
-    // step, whose scores the backward recomputes bit for bit), above it 05's kernel; f16/bf16 06's.
+    // 08's forward, the one its backward pairs with: f32 is 05's (up to head dim 128 in 3xTF32,
+    // whose scores the backward recomputes bit for bit, above it FFMA); f16/bf16 06's.
     backward::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
   }
   return {out, lse};

@@ -1,13 +1,19 @@
-// A step past the chapter: the same FlashAttention-2 loop, with both products on the tensor cores
-// in fp32's accuracy (3xTF32, common/device/mma.cuh) instead of FFMA chains. PyTorch's fp32
-// memory-efficient backend computes this way, and at D = 128 it is faster than the chapter's
-// FFMA kernel, which stays under the FMA pipe's 67 TFLOP/s (README: Results).
+// Chapter 05's forward for f32 at head dims up to 128 (flash_v2.h, on_tensor_cores): the same
+// FlashAttention-2 loop as flash_v2_kernel, the lesson, with both products on the tensor cores in
+// fp32's accuracy (3xTF32, common/device/mma.cuh) instead of FFMA chains. PyTorch's fp32
+// memory-efficient backend computes this way; the FFMA kernel stays under the FMA pipe's 67
+// TFLOP/s and, at D = 128, under that backend (README: fp32 on the tensor cores). Above D = 128
+// the chapter runs the FFMA kernel, which `05_flash_v2 --ffma` runs at every head dim.
 //
 // What changes against flash_v2_kernel:
 //   * A warp's 16 query rows are one mma tile: lane (g, t) = (lane / 4, lane % 4) holds rows g
-//     and g + 8 of the warp, keys (of S_ij) and columns (of O_i) 8n + 2t and 8n + 2t + 1.
+//     and g + 8 of the warp, keys 8n + 2t and 8n + 2t + 1 of S_ij's n-tile n.
 //   * S_ij = Q_i K_j^T: per 8 head-dim columns, Q_i's A fragment is split once and each 8-key
-//     n-tile of K_j takes one 3xTF32 product (3 mma.m16n8k8).
+//     n-tile of K_j takes one 3xTF32 product (3 mma.m16n8k8). There too k is read in another
+//     order, k = t as column 2t and k = t + 4 as column 2t + 1 of the 8, in A and B alike, so
+//     that a lane's two values are one float2. Each mma gets the same 8 products, in other
+//     positions, and S_ij came out with the same bits on an H100 (docs/session21_h100.md call 1):
+//     08's fp32 backward, which recomputes S_ij as 05's step did, is unaffected.
 //   * O_i += P_ij V_j straight from the registers: the k index of an mma is a sum index, so it
 //     may be permuted as long as A and B agree. S_ij's accumulator holds keys 2t and 2t + 1 of
 //     each 8-key tile, and A wants k = t and t + 4: read k = t as key 2t and k = t + 4 as key
@@ -15,19 +21,26 @@
 //   * Each 8-column step of S_ij and each tile's P_ij V_j is summed from zero and added to S_ij,
 //     O_i in fp32: fed straight through the mma's accumulator, O's error was 3-8x the FFMA
 //     kernel's (README: the step).
-//   * Bc = 64 keys a tile and V_j rows kD + 4 floats apart (every fragment load below is
-//     conflict-free: 4 rows and 8 columns, or 8 rows and 4 columns, of a stride = 4 (mod 32)):
-//     99 KiB at kD = 128, 2 blocks (8 warps) an SM.
+//   * O_i += P_ij V_j takes four column tiles at a time: a lane's b values of tiles 4b .. 4b + 3
+//     are one float4 of V_j's row (O_i's layout at its declaration).
+//   * Bc = 64 keys a tile. V_j's rows are kD + 4 floats apart, K_j's kD + 8, so that the float4
+//     and float2 loads are free of bank conflicts; Q_i's float2 loads are not (2-way: stage_q
+//     writes its rows kD + 4 apart), at 2 loads per 8 columns against K_j's 8. 100 KiB at
+//     kD = 128, 2 blocks (8 warps) an SM.
+//   * Most of the work besides the mma is the split of each operand into its two TF32 parts:
+//     to_tf32 (common/device/mma.cuh) rounds with two integer instructions, where cvt.rna.tf32
+//     compiles to four. The split, the float2 and float4 loads and the four column tiles
+//     together took the step from 1.02-1.08x PyTorch's efficient backend to 1.21-1.27x at
+//     D = 128 (README: How we got here).
 // Not changed: the cp.async staggering of K_j and V_j, the causal tile skip, the exp2 softmax with
 // the max rounded once, the epilogue's LSE in double.
 #include <cstdint>
 
 #include "05_flash_v2/flash_v2.h"
-#include "05_flash_v2/steps/steps.h"
 #include "05_flash_v2/tile_math.cuh"
 #include "common/device/mma.cuh"
 
-namespace flash_v2::steps {
+namespace flash_v2 {
 namespace {
 
 template <int kD>
@@ -36,8 +49,9 @@ struct Tf32Traits {
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int Br = 16 * kWarps;  // query rows per block: one 16-row mma tile per warp
   static constexpr int Bc = 64;           // keys per tile
-  static constexpr int kStride = kD + 4;  // Q_s, K_s and V_s rows: = 4 (mod 32) floats
-  static constexpr int kSmemBytes = (Br + 2 * Bc) * kStride * sizeof(float);
+  static constexpr int kStride = kD + 4;   // Q_s and V_s rows: = 4 (mod 32) floats
+  static constexpr int kStrideK = kD + 8;  // K_s rows: = 8 (mod 32), for its float2 loads
+  static constexpr int kSmemBytes = ((Br + Bc) * kStride + Bc * kStrideK) * sizeof(float);
   static constexpr int kKeyTiles = Bc / 8;  // 8-key n-tiles of S_ij
   static constexpr int kColTiles = kD / 8;  // 8-column n-tiles of O_i
   static_assert(Br == Traits<kD>::Br && kThreads == Traits<kD>::kThreads && kStride == Traits<kD>::kStride,
@@ -58,8 +72,8 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
   if (bh >= std::int64_t{p.batch} * p.heads) return;
   extern __shared__ float4 smem[];
   float* Q_s = reinterpret_cast<float*>(smem);  // (Br, kD + 4) smem: Q_i
-  float* K_s = Q_s + Br * kStride;              // (Bc, kD + 4) smem: K_j
-  float* V_s = K_s + Bc * kStride;              // (Bc, kD + 4) smem: V_j
+  float* K_s = Q_s + Br * kStride;              // (Bc, kD + 8) smem: K_j
+  float* V_s = K_s + Bc * T::kStrideK;          // (Bc, kD + 4) smem: V_j
   const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4, t = threadIdx.x % 4;
   const int Sq = p.seqlen_q, Sk = p.seqlen_k, D = p.head_dim;
   const int i_tile = p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -68,14 +82,15 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
   const std::int64_t kv_bh = p.kv_index(bh);
   const float* K_g = k + kv_bh * Sk * D;
   const float* V_g = v + kv_bh * Sk * D;
-  const float* Q_w = Q_s + (16 * warp + g) * kStride + t;  // a0's element; a1 is 8 rows on, a2 4 columns
+  const float* Q_w = Q_s + (16 * warp + g) * kStride + 2 * t;  // a0, a2's elements; a1, a3 8 rows on
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, p.causal);
 
-  if (Tc_end > 0) load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g, Sk, D, vec);
+  if (Tc_end > 0) load_tile_async<kD, Bc, T::kStrideK, T::kThreads>(K_s, K_g, Sk, D, vec);
   cp_async_commit();
   stage_q<kD>(Q_s, q + (bh * Sq + i0) * D, Sq - i0, D);
 
-  float O_i[T::kColTiles][4] = {};  // n-tile c: (row0, 8c + 2t + e) in [e], (row0 + 8, ...) in [2 + e]
+  // Column tile 4b + q: (row0, 32b + 4(2t + e) + q) in [e], (row0 + 8, ...) in [2 + e] (P_ij V_j below)
+  float O_i[T::kColTiles][4] = {};
   float m_i[2] = {-kInf, -kInf}, l_i[2] = {0.0f, 0.0f};  // rows row0 and row0 + 8
 
   for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
@@ -88,13 +103,14 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
     float S_ij[T::kKeyTiles][4] = {};  // n-tile n: keys j0 + 8n + 2t + e, rows as O_i
 #pragma unroll 2
     for (int d = 0; d < kD; d += 8) {
-      const Tf32Pair a[4] = {split_tf32(Q_w[d]), split_tf32(Q_w[8 * kStride + d]), split_tf32(Q_w[d + 4]),
-                             split_tf32(Q_w[8 * kStride + d + 4])};
+      // k = t and t + 4 read as columns d + 2t and d + 2t + 1 in A and B alike: one float2 each
+      const float2 lo = *reinterpret_cast<const float2*>(Q_w + d), hi = *reinterpret_cast<const float2*>(Q_w + 8 * kStride + d);
+      const Tf32Pair a[4] = {split_tf32(lo.x), split_tf32(hi.x), split_tf32(lo.y), split_tf32(hi.y)};
 #pragma unroll
       for (int n = 0; n < T::kKeyTiles; ++n) {
-        const float* K_n = K_s + (8 * n + g) * kStride + d + t;  // b0: (k = t, n = g); b1: k = t + 4
+        const float2 b = *reinterpret_cast<const float2*>(K_s + (8 * n + g) * T::kStrideK + d + 2 * t);
         float x[4] = {};  // from zero, added in fp32: see the P_ij V_j product below
-        mma_1688_3xtf32(x, a, split_tf32(K_n[0]), split_tf32(K_n[4]));
+        mma_1688_3xtf32(x, a, split_tf32(b.x), split_tf32(b.y));
 #pragma unroll
         for (int e = 0; e < 4; ++e) S_ij[n][e] += x[e];
       }
@@ -137,7 +153,7 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
     cp_async_wait<0>();  // this thread's copies of V_j have landed
     __syncthreads();     // ... and everyone's; every warp is done with K_s
     if (j_tile + 1 < Tc_end)  // K_{j+1} lands during P_ij V_j
-      load_tile_async<kD, Bc, kStride, T::kThreads>(K_s, K_g + (j0 + Bc) * D, Sk - j0 - Bc, D, vec);
+      load_tile_async<kD, Bc, T::kStrideK, T::kThreads>(K_s, K_g + (j0 + Bc) * D, Sk - j0 - Bc, D, vec);
     cp_async_commit();
 
     // O_i += P_ij V_j, one 8-key k-step per n-tile of P_ij, its k order (t, t + 4) read as keys
@@ -152,16 +168,26 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
       a[n][0] = split_tf32(S_ij[n][0]), a[n][1] = split_tf32(S_ij[n][2]);
       a[n][2] = split_tf32(S_ij[n][1]), a[n][3] = split_tf32(S_ij[n][3]);
     }
+    // Four column tiles at a time from one float4 a row: lane g reads columns 4g .. 4g + 3 of a
+    // 32-column block, and element q is the b of tile q, so tile 4b + q holds columns 32b + 4n + q
+    // (n the mma's column index; O_i's layout above, and the epilogue's stores, read it this way).
 #pragma unroll
-    for (int c = 0; c < T::kColTiles; ++c) {
-      float x[4] = {};
+    for (int b = 0; b < kD / 32; ++b) {
+      float x[4][4] = {};
 #pragma unroll
       for (int n = 0; n < T::kKeyTiles; ++n) {
-        const float* V_n = V_s + (8 * n + 2 * t) * kStride + 8 * c + g;  // b0: key 2t, column g; b1: key 2t + 1
-        mma_1688_3xtf32(x, a[n], split_tf32(V_n[0]), split_tf32(V_n[kStride]));
+        const float* V_n = V_s + (8 * n + 2 * t) * kStride + 32 * b + 4 * g;  // keys 2t and 2t + 1
+        const float4 v0 = *reinterpret_cast<const float4*>(V_n), v1 = *reinterpret_cast<const float4*>(V_n + kStride);
+        mma_1688_3xtf32(x[0], a[n], split_tf32(v0.x), split_tf32(v1.x));
+        mma_1688_3xtf32(x[1], a[n], split_tf32(v0.y), split_tf32(v1.y));
+        mma_1688_3xtf32(x[2], a[n], split_tf32(v0.z), split_tf32(v1.z));
+        mma_1688_3xtf32(x[3], a[n], split_tf32(v0.w), split_tf32(v1.w));
       }
 #pragma unroll
-      for (int e = 0; e < 4; ++e) O_i[c][e] += x[e];
+      for (int q = 0; q < 4; ++q) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) O_i[4 * b + q][e] += x[q][e];
+      }
     }
   }
 
@@ -176,14 +202,20 @@ __global__ void __launch_bounds__(Tf32Traits<kD>::kThreads, 2)
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
     float* O_g = o + (bh * Sq + i) * D;
 #pragma unroll
-    for (int c = 0; c < T::kColTiles; ++c) {
-      const int col = 8 * c + 2 * t;
-      const float x = O_i[c][2 * r] * inv_l, y = O_i[c][2 * r + 1] * inv_l;
-      if (vec && col < D) {
-        *reinterpret_cast<float2*>(O_g + col) = make_float2(x, y);  // D % 4 == 0: col + 1 < D too
-      } else if (!vec) {
-        if (col < D) O_g[col] = x;
-        if (col + 1 < D) O_g[col + 1] = y;
+    for (int b = 0; b < kD / 32; ++b) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {  // columns 32b + 4(2t + e) + q of tiles 4b + q, q = 0..3
+        const int col = 32 * b + 8 * t + 4 * e;
+        const float4 x = make_float4(O_i[4 * b][2 * r + e] * inv_l, O_i[4 * b + 1][2 * r + e] * inv_l,
+                                     O_i[4 * b + 2][2 * r + e] * inv_l, O_i[4 * b + 3][2 * r + e] * inv_l);
+        if (vec && col < D) {
+          *reinterpret_cast<float4*>(O_g + col) = x;  // D % 4 == 0: col + 3 < D too
+        } else if (!vec) {
+          if (col < D) O_g[col] = x.x;
+          if (col + 1 < D) O_g[col + 1] = x.y;
+          if (col + 2 < D) O_g[col + 2] = x.z;
+          if (col + 3 < D) O_g[col + 3] = x.w;
+        }
       }
     }
     const double m_scaled = __fmul_rn(m_i[r], scale_log2), l_d = l;
@@ -209,13 +241,4 @@ void tf32x3_forward(const fa::Problem& p, const void* q, const void* k, const vo
   });
 }
 
-Step tf32x3_step() {
-  return {.name = "tf32x3",
-          .what = "FFMA: both products on the tensor cores in 3xTF32 (fp32's accuracy), P_ij from registers",
-          .chapter = {.support = tf32x3_support(),
-                      .forward = tf32x3_forward,
-                      .test_head_dims = {37, 64, 100, 128},  // 37: the scalar copies; 100: columns past D
-                      .defaults = fa::default_problem(fa::Dtype::f32)}};
-}
-
-}  // namespace flash_v2::steps
+}  // namespace flash_v2
