@@ -272,7 +272,8 @@ CHAPTER_INFO = {
     "02_tiled": ("respect the memory system", "shared-memory tiling, register tiles, warp-shuffle softmax"),
     "03_online_softmax": ("one pass over the keys", "running max and sum, rescaling; no N x N matrix"),
     "04_flash_v1": ("FlashAttention-1, Algorithm 1", "K/V tiles in shared memory, outer loop over K/V"),
-    "05_flash_v2": ("FlashAttention-2", "outer loop over Q in the grid, O in registers, causal tile skipping, exp2"),
+    "05_flash_v2": ("FlashAttention-2", "outer loop over Q in the grid, O in registers, causal tile skipping, exp2; "
+                    "fp32 in 3xTF32 on the tensor cores up to D = 128 (FFMA above)"),
     "06_tensor_core": ("FlashAttention-2 on tensor cores",
                        "mma.sync m16n8k16, ldmatrix, XOR-swizzled smem, cp.async double buffer, P kept in registers"),
     "07_block_sparse": ("skip the blocks a mask zeroes",
@@ -299,8 +300,13 @@ def root_extra_rows(sparse1, bwd, torch_fwd, torch_bwd, backends):
 
 
 def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=None):
+    # A chapter's second kernel (05_flash_v2_ffma: 05's FFMA kernel, which the chapter runs above
+    # D = 128 and `--ffma` everywhere) is a column of its chapter's table, not a chapter of its own.
+    variants = {c for c in chapters if c.endswith("_ffma")}
+    chapters = [c for c in chapters if c not in variants]
     for n, chapter in enumerate(chapters):
         prev = chapters[n - 1] if n else None
+        ffma = chapter + "_ffma" if chapter + "_ffma" in variants else None
         keys = sorted(k for k in fwd if chapter in fwd[k])
         shown = {}
         for k in keys:  # the README seqlens, or the longest one the chapter was run at
@@ -312,7 +318,10 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=No
                 shown[x] = True
         dtypes = sorted({k[0] for k in keys})
         dtype = "/".join(dtypes)
-        head = ["dtype", "D", "mask", "seqlen", "ms", "TFLOP/s", "% of peak"]
+        # % of peak is of the FMA pipe's fp32 peak for f32: the FFMA kernel's where the chapter has one
+        # (its 3xTF32 kernel is on the tensor cores, whose ceiling is another).
+        head = ["dtype", "D", "mask", "seqlen", "ms", "TFLOP/s"]
+        head += ["FFMA kernel TFLOP/s", "FFMA kernel % of peak"] if ffma else ["% of peak"]
         head += [f"x {prev}"] if prev else []
         head += [f"x PyTorch {b}" for b in backends]
         lines = [config_line(meta, dtype), "",
@@ -320,8 +329,11 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=No
         for k in sorted(shown, key=lambda x: (x[0], x[1], x[2], x[3])):
             b = fwd[k][chapter]
             tf = b["TFLOPS"]
-            cells = [k[0], str(k[1]), "causal" if k[2] else "full", str(k[3]), f"{b['ms_median']:.3f}", f"{tf:.1f}",
-                     f"{100 * tf / PEAK_TFLOPS.get(k[0], float('nan')):.0f}%"]
+            cells = [k[0], str(k[1]), "causal" if k[2] else "full", str(k[3]), f"{b['ms_median']:.3f}", f"{tf:.1f}"]
+            peak_of = fwd[k][ffma]["TFLOPS"] if ffma and ffma in fwd[k] else None if ffma else tf
+            if ffma:
+                cells.append(fmt(peak_of))
+            cells.append("-" if peak_of is None else f"{100 * peak_of / PEAK_TFLOPS.get(k[0], float('nan')):.0f}%")
             if prev:  # the previous chapter on the same shape, in its own dtype if it has no other
                 pb = fwd[k].get(prev) or next((fwd[x][prev] for x in fwd if x[1:] == k[1:] and prev in fwd[x]), None)
                 cells.append(f"{tf / pb['TFLOPS']:.2f}x" if pb else "-")
