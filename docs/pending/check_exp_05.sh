@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# 05's tf32x3 step (the 3xTF32 forward, also 08's fp32 forward up to D = 128) against main plus
+# 05's 3xTF32 forward (flash_v2_tf32x3.cu: 05's and 08's fp32 forward up to D = 128) against main plus
 # docs/pending/exp_05_<VARIANT>.patch, in one device call: the builds side by side, the rounding
 # probe (probe_to_tf32.cu), each variant's O and LSE bits against main's on fixed inputs
 # (dump_tf32x3.cu: the same bits mean 08's backward, which recomputes S_ij bit for bit, is still
-# paired with it), each variant's tf32x3 tests, compute-sanitizer on one, then the step timed for
+# paired with it), each variant's forward tests up to D = 128, compute-sanitizer on one, then the kernel timed for
 # every variant interleaved over two rounds (f32, D 64 and 128, full and causal, 1k-16k) with
 # PyTorch's efficient forward on the same shapes in the same call. Logs and summary.md in OUTDIR.
 #
@@ -23,7 +23,7 @@ root=$(mktemp -d)
 for v in "${variants[@]}"; do
   copy_variant "$root" "$v" "docs/pending/exp_05_$v.patch" "$out/patch.log" || exit 1
   (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
-    cmake --build "$root/$v/build" -j 4 --target 05_flash_v2_steps_bench 05_flash_v2_tests 05_flash_v2 >"$out/build_$v.log" 2>&1 &&
+    cmake --build "$root/$v/build" -j 4 --target 05_flash_v2_bench 05_flash_v2_tests 05_flash_v2 >"$out/build_$v.log" 2>&1 &&
     nvcc -I"$root/$v" -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -o "$root/$v/dump" "$root/$v/docs/pending/dump_tf32x3.cu" \
       "$root/$v/build/05_flash_v2/libfa_05_flash_v2.a" "$root/$v/build/common/libfa_common_cuda.a" \
       "$root/$v/build/common/libfa_common_cpu.a" -Xcompiler -fopenmp >>"$out/build_$v.log" 2>&1 ||
@@ -43,23 +43,23 @@ for v in "${variants[@]:1}"; do
   done
 done | tee "$out/bits.txt"
 
-step "each variant's tf32x3 tests; compute-sanitizer on the last"
+step "each variant's forward tests up to D = 128 (the 3xTF32 kernel); compute-sanitizer on the last"
 for v in "${variants[@]:1}"; do
-  "$root/$v/build/05_flash_v2/05_flash_v2_tests" --gtest_filter='*tf32x3*' >"$out/tests_$v.log" 2>&1
+  "$root/$v/build/05_flash_v2/05_flash_v2_tests" --gtest_filter='Shapes/Forward.*-*_D160_*:*_D192_*:*_D256_*' >"$out/tests_$v.log" 2>&1
   echo "$v: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_$v.log" | tr '\n' ' ')"
 done
 last=${variants[-1]}
 for tool in memcheck racecheck; do
   compute-sanitizer --tool "$tool" --error-exitcode 99 "$root/$last/build/05_flash_v2/05_flash_v2_tests" \
-    --gtest_filter='*tf32x3_D37_GQA*:*tf32x3_D128*causal*' >"$out/san_$tool.log" 2>&1
+    --gtest_filter='Shapes/Forward.*B2_H4x2_Sq127_Sk127_D128_causal*:Shapes/Forward.*_D7_causal*' >"$out/san_$tool.log" 2>&1
   echo "$last $tool: rc=$? $(grep -E 'ERROR SUMMARY' "$out/san_$tool.log" | head -1)"
 done
 
-step "benchmarks: the tf32x3 step of every variant, interleaved, two rounds"
-filter="fwd/05_flash_v2.tf32x3/f32/D(64|128)/(full|causal)/seqlen:(1024|2048|4096|8192|16384)/"
+step "benchmarks: 05's f32 forward (3xTF32 up to D = 128) of every variant, interleaved, two rounds"
+filter="fwd/05_flash_v2/f32/D(64|128)/(full|causal)/seqlen:(1024|2048|4096|8192|16384)/"
 for round in 1 2; do
   for v in "${variants[@]}"; do
-    "$root/$v/build/05_flash_v2/05_flash_v2_steps_bench" --step tf32x3 --dtype f32 --benchmark_filter="$filter" \
+    "$root/$v/build/05_flash_v2/05_flash_v2_bench" --dtype f32 --benchmark_filter="$filter" \
       --benchmark_out="$out/bench_${v}_$round.json" --benchmark_out_format=json >"$out/bench_${v}_$round.log" 2>&1 || echo "bench failed: $v"
   done
 done

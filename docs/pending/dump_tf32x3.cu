@@ -1,4 +1,4 @@
-// Runs 05's tf32x3 step forward on fixed seeded inputs and writes O and LSE's raw bits to
+// Runs 05's 3xTF32 forward (flash_v2_tf32x3.cu) on fixed seeded inputs and writes O and LSE's raw bits to
 // OUTDIR/<problem>.bin, so two builds' outputs can be compared with cmp (check_exp_05.sh).
 // Q is scaled by 12 so that scores are large (the 08 tests' large-logit inputs have that size):
 // a change in how S_ij is summed shows in LSE's bits.
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "05_flash_v2/steps/steps.h"
+#include "05_flash_v2/flash_v2.h"
 #include "common/cuda_check.h"
 #include "common/device_memory.h"
 
@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
     fa::cuda::fill_random(k.get(), p.kv_elems(), p.dtype, 12, nullptr);
     fa::cuda::fill_random(v.get(), p.v_elems(), p.dtype, 13, nullptr);
     scale<<<256, 256>>>(q.as<float>(), p.q_elems(), 12.0f);
-    flash_v2::steps::tf32x3_forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
+    flash_v2::tf32x3_forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr);
     FA_CUDA_CHECK(cudaDeviceSynchronize());
     std::vector<float> ho(p.o_elems()), hl(p.lse_elems());
     FA_CUDA_CHECK(cudaMemcpy(ho.data(), o.get(), ho.size() * 4, cudaMemcpyDeviceToHost));
