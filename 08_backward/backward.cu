@@ -27,8 +27,7 @@
 #include <cstdint>
 #include <stdexcept>
 
-#include "05_flash_v2/flash_v2.h"    // the f32 forwards that write the O and LSE the backward reads:
-#include "05_flash_v2/flash_v2.h"  // the forwards: 3xTF32 up to D = 128, FFMA above
+#include "05_flash_v2/flash_v2.h"  // the f32 forwards: 3xTF32 up to D = 128, FFMA above
 #include "06_tensor_core/tensor_core.h"  // the f16/bf16 forward
 #include "08_backward/backward.h"
 #include "08_backward/dot_do_o.cuh"
