@@ -10,12 +10,9 @@
 #   bash docs/pending/check_exp_05.sh OUTDIR VARIANT...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source docs/pending/variant.sh  # copy_variant
+source docs/pending/variant.sh  # copy_variant, experiment_setup
 out=${1:?usage: check_exp_05.sh OUTDIR VARIANT...}
-mkdir -p "$out"
-step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
-[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+experiment_setup "$out"  # variant.sh: step, PATH, gen
 variants=(main "${@:2}")
 
 step "copies and builds: ${variants[*]}"

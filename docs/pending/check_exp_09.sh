@@ -9,13 +9,10 @@
 #                                                          for bc176, its first use)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source docs/pending/variant.sh  # copy_variant
+source docs/pending/variant.sh  # copy_variant, experiment_setup
 out=${1:?usage: check_exp_09.sh OUTDIR [VARIANT]}
 var=${2:-tma_store}
-mkdir -p "$out"
-step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
-[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+experiment_setup "$out"  # variant.sh: step, PATH, gen
 
 step "main and patched, built side by side"
 root=$(mktemp -d)

@@ -13,12 +13,9 @@
 # sanitized problem's head dim, 128 by default), SPARSE=1 to time the block-sparse backward too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source docs/pending/variant.sh  # copy_variant
+source docs/pending/variant.sh  # copy_variant, experiment_setup
 out=${1:?usage: check_experiments.sh OUTDIR}
-mkdir -p "$out"
-step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
-[[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
-gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+experiment_setup "$out"  # variant.sh: step, PATH, gen
 variants=(main)
 if (($# > 1)); then variants+=("${@:2}"); else
   for p in docs/pending/exp_08_*.patch; do [[ -e $p ]] && variants+=("$(basename "$p" .patch | sed 's/^exp_08_//')"); done
