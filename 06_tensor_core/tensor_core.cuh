@@ -52,10 +52,11 @@ namespace tensor_core {
 // D = 192, 256: Bc = 64 in one stage (K_j, V_j, then wait; 96 KB, still two blocks per SM, whose
 // turns hide each other's copies), measured 1.04-1.10x over Bc = 32 double-buffered.
 // kPadded: a head dim below kD runs in this tile (tensor_core.cu: dispatch).
-template <class T, int kD, bool kPadded = false>
+// kTmaKV: on sm_90 at D = 128 K_j and V_j come by the copy engine (tensor_core.cu: dispatch).
+template <class T, int kD, bool kPadded = false, bool kTmaKV = false>
 using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : 64,
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/(kD > 128 ? 1 : 2), /*kSwizzle=*/true,
-                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/(kD >= 128), kPadded>;
+                             /*kQInRegs=*/kD <= 32, /*kLazyRescale=*/(kD >= 128), kPadded, kTmaKV>;
 
 // The tile that runs head dim d (a multiple of 8 up to 256): the next of the six widths, padded
 // unless d is the width itself. Calls f(std::integral_constant<int, kD>, std::bool_constant<kPadded>);
@@ -131,14 +132,15 @@ __device__ __forceinline__ int query_tile(const Params& prm) {
 // grid: Tr along x by B*H rows over y and z; block: 4 warps. Warp w owns rows
 // [16 kMTiles w, 16 kMTiles (w+1)) of Q_i. kBshd: [B, S, H, D] tensors (BlockInputs).
 template <class C, bool kBshd = false>
-__global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Params prm) {
+__global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Params prm, const __grid_constant__ KVMaps maps) {
   if (fa::cuda::grid_row() >= prm.batch_heads) return;  // a spare block of the grid
   constexpr int kCols = C::kCols, Br = C::Br, Bc = C::Bc, kD = C::kD;
   constexpr int kTileBytes = Bc * kCols * 2;  // one K or V stage
   extern __shared__ __align__(128) unsigned char smem[];
-  const std::uint32_t Q_s = smem_u32(smem);                    // (Br, kCols) smem: Q_i
+  const std::uint32_t Q_s = C::kTmaKV ? (smem_u32(smem) + 1023u) & ~1023u : smem_u32(smem);  // (Br, kCols) smem: Q_i
   const std::uint32_t K_s = Q_s + Br * kCols * 2;              // (kStages, Bc, kCols) smem: K_j
   const std::uint32_t V_s = K_s + C::kStages * kTileBytes;     // (kStages, Bc, kCols) smem: V_j
+  const std::uint32_t full = V_s + C::kStages * kTileBytes;    // kTmaKV: one mbarrier per stage
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
@@ -148,15 +150,26 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   const int row0 = 16 * C::kMTiles * warp;  // this warp's first row of Q_i
 
-  // Prologue: Q_i in one group, K_0 and V_0 in the next.
+  // Prologue: Q_i in one group, K_0 and V_0 in the next (kTmaKV: by the copy engine).
+  const std::int64_t kv_bh = in.bh / prm.group_size;  // kTmaKV: the matrix of K and V
   in.copy_q(Q_s, Sq - i0, D);
   cp_async_commit();
-  if (Tc_end > 0) in.copy_kv(K_s, V_s, 0, Sk, D);
-  cp_async_commit();
+  if constexpr (C::kTmaKV) {
+    if (threadIdx.x == 0) init_stage_barriers(full);
+    __syncthreads();  // the barriers are set up before anyone waits on them
+    if (threadIdx.x == 0 && Tc_end > 0) copy_kv_tma<C>(maps, K_s, V_s, full, 0, kv_bh);
+    cp_async_wait<0>();  // this thread's copies of Q_i (the loop's first barrier publishes them)
+  } else {
+    if (Tc_end > 0) in.copy_kv(K_s, V_s, 0, Sk, D);
+    cp_async_commit();
+  }
 
   // ldmatrix row addresses (swizzle.h): one offset per lane and order, the rest is constant.
-  const int lane_a = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, C::kSwizzle);  // Q, V
-  const int lane_b = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, C::kSwizzle);  // K
+  // kTmaKV: K's and V's for the copy engine's 64-column panels (kv_ldsm_address).
+  constexpr int kKVCols = C::kTmaKV ? 64 : kCols;
+  const int lane_a = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, C::kSwizzle);  // Q
+  const int lane_v = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kKVCols, C::kSwizzle);  // V
+  const int lane_b = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kKVCols, C::kSwizzle);  // K
   const std::uint32_t Q_w = Q_s + 2 * row0 * kCols;  // this warp's rows of Q_i
 
   // Q_i's A fragments: loaded once if they fit in registers, else re-read at every key tile.
@@ -180,10 +193,18 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
         cp_async_commit();
       }
     }
-    cp_async_wait<0>();  // this thread's copies of K_j, V_j (and Q_i) have landed
-    __syncthreads();     // ... and everyone's; and every warp is done with tile j-1's stage
     const int stage = C::kStages == 2 ? j_tile % 2 : 0;
-    if constexpr (C::kStages == 2) {
+    if constexpr (C::kTmaKV) {
+      __syncthreads();  // every warp is done with tile j-1's stage, which K_{j+1}, V_{j+1} overwrite
+      if (threadIdx.x == 0 && j_tile + 1 < Tc_end)
+        copy_kv_tma<C>(maps, K_s + (1 - stage) * kTileBytes, V_s + (1 - stage) * kTileBytes, full + 8 * (1 - stage),
+                       j0 + Bc, kv_bh);
+      wait_stage(full + 8 * stage, j_tile / 2 % 2);  // K_j, V_j have landed
+    } else {
+      cp_async_wait<0>();  // this thread's copies of K_j, V_j (and Q_i) have landed
+      __syncthreads();     // ... and everyone's; and every warp is done with tile j-1's stage
+    }
+    if constexpr (C::kStages == 2 && !C::kTmaKV) {
       if (j_tile + 1 < Tc_end) {  // K_{j+1}, V_{j+1} fly while tile j is computed
         const std::uint32_t next = (1 - stage) * kTileBytes;
         in.copy_kv(K_s + next, V_s + next, j0 + Bc, Sk - j0 - Bc, D);
@@ -196,7 +217,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
     if (needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, prm.causal)) mask_scores<C>(S_ij, i0 + row0 + g, j0, t, prm);
     PTile<C> P_ij;
     softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
-    accumulate_pv<C>(w, P_ij, V_s + stage * kTileBytes, lane_a);
+    accumulate_pv<C>(w, P_ij, V_s + stage * kTileBytes, lane_v);
   }
   write_rows<C, kBshd>(w, prm, in.bh, i0 + row0 + g, t);
 }
@@ -215,21 +236,21 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
 
 // Launches kKernel (a kernel of configuration C taking P) on the grid of query tiles: Tr along x,
 // B*H rows over y and z. 07's kernel and 06's ping-pong step launch through it too.
-template <class C, auto kKernel, class P>
-void launch_on_grid(const P& prm, cudaStream_t stream, const char* chapter) {
+template <class C, auto kKernel, class P, class... Extra>
+void launch_on_grid(const P& prm, cudaStream_t stream, const char* chapter, const Extra&... extra) {
   static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
     allow_shared_memory(kKernel, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;
   const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, chapter);
-  kKernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm);
+  kKernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm, extra...);
   FA_CHECK_LAUNCH();
 }
 
 template <class C, bool kBshd = false>
-void launch(const Params& prm, cudaStream_t stream) {
-  launch_on_grid<C, tensor_core_kernel<C, kBshd>>(prm, stream, "06_tensor_core");
+void launch(const Params& prm, cudaStream_t stream, const KVMaps& maps = {}) {
+  launch_on_grid<C, tensor_core_kernel<C, kBshd>>(prm, stream, "06_tensor_core", maps);
 }
 
 }  // namespace tensor_core

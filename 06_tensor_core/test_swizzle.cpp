@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/device/swizzle.h"
+#include "common/device/wgmma_layout.h"  // kmajor_sw128_offset: where the copy engine puts an element
 
 namespace {
 
@@ -192,6 +193,26 @@ RowCol a_element(int lane, int i) {  // a0..a7: two 16-bit elements per register
 RowCol c_element(int lane, int i) {  // c0..c3 of one 16x8 n-tile
   const int g = lane / 4, t = lane % 4;
   return {g + (i >= 2 ? 8 : 0), 2 * t + i % 2};
+}
+
+// The copy engine's 64-column panels (06's K_j and V_j with Config::kTmaKV): every lane's row
+// address of every 16x16 block, in both orders, is where the 128-byte swizzle put that row's
+// chunk, for tiles of 64 and 128 rows and 128 or 256 columns.
+TEST(Swizzle, PanelAddressIsWhereTheCopyEngineWrites) {
+  for (int rows : {64, 128})
+    for (int cols : {128, 256})
+      for (LdsmOrder order : {LdsmOrder::kRowsFirst, LdsmOrder::kColsFirst})
+        for (int lane = 0; lane < 32; ++lane) {
+          const int offset = fa::cuda::ldsm_lane_offset(lane, order, 64, true);
+          for (int r0 = 0; r0 < rows; r0 += 16)
+            for (int c0 = 0; c0 < cols; c0 += 16) {
+              const int row = r0 + fa::cuda::ldsm_row(lane, order);
+              const int col = c0 + fa::cuda::kChunkElems * fa::cuda::ldsm_chunk(lane, order);
+              ASSERT_EQ(fa::cuda::ldsm_panel_address(offset, r0, c0, rows),
+                        static_cast<int>(fa::cuda::kmajor_sw128_offset(row, col, rows)))
+                  << "rows " << rows << " lane " << lane << " block (" << r0 << ", " << c0 << ")";
+            }
+        }
 }
 
 TEST(Fragments, AccumulatorPairIsAFragment) {

@@ -11,6 +11,7 @@
 #include "common/device/swizzle.h"
 #include "common/device/tile_copy.cuh"  // copy_tile
 #include "common/device/tiles.h"
+#include "common/device/tma.cuh"  // kTmaKV: mbarriers, TMA loads, CUtensorMap
 #include "common/problem.h"
 
 namespace tensor_core {
@@ -42,7 +43,7 @@ struct Params {
 // Tile sizes and switches. The step-by-step versions of the README are this kernel with some
 // switches off (steps/steps.cu); the chapter's choice per head dim is ChapterConfig (tensor_core.cuh).
 template <class T_, int kD_, int kBc, int kMTiles_, int kStages_ = 2, bool kSwizzle_ = true,
-          bool kQInRegs_ = false, bool kLazyRescale_ = false, bool kPadded_ = false>
+          bool kQInRegs_ = false, bool kLazyRescale_ = false, bool kPadded_ = false, bool kTmaKV_ = false>
 struct Config {
   using T = T_;
   static constexpr int kD = kD_;
@@ -60,9 +61,59 @@ struct Config {
   // compile-time constant: the exact tile widths keep constant strides and no column checks
   // (measured 2-3% faster at D = 128 than reading the head dim at run time).
   static constexpr bool kPadded = kPadded_;
-  static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2;
+  // sm_90 only: K_j and V_j come by the copy engine (TMA), one thread issuing for the block and an
+  // mbarrier per stage saying when they have landed, instead of 16 cp.async a thread and tile. The
+  // copy engine writes a tile as 64-column panels of Bc rows in the 128-byte swizzle
+  // (kv_ldsm_address); the tiles then start on a 1024-byte boundary (1024 bytes of room) and the
+  // two mbarriers follow them.
+  static constexpr bool kTmaKV = kTmaKV_;
+  static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2 + (kTmaKV ? 1024 + 8 * kStages : 0);
   static_assert(kD % 16 == 0 && Bc % 16 == 0 && kStages >= 1 && kStages <= 2);
+  static_assert(!kTmaKV || (kStages == 2 && kCols == kD && kD % 64 == 0 && kSwizzle));
 };
+
+// kTmaKV: the tensor maps of K and V as [B * Hkv][Sk][D], boxes of Bc rows x 64 columns (rows
+// past Sk and columns past D land as zeros). A kernel parameter (__grid_constant__), unused by the
+// other configurations.
+struct KVMaps {
+  CUtensorMap k, v;
+};
+
+// kTmaKV, one thread: K_j and V_j (keys j0 .. j0 + Bc - 1 of matrix kv_bh) into one stage, panel by
+// panel, counted on the stage's mbarrier `full`. sm_90 only (the host launches kTmaKV
+// configurations there only; an sm_80 build compiles a trap).
+template <class C>
+__device__ __forceinline__ void copy_kv_tma(const KVMaps& maps, std::uint32_t K_dst, std::uint32_t V_dst,
+                                            std::uint32_t full, int j0, std::int64_t kv_bh) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  mbarrier_arrive_expect_tx(full, 2 * C::Bc * C::kD * 2);  // whole boxes, zero-filled parts included
+#pragma unroll
+  for (int a = 0; a < C::kD / 64; ++a) {
+    tma_load_3d(K_dst + a * C::Bc * 128, &maps.k, 64 * a, j0, static_cast<int>(kv_bh), full);
+    tma_load_3d(V_dst + a * C::Bc * 128, &maps.v, 64 * a, j0, static_cast<int>(kv_bh), full);
+  }
+#else
+  __trap();
+#endif
+}
+// kTmaKV, one thread: the two stages' mbarriers, each completed by one arrival and its bytes.
+__device__ __forceinline__ void init_stage_barriers(std::uint32_t full) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  mbarrier_init(full, 1);
+  mbarrier_init(full + 8, 1);
+  mbarrier_init_fence();
+#else
+  __trap();
+#endif
+}
+// kTmaKV: waits until the stage's copies of use `phase` (0, 1, 0, ...) have landed.
+__device__ __forceinline__ void wait_stage(std::uint32_t full, std::uint32_t phase) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  mbarrier_wait(full, phase);
+#else
+  __trap();
+#endif
+}
 
 // The head dim the kernel of C addresses global memory with: Params::head_dim for a padded tile,
 // else the constant kD.
@@ -89,6 +140,15 @@ struct WarpRows {
     }
   }
 };
+
+// The ldmatrix address of the 16x16 block at (r0, c0) of K_j or V_j: kCols-wide swizzled rows as
+// copy_tile writes them, or with kTmaKV the copy engine's 64-column panels of Bc rows
+// (swizzle.h: ldsm_panel_address; lane_offset then taken for 64 columns).
+template <class C>
+__device__ __forceinline__ int kv_ldsm_address(int lane_offset, int r0, int c0) {
+  if constexpr (C::kTmaKV) return ldsm_panel_address(lane_offset, r0, c0, C::Bc);
+  else return ldsm_address(lane_offset, r0, c0, C::kCols);
+}
 
 template <class C>
 using ScoreTile = float[C::kMTiles][C::Bc / 8][4];  // S_ij, the warp's rows: C fragments
@@ -125,7 +185,7 @@ __device__ __forceinline__ void tile_scores(ScoreTile<C>& S, const QFrags<C>& q_
 #pragma unroll
     for (int nb = 0; nb < C::Bc / 16; ++nb) {
       std::uint32_t b[4];  // keys 16nb..+7: {b[0], b[1]}; keys 16nb+8..+15: {b[2], b[3]}
-      ldmatrix_x4(b, K_j + ldsm_address(lane_b, 16 * nb, 16 * ks, kCols));
+      ldmatrix_x4(b, K_j + kv_ldsm_address<C>(lane_b, 16 * nb, 16 * ks));
 #pragma unroll
       for (int mt = 0; mt < kM; ++mt) {
         mma_16816<typename C::T>(S[mt][2 * nb], a[mt], b[0], b[1]);
@@ -218,7 +278,7 @@ __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_
 #pragma unroll
     for (int nb = 0; nb < C::kD / 16; ++nb) {
       std::uint32_t b[4];  // dims 16nb..+7: {b[0], b[1]}; dims 16nb+8..+15: {b[2], b[3]}
-      ldmatrix_x4_trans(b, V_j + ldsm_address(lane_a, 16 * kk, 16 * nb, C::kCols));
+      ldmatrix_x4_trans(b, V_j + kv_ldsm_address<C>(lane_a, 16 * kk, 16 * nb));
 #pragma unroll
       for (int mt = 0; mt < C::kMTiles; ++mt) {
         mma_16816<typename C::T>(w.O[mt][2 * nb], P_ij[mt][kk], b[0], b[1]);

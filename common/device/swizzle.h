@@ -106,6 +106,17 @@ FA_HOST_DEVICE constexpr int ldsm_warp_offset(int lane_offset, int row_w, int co
   return (lane_offset ^ (32 * (col_w / 16 % 4))) + 2 * (row_w * cols + col_w / 64 * 64);
 }
 
+// A tile stored as 64-column panels of `panel_rows` rows each (panel p holds columns 64p .. 64p +
+// 63 and starts 128 * panel_rows bytes after panel p - 1): the layout Hopper's copy engine writes
+// with the 128-byte swizzle, box by box (common/device/tma.cuh; wgmma_layout.h: kmajor_sw128_offset).
+// A panel is a tile of 64-column rows in this file's swizzle, so with lane_offset from
+// ldsm_lane_offset(lane, order, 64, true) the address of the 16x16 block at (r0, c0) is the panel's
+// start plus its ldsm_address; c0 / 64 is a constant once the loops are unrolled. (test_swizzle.cpp
+// checks it against kmajor_sw128_offset for every block and lane.)
+FA_HOST_DEVICE constexpr int ldsm_panel_address(int lane_offset, int r0, int c0, int panel_rows) {
+  return c0 / 64 * (128 * panel_rows) + ldsm_address(lane_offset, r0, c0 % 64, 64);
+}
+
 // The same fold for an accumulator store: lane (g, t) writes its pair at (row_w + g + r,
 // col_w + 2t + c), r a multiple of 8, c a multiple of 8 below W (col_w a multiple of W, a power of
 // two >= 8, cols >= 64). With base = 2 * tile_offset(row_w + g, col_w + 2t, cols, true), the byte
