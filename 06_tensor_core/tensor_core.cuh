@@ -52,7 +52,7 @@ namespace tensor_core {
 // D = 192, 256: Bc = 64 in one stage (K_j, V_j, then wait; 96 KB, still two blocks per SM, whose
 // turns hide each other's copies), measured 1.04-1.10x over Bc = 32 double-buffered.
 // kPadded: a head dim below kD runs in this tile (tensor_core.cu: dispatch).
-// kTmaKV: on sm_90 at D = 128 K_j and V_j come by the copy engine (tensor_core.cu: dispatch).
+// kTmaKV: on sm_90 at D = 64 and 128 K_j and V_j come by the copy engine (tensor_core.cu: dispatch).
 template <class T, int kD, bool kPadded = false, bool kTmaKV = false>
 using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : 64,
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/(kD > 128 ? 1 : 2), /*kSwizzle=*/true,

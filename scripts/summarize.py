@@ -275,7 +275,7 @@ CHAPTER_INFO = {
     "05_flash_v2": ("FlashAttention-2", "outer loop over Q in the grid, O in registers, causal tile skipping, exp2; "
                     "fp32 in 3xTF32 on the tensor cores up to D = 128 (FFMA above)"),
     "06_tensor_core": ("FlashAttention-2 on tensor cores",
-                       "mma.sync m16n8k16, ldmatrix, XOR-swizzled smem, cp.async double buffer, P kept in registers"),
+                       "mma.sync m16n8k16, ldmatrix, XOR-swizzled smem, cp.async double buffer (K/V by TMA on Hopper), P kept in registers"),
     "07_block_sparse": ("skip the blocks a mask zeroes",
                         "block mask as CSR lists; the key loop walks active blocks only (row: every block active)"),
     "08_backward": ("the backward pass (row: bf16 backward)",
