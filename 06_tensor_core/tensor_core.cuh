@@ -11,7 +11,9 @@
 //   * Shared tiles are XOR-swizzled (common/device/swizzle.h): the 16-byte cp.async stores and the ldmatrix
 //     reads are both conflict free, with no padding.
 //   * K_j and V_j are double buffered: K_{j+1}, V_{j+1} are in flight during all of tile j, and
-//     one __syncthreads per tile both publishes a stage and frees the other.
+//     one __syncthreads per tile both publishes a stage and frees the other. On sm_90 at D = 64
+//     and 128 ([B, H, S, D]) the copy engine brings them (Config::kTmaKV): thread 0 issues the
+//     tile's TMA loads, an mbarrier per stage says when they have landed (README: The pipeline).
 //   * Each warp owns 16 x kMTiles rows (32 for D <= 128), so every K/V fragment read from shared
 //     memory feeds kMTiles mmas; Br = 128 for D <= 128, as in FlashAttention-2.
 //   * The scale is folded into the exponent instead of into Q: p = exp2(s * scale * log2(e) - m'),
