@@ -14,27 +14,17 @@
 #   ROOT=/tmp/exp06 STAGES=build,tests,ncu NCU=1 ... ; then ROOT=/tmp/exp06 STAGES=bench ...
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source docs/pending/variant.sh  # copy_variant, experiment_setup
+source docs/pending/variant.sh  # experiment_setup, experiment_stages, build_variants
 out=${1:?usage: check_exp_06.sh OUTDIR VARIANT...}
 experiment_setup "$out"  # variant.sh: step, PATH, gen
 variants=(main "${@:2}")
 rounds=${ROUNDS:-3}
-stages=",${STAGES:-build,tests,ncu,bench},"
-want() { [[ $stages == *",$1,"* ]]; }
+experiment_stages build,tests,ncu,bench  # variant.sh: stages, want, root
 
-root=${ROOT:-$(mktemp -d)}
-mkdir -p "$root"
 if want build; then
-step "copies and builds: ${variants[*]} in $root"
-jobs=$(( $(nproc) / ${#variants[@]} )); (( jobs < 2 )) && jobs=2
-for v in "${variants[@]}"; do
-  copy_variant "$root" "$v" "docs/pending/exp_06_$v.patch" "$out/patch.log" || exit 1
-  (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
-    cmake --build "$root/$v/build" -j "$jobs" --target 06_tensor_core_bench 06_tensor_core_tests 06_tensor_core \
-      >"$out/build_$v.log" 2>&1 || echo "BUILD FAILED: $v (build_$v.log)") &
-done
-wait
-for v in "${variants[@]}"; do grep -hE "BUILD FAILED" "$out/build_$v.log" | head -3; done
+  step "copies and builds: ${variants[*]} in $root"
+  extra_targets=()
+  build_variants exp_06 06_tensor_core_bench 06_tensor_core_tests 06_tensor_core || exit 1
 fi
 
 last=${variants[-1]}

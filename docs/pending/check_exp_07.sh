@@ -12,29 +12,17 @@
 # that a second call on the same warm machine can time what the first built and tested.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source docs/pending/variant.sh  # copy_variant, experiment_setup
+source docs/pending/variant.sh  # experiment_setup, experiment_stages, build_variants
 out=${1:?usage: check_exp_07.sh OUTDIR VARIANT...}
 experiment_setup "$out"  # variant.sh: step, PATH, gen
 variants=(main "${@:2}")
 rounds=${ROUNDS:-2}
-stages=",${STAGES:-build,tests,bench},"
-want() { [[ $stages == *",$1,"* ]]; }
+experiment_stages build,tests,bench  # variant.sh: stages, want, root
 
-root=${ROOT:-$(mktemp -d)}
-mkdir -p "$root"
 if want build; then
-step "copies and builds: ${variants[*]} in $root"
-jobs=$(( $(nproc) / ${#variants[@]} )); (( jobs < 2 )) && jobs=2
-for v in "${variants[@]}"; do
-  copy_variant "$root" "$v" "docs/pending/exp_07_$v.patch" "$out/patch.log" || exit 1
-  targets=(07_block_sparse_bench 07_block_sparse)
-  [[ $v != main ]] && targets+=(07_block_sparse_tests 06_tensor_core_tests)
-  (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
-    cmake --build "$root/$v/build" -j "$jobs" --target "${targets[@]}" >"$out/build_$v.log" 2>&1 ||
-    echo "BUILD FAILED: $v (build_$v.log)") &
-done
-wait
-for v in "${variants[@]}"; do grep -hE "BUILD FAILED" "$out/build_$v.log" | head -3; done
+  step "copies and builds: ${variants[*]} in $root"
+  extra_targets=(07_block_sparse_tests 06_tensor_core_tests)  # the variants' tests; main is only timed
+  build_variants exp_07 07_block_sparse_bench 07_block_sparse || exit 1
 fi
 
 if want tests; then

@@ -25,3 +25,34 @@ experiment_setup() {
   gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
   return 0
 }
+
+# experiment_stages DEFAULT: the stages to run, STAGES or else DEFAULT (comma-separated; `want NAME`
+# says whether NAME is one of them), and root, the folder of the copies and builds: ROOT, so that
+# a later call on the same warm machine can reuse them, or else a new temporary folder.
+experiment_stages() {
+  stages=",${STAGES:-$1},"
+  want() { [[ $stages == *",$1,"* ]]; }
+  root=${ROOT:-$(mktemp -d)}
+  mkdir -p "$root"
+}
+
+# build_variants PREFIX TARGET...: every name in variants (main first) copied into root/NAME with
+# docs/pending/PREFIX_NAME.patch applied (copy_variant), then configured and built there, all in
+# parallel with the cores split between them: the TARGETs, and for every variant but main the
+# targets in the array extra_targets too. Logs in OUTDIR; a failed build prints BUILD FAILED.
+# Returns 1 when a patch does not apply.
+build_variants() {
+  local prefix=$1 v jobs
+  shift
+  jobs=$(($(nproc) / ${#variants[@]}))
+  ((jobs < 2)) && jobs=2
+  for v in "${variants[@]}"; do
+    copy_variant "$root" "$v" "docs/pending/${prefix}_$v.patch" "$out/patch.log" || return 1
+    local targets=("$@")
+    [[ $v != main ]] && targets+=("${extra_targets[@]}")
+    (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
+      cmake --build "$root/$v/build" -j "$jobs" --target "${targets[@]}" >"$out/build_$v.log" 2>&1 ||
+      echo "BUILD FAILED: $v (build_$v.log)") &
+  done
+  wait
+}
