@@ -2,7 +2,7 @@
 # 06's forward (tensor_core.cuh) against main plus docs/pending/exp_06_<VARIANT>.patch, in one device
 # call: the builds side by side, each variant's 06_tensor_core_tests (the forward at every head dim,
 # both dtypes and layouts, the refusals, the steps),
-# compute-sanitizer on the last variant, Nsight Compute on main and the last variant at D = 128
+# compute-sanitizer on the last variant (san_<variant>_<tool>.log), Nsight Compute on main and the last variant at D = 128
 # (NCU=1: warp-stall reasons and issue slots, bf16, full, 4k), then 06's benchmark for every variant
 # and PyTorch FLASH's forward taking turns over ROUNDS rounds (bf16 and f16, D 64 and 128, full and
 # causal, 2k-16k: the cells of issue 17's 1.05x bar). Logs and summary.md in OUTDIR.
@@ -34,15 +34,11 @@ for v in "${variants[@]:1}"; do
   timeout 240 "$root/$v/build/06_tensor_core/06_tensor_core_tests" >"$out/tests_$v.log" 2>&1
   echo "$v: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/tests_$v.log" | tr '\n' ' ')"
 done | tee "$out/tests_summary.txt"
-for tool in memcheck racecheck; do
-  for args in "--head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 333 --causal" \
-              "--head-dim 64 --batch 1 --heads 4 --seqlen 1000 --dtype f16" \
-              "--head-dim 112 --batch 2 --heads 8 --kv-heads 2 --seqlen-q 200 --seqlen-k 1000"; do
-    compute-sanitizer --tool "$tool" --error-exitcode 99 "$root/$last/build/06_tensor_core/06_tensor_core" $args \
-      --iters 1 >>"$out/san_$tool.log" 2>&1
-    echo "$last $tool $args: rc=$?"
-  done
-done | tee "$out/sanitizer_summary.txt"
+sanitize "$root/$last/build/06_tensor_core/06_tensor_core" "$last" \
+  "--head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 333 --causal" \
+  "--head-dim 64 --batch 1 --heads 4 --seqlen 1000 --dtype f16" \
+  "--head-dim 112 --batch 2 --heads 8 --kv-heads 2 --seqlen-q 200 --seqlen-k 1000" |
+  tee "$out/sanitizer_summary.txt"
 fi
 
 if want ncu && [[ ${NCU:-0} == 1 ]]; then

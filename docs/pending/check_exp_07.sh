@@ -33,15 +33,10 @@ for v in "${variants[@]:1}"; do
     timeout 300 "$root/$v/build/$t" >"$log" 2>&1
     echo "$v $(basename "$t"): rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$log" | tr '\n' ' ')"
   done
-  for tool in memcheck racecheck; do
-    for args in "--head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 700 --pattern random --density 0.5" \
-                "--head-dim 64 --batch 1 --heads 4 --seqlen 1000 --pattern local --block-k 64 --causal --dtype f16" \
-                "--head-dim 112 --batch 2 --heads 8 --kv-heads 2 --seqlen-q 200 --seqlen-k 1000 --pattern random --density 0.25"; do
-      compute-sanitizer --tool "$tool" --error-exitcode 99 "$root/$v/build/07_block_sparse/07_block_sparse" $args \
-        --iters 1 >>"$out/san_${v}_$tool.log" 2>&1
-      echo "$v $tool $args: rc=$?"
-    done
-  done
+  sanitize "$root/$v/build/07_block_sparse/07_block_sparse" "$v" \
+    "--head-dim 128 --batch 2 --heads 4 --seqlen-q 300 --seqlen-k 700 --pattern random --density 0.5" \
+    "--head-dim 64 --batch 1 --heads 4 --seqlen 1000 --pattern local --block-k 64 --causal --dtype f16" \
+    "--head-dim 112 --batch 2 --heads 8 --kv-heads 2 --seqlen-q 200 --seqlen-k 1000 --pattern random --density 0.25"
 done | tee "$out/tests_summary.txt"
 fi
 

@@ -56,3 +56,18 @@ build_variants() {
   done
   wait
 }
+
+# sanitize EXE NAME ARGS...: compute-sanitizer memcheck and racecheck of EXE on each ARGS string (a
+# problem's flags; --iters 1), the logs appended to OUTDIR/san_NAME_TOOL.log, one line with the
+# exit status per run (99: the tool found an error).
+sanitize() {
+  local exe=$1 name=$2 tool args
+  shift 2
+  for tool in memcheck racecheck; do
+    for args in "$@"; do
+      # shellcheck disable=SC2086  # args is a list of flags
+      compute-sanitizer --tool "$tool" --error-exitcode 99 "$exe" $args --iters 1 >>"$out/san_${name}_$tool.log" 2>&1
+      echo "$name $tool $args: rc=$?"
+    done
+  done
+}
