@@ -11,8 +11,8 @@
 //   * Shared tiles are XOR-swizzled (common/device/swizzle.h): the 16-byte cp.async stores and the ldmatrix
 //     reads are both conflict free, with no padding.
 //   * K_j and V_j are double buffered: K_{j+1}, V_{j+1} are in flight during all of tile j, and
-//     one __syncthreads per tile both publishes a stage and frees the other. On sm_90 at D = 64
-//     and 128 ([B, H, S, D]) the copy engine brings them (Config::kTmaKV): thread 0 issues the
+//     one __syncthreads per tile both publishes a stage and frees the other. On sm_90, in the 64
+//     and 128 tiles ([B, H, S, D]), the copy engine brings them (Config::kTmaKV): thread 0 issues the
 //     tile's TMA loads, an mbarrier per stage says when they have landed (README: The pipeline).
 //   * Each warp owns 16 x kMTiles rows (32 for D <= 128), so every K/V fragment read from shared
 //     memory feeds kMTiles mmas; Br = 128 for D <= 128, as in FlashAttention-2.
@@ -54,7 +54,7 @@ namespace tensor_core {
 // D = 192, 256: Bc = 64 in one stage (K_j, V_j, then wait; 96 KB, still two blocks per SM, whose
 // turns hide each other's copies), measured 1.04-1.10x over Bc = 32 double-buffered.
 // kPadded: a head dim below kD runs in this tile (tensor_core.cu: dispatch).
-// kTmaKV: on sm_90 at D = 64 and 128 K_j and V_j come by the copy engine (tensor_core.cu: dispatch).
+// kTmaKV: on sm_90 in the 64 and 128 tiles K_j and V_j come by the copy engine (tensor_core.cu: dispatch).
 template <class T, int kD, bool kPadded = false, bool kTmaKV = false>
 using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : 64,
                              /*kMTiles=*/kD <= 128 ? 2 : 1, /*kStages=*/(kD > 128 ? 1 : 2), /*kSwizzle=*/true,
