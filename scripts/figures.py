@@ -435,6 +435,49 @@ def fig_06_fragments_swizzle():
     save(fig, "06_fragments_swizzle.png")
 
 
+def panel_offset(row, col, panel_rows):
+    """common/device/swizzle.h: ldsm_panel_address, per element. The copy engine's 128-byte swizzle
+    writes a box of 64 columns as one panel of 64-column rows; panel p (columns 64p .. 64p + 63)
+    starts 64 * panel_rows elements after panel p - 1. Element offset of (row, col)."""
+    return col // 64 * (64 * panel_rows) + tile_offset(row, col % 64, 64, True)
+
+
+def fig_06_tma_panels():
+    # K_j at D = 128 (16 chunks of 16 bytes a row), rows 0-7 of its Bc = 64: where each logical chunk
+    # lands, as copy_tile writes it (128-column swizzled rows) and as the copy engine does (two panels).
+    D, Bc, rows = 128, 64, 8
+    chunks = D // kChunkElems
+    colors = [BLUE if c < 8 else ORANGE for c in range(chunks)]
+    fig = plt.figure(figsize=(10, 6.4))
+    gs = fig.add_gridspec(2, 2, height_ratios=[1, 1], hspace=0.85, wspace=0.12)
+
+    ax = fig.add_subplot(gs[0, :])
+    grid_axes(ax, rows, chunks, "16-byte slot in the 256-byte row", "row of K_j")
+    for r in range(rows):
+        for c in range(chunks):
+            slot = tile_offset(r, c * kChunkElems, D, True) % D // kChunkElems
+            cell(ax, r, slot, colors[c], str(c), fontsize=8, textcolor="white")
+    ax.set_title("cp.async (copy_tile): 256-byte rows, chunk ^ (row % 8); 16 cp.async a thread and tile\n"
+                 "each 128-byte half holds its chunks in the same slots as the copy engine's panel below", fontsize=10)
+
+    for p in range(2):
+        ax = fig.add_subplot(gs[1, p])
+        grid_axes(ax, rows, 8, "16-byte slot in the 128-byte row", "row of K_j" if p == 0 else "")
+        for r in range(rows):
+            for c in range(8 * p, 8 * p + 8):
+                off = panel_offset(r, c * kChunkElems, Bc) - p * 64 * Bc
+                assert off // 64 == r  # a panel row is 64 columns, 128 bytes
+                cell(ax, r, off % 64 // kChunkElems, colors[c], str(c), fontsize=8, textcolor="white")
+        start = "at byte 0 of the stage" if p == 0 else f"Bc x 128 = {Bc * 128} bytes after panel 0"
+        ax.set_title(f"copy engine (TMA), panel {p}: columns {64 * p}-{64 * p + 63}\n{start}", fontsize=10)
+    fig.text(0.5, -0.04, "number = logical 16-byte chunk of the row (8 bf16 / fp16 elements). With the copy engine "
+             "one thread issues 4 loads a tile (K and V, 2 panels each) onto the stage's mbarrier;\n"
+             "ldmatrix then reads panel c0 / 64 at ldsm_address(lane, r0, c0 % 64, 64) "
+             "(ldsm_panel_address, common/device/swizzle.h)", ha="center", fontsize=8.5)
+    fig.suptitle("06 on sm_90: K_j and V_j as the copy engine writes them (D = 128, rows 0-7 of Bc = 64)", y=0.99)
+    save(fig, "06_tma_panels.png")
+
+
 # ------------------------------------------------------------------------------------------------
 # 7. 07: a random block mask, its CSR arrays, and one query block's walk.
 
@@ -979,7 +1022,7 @@ def fig_10_paged_cache():
 
 
 FIGURES = [fig_01_naive, fig_02_tiled, fig_03_online_softmax, fig_04_05_loop_order, fig_05_causal_tiles,
-           fig_06_fragments_swizzle, fig_07_block_mask, fig_08_backward, fig_09_flash_v3,
+           fig_06_fragments_swizzle, fig_06_tma_panels, fig_07_block_mask, fig_08_backward, fig_09_flash_v3,
            fig_10_decoding, fig_10_paged_cache]
 
 
