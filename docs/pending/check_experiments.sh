@@ -9,12 +9,14 @@
 #
 # VARIANTs: the exp_08_<name>.patch names to try (all of them by default). Environment: HEAD_DIMS
 # (default 64,128,256), SEQLENS (default 4096,16384; a regex alternation is built from both),
+# STAGES (default build,check,tests,bench) picks stages and ROOT=DIR keeps the copies and builds
+# there, so that a second call on the same warm machine can go on from the first's builds.
 # TESTS=0 to skip each variant's `ctest -L 08_backward` and compute-sanitizer runs (SAN_HEAD_DIM: the
 # sanitized problem's head dim, 128 by default; TEST_FILTER: run 08_backward_tests with that
 # --gtest_filter instead of the whole label), SPARSE=1 to time the block-sparse backward too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-source docs/pending/variant.sh  # copy_variant, experiment_setup
+source docs/pending/variant.sh  # experiment_setup, experiment_stages, build_variants
 out=${1:?usage: check_experiments.sh OUTDIR}
 experiment_setup "$out"  # variant.sh: step, PATH, gen
 variants=(main)
@@ -24,17 +26,19 @@ fi
 head_dims=${HEAD_DIMS:-64,128,256}
 seqlens=${SEQLENS:-4096,16384}
 
-step "copies and builds: ${variants[*]}"
-root=$(mktemp -d)
-for v in "${variants[@]}"; do
-  copy_variant "$root" "$v" "docs/pending/exp_08_$v.patch" "$out/patch.log" || exit 1
-  (cmake -S "$root/$v" -B "$root/$v/build" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure_$v.log" 2>&1 &&
-    cmake --build "$root/$v/build" -j 4 --target 08_backward 08_backward_bench >"$out/build_$v.log" 2>&1 ||
-    echo "BUILD FAILED: $v (build_$v.log)") &
-done
-wait
-for v in "${variants[@]}"; do grep -hE "spill|error" "$out/build_$v.log" | head -3; done
+stages=build,check,tests,bench
+[[ ${TESTS:-1} == 1 ]] || stages=build,check,bench
+experiment_stages "$stages"  # variant.sh: stages (STAGES overrides), want, root (ROOT: reuse a warm machine's builds)
 
+if want build; then
+  step "copies and builds: ${variants[*]} in $root"
+  extra_targets=()
+  want tests && extra_targets=(08_backward_tests 08_backward_cpu_tests)  # the variants' tests; main is only timed
+  build_variants exp_08 08_backward 08_backward_bench || exit 1
+  for v in "${variants[@]}"; do grep -hE "spill|error" "$out/build_$v.log" | head -3; done
+fi
+
+if want check; then
 step "correctness: each variant against the CPU reference (exit 0: a match)"
 for v in "${variants[@]}"; do
   exe=$root/$v/build/08_backward/08_backward
@@ -48,11 +52,11 @@ for v in "${variants[@]}"; do
   done
 done | tee "$out/correctness.txt" | grep -v "rc=0" || true
 echo "$(grep -c 'rc=0' "$out/correctness.txt") of $(wc -l <"$out/correctness.txt") checks pass"
+fi
 
-if [[ ${TESTS:-1} == 1 ]]; then
+if want tests; then
   step "tests and sanitizers of each variant but main"
   for v in "${variants[@]:1}"; do
-    cmake --build "$root/$v/build" -j "$(nproc)" --target 08_backward_tests 08_backward_cpu_tests >>"$out/build_$v.log" 2>&1 || echo "TEST BUILD FAILED: $v"
     if [[ -n ${TEST_FILTER:-} ]]; then  # a subset, one process (the whole label takes more than one call)
       timeout 420 "$root/$v/build/08_backward/08_backward_tests" --gtest_filter="$TEST_FILTER" >"$out/ctest_$v.log" 2>&1
       echo "$v: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$out/ctest_$v.log" | tr '\n' ' ')"
@@ -69,6 +73,7 @@ if [[ ${TESTS:-1} == 1 ]]; then
   done
 fi
 
+if want bench; then
 step "benchmarks: every variant, interleaved, two rounds"
 filter="bwd/08_backward/(bf16|f16)/D(${head_dims//,/|})/(full|causal)/seqlen:(${seqlens//,/|})/"
 # SPARSE=1: the block-sparse backward's rows too (bf16, densities 1.0 to 0.1, same dims and lengths).
@@ -83,6 +88,8 @@ done
 step "PyTorch FLASH backward, same shapes"
 PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash \
   --head-dims "$head_dims" --max-seqlen "${seqlens##*,}" --out "$out/pytorch_bwd.json" >"$out/pytorch_bwd.log" 2>&1 || tail -3 "$out/pytorch_bwd.log"
+
+fi
 
 step "summary"
 python3 - "$out" "${variants[@]}" <<'PY' | tee "$out/summary.md"
@@ -102,10 +109,13 @@ for v in variants:
         except (OSError, ValueError):
             pass
 flash = {}
-for line in open(f"{out}/pytorch_bwd.log"):
-    m = re.search(r"bwd (\w+) D=(\d+) (full|causal)\s+seqlen=\s*(\d+) flash\s+[\d.]+ ms\s+([\d.]+) TFLOP", line)
-    if m:
-        flash[(m[1], int(m[2]), m[3], int(m[4]))] = float(m[5])
+try:
+    for line in open(f"{out}/pytorch_bwd.log"):
+        m = re.search(r"bwd (\w+) D=(\d+) (full|causal)\s+seqlen=\s*(\d+) flash\s+[\d.]+ ms\s+([\d.]+) TFLOP", line)
+        if m:
+            flash[(m[1], int(m[2]), m[3], int(m[4]))] = float(m[5])
+except OSError:  # no bench stage in this call
+    pass
 cells = sorted({k for (_, k) in tf})
 print("| dtype | D | mask | seqlen | flash | " + " | ".join(variants) + " | " + " | ".join(f"{v} / main" for v in variants[1:]) + " | best / flash |")
 print("|" + "---|" * (5 + 2 * len(variants)))
