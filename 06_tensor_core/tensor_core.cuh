@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
   in.copy_q(Q_s, Sq - i0, D);
   cp_async_commit();
   if constexpr (C::kTmaKV) {
-    if (threadIdx.x == 0) init_stage_barriers(full);
+    if (threadIdx.x == 0) mbarrier_init_stages(full, 2);  // tma.cuh: one per stage
     __syncthreads();  // the barriers are set up before anyone waits on them
     if (threadIdx.x == 0 && Tc_end > 0) copy_kv_tma<C>(maps, K_s, V_s, full, 0, kv_bh);
     cp_async_wait<0>();  // this thread's copies of Q_i (the loop's first barrier publishes them)
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) tensor_core_kernel(const Param
       if (threadIdx.x == 0 && j_tile + 1 < Tc_end)
         copy_kv_tma<C>(maps, K_s + (1 - stage) * kTileBytes, V_s + (1 - stage) * kTileBytes, full + 8 * (1 - stage),
                        j0 + Bc, kv_bh);
-      wait_stage(full + 8 * stage, j_tile / 2 % 2);  // K_j, V_j have landed
+      mbarrier_wait(full + 8 * stage, j_tile / 2 % 2);  // K_j, V_j have landed (the stage's use j_tile / 2)
     } else {
       cp_async_wait<0>();  // this thread's copies of K_j, V_j (and Q_i) have landed
       __syncthreads();     // ... and everyone's; and every warp is done with tile j-1's stage

@@ -61,58 +61,32 @@ struct Config {
   // compile-time constant: the exact tile widths keep constant strides and no column checks
   // (measured 2-3% faster at D = 128 than reading the head dim at run time).
   static constexpr bool kPadded = kPadded_;
-  // sm_90 only: K_j and V_j come by the copy engine (TMA), one thread issuing for the block and an
-  // mbarrier per stage saying when they have landed, instead of 16 cp.async a thread and tile. The
-  // copy engine writes a tile as 64-column panels of Bc rows in the 128-byte swizzle
-  // (kv_ldsm_address); the tiles then start on a 1024-byte boundary (1024 bytes of room) and the
-  // two mbarriers follow them.
+  // sm_90 only: K_j and V_j by the copy engine (copy_kv_tma), an mbarrier per stage, instead of 16
+  // cp.async a thread and tile; they land as 64-column panels (kv_ldsm_address), so the tiles start
+  // on a 1024-byte boundary (1024 bytes of room) and the two mbarriers follow them.
   static constexpr bool kTmaKV = kTmaKV_;
   static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2 + (kTmaKV ? 1024 + 8 * kStages : 0);
   static_assert(kD % 16 == 0 && Bc % 16 == 0 && kStages >= 1 && kStages <= 2);
   static_assert(!kTmaKV || (kStages == 2 && kCols == kD && kD % 64 == 0 && kSwizzle));
 };
 
-// kTmaKV: the tensor maps of K and V as [B * Hkv][Sk][D], boxes of Bc rows x 64 columns (rows
-// past Sk and columns past D land as zeros). A kernel parameter (__grid_constant__), unused by the
-// other configurations.
+// kTmaKV: K and V as [B * Hkv][Sk][D], boxes of Bc rows x 64 columns (rows past Sk and columns past
+// D land as zeros); a kernel parameter (__grid_constant__) the other configurations leave unused.
 struct KVMaps {
   CUtensorMap k, v;
 };
 
-// kTmaKV, one thread: K_j and V_j (keys j0 .. j0 + Bc - 1 of matrix kv_bh) into one stage, panel by
-// panel, counted on the stage's mbarrier `full`. sm_90 only (the host launches kTmaKV
-// configurations there only; an sm_80 build compiles a trap).
+// kTmaKV, one thread: K_j and V_j (keys j0 .. j0 + Bc - 1 of matrix kv_bh) into one stage as the
+// copy engine's 64-column panels, counted on the stage's mbarrier `full` (sm_90: tma.cuh).
 template <class C>
 __device__ __forceinline__ void copy_kv_tma(const KVMaps& maps, std::uint32_t K_dst, std::uint32_t V_dst,
                                             std::uint32_t full, int j0, std::int64_t kv_bh) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   mbarrier_arrive_expect_tx(full, 2 * C::Bc * C::kD * 2);  // whole boxes, zero-filled parts included
 #pragma unroll
-  for (int a = 0; a < C::kD / 64; ++a) {
+  for (int a = 0; a < C::kD / 64; ++a) {  // panel a: columns 64a .. 64a + 63, Bc rows of 128 bytes
     tma_load_3d(K_dst + a * C::Bc * 128, &maps.k, 64 * a, j0, static_cast<int>(kv_bh), full);
     tma_load_3d(V_dst + a * C::Bc * 128, &maps.v, 64 * a, j0, static_cast<int>(kv_bh), full);
   }
-#else
-  __trap();
-#endif
-}
-// kTmaKV, one thread: the two stages' mbarriers, each completed by one arrival and its bytes.
-__device__ __forceinline__ void init_stage_barriers(std::uint32_t full) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  mbarrier_init(full, 1);
-  mbarrier_init(full + 8, 1);
-  mbarrier_init_fence();
-#else
-  __trap();
-#endif
-}
-// kTmaKV: waits until the stage's copies of use `phase` (0, 1, 0, ...) have landed.
-__device__ __forceinline__ void wait_stage(std::uint32_t full, std::uint32_t phase) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  mbarrier_wait(full, phase);
-#else
-  __trap();
-#endif
 }
 
 // The head dim the kernel of C addresses global memory with: Params::head_dim for a padded tile,

@@ -24,27 +24,56 @@
 namespace fa::cuda {
 
 // ---- device --------------------------------------------------------------------------------
+// sm_90 and newer. Below sm_90 each of these compiles to a trap: a kernel template built for sm_80
+// too (06's kTmaKV configurations) may hold a copy-engine path that the host launches only on
+// sm_90 and newer.
 
 __device__ __forceinline__ void mbarrier_init(std::uint32_t bar, std::uint32_t arrivals) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(arrivals) : "memory");
+#else
+  __trap();
+#endif
 }
 // After mbarrier_init and before any other thread or the copy engine uses the barrier (then a
 // __syncthreads): makes the initialized barrier visible to them.
-__device__ __forceinline__ void mbarrier_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbarrier_init_fence() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#else
+  __trap();
+#endif
+}
+// `count` barriers 8 bytes apart from `bar` (one per pipeline stage), each completed by one arrival
+// and the bytes it expects (mbarrier_arrive_expect_tx), then fenced. One thread calls it; a
+// __syncthreads must follow before anyone else uses them.
+__device__ __forceinline__ void mbarrier_init_stages(std::uint32_t bar, int count) {
+  for (int s = 0; s < count; ++s) mbarrier_init(bar + 8 * s, 1);
+  mbarrier_init_fence();
+}
 
 // One arrival, and `bytes` more to land before the phase completes.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint32_t bar, std::uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
 }
 
 // One arrival without bytes: a consumer telling the producer it is done with a stage (an
 // "empty" barrier, initialized with the number of consumers that must arrive).
 __device__ __forceinline__ void mbarrier_arrive(std::uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#else
+  __trap();
+#endif
 }
 
 // Waits until the phase with parity `phase` (0, 1, 0, ...) of the barrier has completed.
 __device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t phase) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   std::uint32_t done = 0;
   while (!done)
     asm volatile(
@@ -54,25 +83,36 @@ __device__ __forceinline__ void mbarrier_wait(std::uint32_t bar, std::uint32_t p
         : "=r"(done)
         : "r"(bar), "r"(phase)
         : "memory");
+#else
+  __trap();
+#endif
 }
 
 // TMA: the box of `map` whose first element is (column c0, row c1) to shared address dst (1024-byte
 // aligned for the 128-byte swizzle), counted on barrier bar.
 __device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, std::uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar)
       : "memory");
+#else
+  __trap();
+#endif
 }
 
 // The same for a 3-D map: the box at (column c0, row c1, matrix c2). Attention's tensors as
 // [B * H][S][D]: a box never crosses into the next head, and rows past S land as zeros.
 __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2,
                                             std::uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
       : "memory");
+#else
+  __trap();
+#endif
 }
 
 // The other direction, a box of shared memory (in the map's 128-byte swizzle) to global memory at
