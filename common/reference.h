@@ -26,8 +26,9 @@ struct ReferenceBackward {
 };
 
 // What inference kernels (llama.cpp's, Gemma's) do to the scores besides masking. None by
-// default, and no chapter takes them yet (issue "10_decoding"); the reference and the
-// same-precision yardstick have them so that a chapter can be checked against them. With s_ij = scale Q_i . K_j, in this order:
+// default. Chapter 10 (10_decoding: forward_with_options, forward_with_cache and the paged-cache
+// step) takes all three; the reference and the same-precision yardstick have them so that its
+// kernels are checked against them. With s_ij = scale Q_i . K_j, in this order:
 //   softcap > 0    s_ij = softcap tanh(s_ij / softcap)          (Gemma 2's logit softcap)
 //   alibi_slopes   s_ij += m_h (j - i')  with one slope m_h per query head and i' = i + Sk - Sq, the
 //                  query's position among the keys (bottom-right, as causal masking aligns it):

@@ -1,5 +1,5 @@
-// Hopper's copy engine (sm_90a): mbarriers and TMA tile loads, for chapter 09 (issue
-// "09_flash_v3"; common/tests/test_hopper_gpu.cu is its first user).
+// Hopper's copy engine (sm_90a): mbarriers and TMA tile loads, taught in chapter 09 and used by
+// 06 and 08 too (common/tests/test_hopper_gpu.cu checks a box's layout on its own).
 //
 // A TMA load copies a box of a global tensor into shared memory by itself, one instruction issued
 // by one thread, described by a tensor map (CUtensorMap, 128 bytes, made on the host by

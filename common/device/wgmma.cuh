@@ -1,6 +1,6 @@
-// Hopper's warpgroup matrix multiply (sm_90a only), one thin wrapper each, for chapter 09 (issue
-// "09_flash_v3"; common/tests/test_hopper_gpu.cu is its first user). Where the operands live in
-// shared memory and how a descriptor names them: wgmma_layout.h.
+// Hopper's warpgroup matrix multiply (sm_90a only), one thin wrapper each, taught in chapter 09
+// (common/tests/test_hopper_gpu.cu checks each operand form on its own). Where the operands live
+// in shared memory and how a descriptor names them: wgmma_layout.h.
 //
 // A warpgroup is 4 consecutive warps (128 threads, the first warp a multiple of 4). wgmma.mma_async
 // multiplies a 64 x 16 A by a 16 x N B into a 64 x N fp32 accumulator spread over the warpgroup's

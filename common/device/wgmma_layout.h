@@ -1,6 +1,6 @@
 // Hopper's shared-memory operand layout: the 128-byte swizzle that TMA writes and wgmma reads, and
-// the 64-bit matrix descriptor that tells wgmma where a tile is (for chapter 09, issue
-// "09_flash_v3"). Plain constexpr C++, so test_wgmma_layout.cpp checks it on the CPU.
+// the 64-bit matrix descriptor that tells wgmma where a tile is (taught in chapter 09). Plain
+// constexpr C++, so test_wgmma_layout.cpp checks it on the CPU.
 //
 // 06 swizzles its tiles by hand: chunk ^ (row % 8) for rows of 64 bf16 (swizzle.h). Hopper builds
 // the same pattern into the hardware. With CU_TENSOR_MAP_SWIZZLE_128B a TMA copy stores byte
