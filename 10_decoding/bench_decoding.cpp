@@ -1,5 +1,5 @@
 // Chapter 10's benchmarks: ./10_decoding_bench --benchmark_filter=decode/
-//   decode/...: issue "10_decoding"'s rows -- bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, batch 1
+//   decode/...: the chapter's decode rows (README, Results) -- bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, batch 1
 //     and 8, seqlen_k 4k, 16k, 64k -- with the L2 cache flushed before every timed run (a 256 MiB
 //     memset, as triton.testing.do_bench does: at batch 1 and 4k all of K and V would otherwise sit
 //     in the 50 MB L2). Counters: GBps (K and V bytes read per second, from the median run), splits

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Times PyTorch's scaled_dot_product_attention on issue "10_decoding"'s decode rows.
+"""Times PyTorch's scaled_dot_product_attention on chapter 10's decode rows (10_decoding/README.md).
 
 bf16, 32 query heads sharing 8 KV heads (enable_gqa=True), D = 128, one query token, batch 1 and 8,
 seqlen_k 4k, 16k, 64k; the FLASH and CUDNN backends forced with sdpa_kernel. Before every timed run
@@ -25,7 +25,7 @@ def main():
     ap.add_argument("--backends", default="flash,cudnn")
     ap.add_argument("--batches", default="1,8")
     ap.add_argument("--seqlens-k", default="4096,16384,65536")
-    ap.add_argument("--head-dim", type=int, default=128, help="the issue's rows are at 128")
+    ap.add_argument("--head-dim", type=int, default=128, help="chapter 10's results table is at 128")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     props = torch.cuda.get_device_properties(0)

@@ -3,7 +3,7 @@
 # backward kernel (FlashAttention-2's flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel) on the same
 # problem, FlashAttention-2's shape for the seqlen (batch = 16384 / seqlen, heads = 2048 / D), bf16,
 # not causal. One text report per kernel in OUTDIR: speed of light, pipes, warp stalls, instruction
-# mix, shared-memory wavefronts; read them side by side (issue 17's "profile first").
+# mix, shared-memory wavefronts; read them side by side before changing the kernel (profile first).
 #
 #   bash scripts/ncu_backward.sh BUILD OUTDIR [D ...]       (default D: 64 128; seqlen 16384)
 #

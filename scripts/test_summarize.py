@@ -60,7 +60,7 @@ def main():
         check("the plain read's median round", "Plain read of 2 GiB: 3002 GB/s" in text)
 
     with tempfile.TemporaryDirectory() as d:
-        # Session 14/15's layout: one decode stage file, and the bench stage's run beside it.
+        # A one-round layout: one decode stage file, and the bench stage's run beside it.
         write(d, "bench_decode.json", bench(2754))
         write(d, "bench_10_decoding.json", bench(9999))
         write(d, "pytorch_decode.json", torch_run(2764, 3032))
