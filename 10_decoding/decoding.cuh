@@ -28,8 +28,8 @@ namespace decoding {
 using namespace fa::cuda;
 using tensor_core::Params;
 
-// 4 warps of 16 packed rows (Br = 64), Bc = 64 keys, K/V double buffered: 06's Config with one
-// 16-row mma tile per warp.
+// 4 warps of 16 packed rows (Br = 64), Bc = 64 keys: 06's Config with one 16-row mma tile per
+// warp. Its own stage count is not used: K/V go through the three-stage ring below (kStages).
 template <class T, int kD>
 using DecodeConfig = tensor_core::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
 
@@ -87,7 +87,9 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
   const int lane_a = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, C::kSwizzle);  // Q, V
   const int lane_b = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, C::kSwizzle);  // K
   const std::uint32_t Q_w = Q_s + 2 * 16 * warp * kCols;  // this warp's rows
-  tensor_core::QFrags<C> q_frag;  // unused: Q is re-read from shared memory (kQInRegs = false)
+  // tile_scores takes Q_i's fragments as an argument; with kQInRegs = false (DecodeConfig) it
+  // re-reads Q from shared memory instead and never reads them (a one-entry placeholder).
+  tensor_core::QFrags<C> q_frag;
   tensor_core::WarpRows<C> w;
   for (int n = 0; n < n_tiles; ++n) {
     const int j0 = j_begin + n * Bc;
