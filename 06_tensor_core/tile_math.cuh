@@ -192,7 +192,7 @@ __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, in
 template <class C>
 __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>& P_ij, WarpRows<C>& w,
                                              float scale_log2) {
-  // BEGIN SOLUTION: per row (mt, h): m = quad max (xor 1, 2) of w.m and S_ij, m' = m * scale_log2 (0 if -inf), alpha = fast_exp2(w.m scale_log2 - m'); w.O *= alpha (kLazyRescale: only if some row's max grew, __any_sync); P = fast_exp2(S scale_log2 - m') -> P_ij A fragments (pack2); w.m = m, w.l = w.l alpha + sum P
+  // BEGIN SOLUTION: per row (mt, h): m = quad max (xor 1, 2) of w.m and S_ij, m' = __fmul_rn(m, scale_log2) (0 if -inf), alpha = fast_exp2(__fmul_rn(w.m, scale_log2) - m'); w.O *= alpha (kLazyRescale: only if some row's max grew, __any_sync); P = fast_exp2(S scale_log2 - m') -> P_ij A fragments (pack2); w.m = m, w.l = w.l alpha + sum P
   constexpr float kInf = std::numeric_limits<float>::infinity();
   float m_scaled[C::kMTiles][2], alpha[C::kMTiles][2];
   bool grew = false;  // did the max of any of this thread's rows grow?
@@ -206,8 +206,12 @@ __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>&
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       // No key seen yet (m = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
-      m_scaled[mt][h] = m == -kInf ? 0.0f : m * scale_log2;
-      alpha[mt][h] = fast_exp2(w.m[mt][h] * scale_log2 - m_scaled[mt][h]);  // rescales earlier tiles
+      // Both products are rounded on their own (__fmul_rn, never fused into an FFMA), so an
+      // unchanged max gives alpha = exp2(0) = 1 exactly. Fused, w.m * scale_log2 - m' would be
+      // the rounding error of m' (up to 3e-5 at logits ~500), l_i would drift by that factor at
+      // every key tile, and over 70k keys LSE (and, with the lazy rescale, O) would be off by ~2%.
+      m_scaled[mt][h] = m == -kInf ? 0.0f : __fmul_rn(m, scale_log2);
+      alpha[mt][h] = fast_exp2(__fmul_rn(w.m[mt][h], scale_log2) - m_scaled[mt][h]);  // rescales earlier tiles
       grew |= m > w.m[mt][h];
       w.m[mt][h] = m;
     }

@@ -27,15 +27,37 @@ if(FA_STUDENT)
 endif()
 add_custom_target(fa_kernels)
 
-# Registers a gtest executable with ctest, one ctest entry per test case, listed when ctest
-# starts (PRE_TEST). Labels: the folder's name (a directory label, so every test of the folder has
-# it) and `cpu` or `gpu`, one label per gtest_discover_tests call: CMake 3.25 flattens a
-# list-valued property there and keeps only its first element. gtest_discover_tests itself marks
-# GTEST_SKIP cases (no GPU) "Skipped" (CMake 3.25 and 4.4 both add that skip regex).
-# NO_PRETTY_VALUES: a ctest name is the prefix and gtest's own name, the same on every CMake
-# (`04_flash_v1.Shapes/Forward.MatchesReference/<case>`): without it CMake 3.25 appends gtest's
-# comment ("  # GetParam() = 96-byte object <...>", with addresses that change from run to run)
-# and CMake 4.x puts the printed value in place of a numbered case's index.
+# How the test binaries become ctest entries.
+#
+# By default a GPU test binary is a few ctest entries, not one per test case: each case as its own
+# process would pay a process start, a CUDA context and the module loads (thousands of times), so
+# the binary runs its cases in FA_TEST_SHARDS gtest shards (GTEST_TOTAL_SHARDS/GTEST_SHARD_INDEX),
+# one ctest entry each: `<chapter>.gpu.<k>of<N>`, labels `gpu` and `core`. A failing entry prints
+# gtest's output, which names every failing case, and scripts/run_ctest.sh lists them. The cases
+# come in two tiers (common/test_cases.h): the entries above run the core tier; the full sweep's
+# entries (`<chapter>.full.<k>of<N>`, labels `gpu` and `full`) exist only when ctest runs with
+# FA_TEST_TIER=full in its environment (scripts/test.sh --full). The refusal tests of a GPU
+# binary (no GPU needed) are one entry, `<chapter>.refusals`, label `cpu`; a CPU test binary is
+# one entry, `<chapter>.cpu`. Every GPU entry takes one slot of the resource `gpus`
+# (RESOURCE_GROUPS), so `ctest --resource-spec-file build/gpu_resources.json` keeps at most
+# FA_GPU_JOBS of them on the GPU at once while the CPU tests use the other cores. A binary whose
+# cases all skipped (no GPU) exits 77: the entry says "Skipped" (common/gtest_main.cpp).
+#
+# FA_TESTS_PER_CASE (on for FA_STUDENT builds, which scripts/grade.sh grades case by case): one
+# ctest entry per test case instead, listed when ctest starts (gtest_discover_tests, PRE_TEST), in
+# the full tier, named `<chapter>.<suite>/<test>/<case>`.
+option(FA_TESTS_PER_CASE "one ctest entry per test case (grading reads them) instead of a few shards per binary"
+       ${FA_STUDENT})
+set(FA_TEST_SHARDS 6 CACHE STRING "ctest entries (gtest shards) per GPU test binary and tier")
+set(FA_GPU_JOBS 8 CACHE STRING "GPU test processes at once (gpu_resources.json's slots)")
+if(FA_TESTS_PER_CASE)
+  set(FA_TEST_TIER_DEFAULT full)
+else()
+  set(FA_TEST_TIER_DEFAULT core)
+endif()
+file(WRITE "${CMAKE_BINARY_DIR}/gpu_resources.json"
+     "{\"version\": {\"major\": 1, \"minor\": 0}, \"local\": [{\"gpus\": [{\"id\": \"0\", \"slots\": ${FA_GPU_JOBS}}]}]}\n")
+
 function(fa_label_directory label)
   get_property(labels DIRECTORY PROPERTY LABELS)
   if(NOT label IN_LIST labels)
@@ -43,8 +65,35 @@ function(fa_label_directory label)
   endif()
 endfunction()
 
+# Labels: the folder's name (a directory label, so every test of the folder has it, also those
+# added at ctest time) and `cpu` or `gpu`. Per case: one label per gtest_discover_tests call (CMake
+# 3.25 keeps only the first element of a list there). NO_PRETTY_VALUES: a ctest name is the prefix
+# and gtest's own name, the same on every CMake (`04_flash_v1.Shapes/Forward.MatchesReference/<case>`).
 function(fa_register_gtests target chapter)
   fa_label_directory(${chapter})
+  if(NOT FA_TESTS_PER_CASE)
+    add_test(NAME ${chapter}.refusals COMMAND ${target} --gtest_filter=Inputs*)
+    set_tests_properties(${chapter}.refusals PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
+    math(EXPR last "${FA_TEST_SHARDS} - 1")
+    set(full_tests "")
+    foreach(k RANGE ${last})
+      math(EXPR n "${k} + 1")
+      set(shard "${n}of${FA_TEST_SHARDS}")
+      add_test(NAME ${chapter}.gpu.${shard} COMMAND ${target} --gtest_filter=-Inputs*)
+      set_tests_properties(${chapter}.gpu.${shard} PROPERTIES LABELS "gpu;core" SKIP_RETURN_CODE 77
+        RESOURCE_GROUPS "gpus:1"
+        ENVIRONMENT "FA_TEST_TIER=core;GTEST_TOTAL_SHARDS=${FA_TEST_SHARDS};GTEST_SHARD_INDEX=${k}")
+      string(APPEND full_tests
+        "  add_test([==[${chapter}.full.${shard}]==] [==[$<TARGET_FILE:${target}>]==] --gtest_filter=-Inputs*)\n"
+        "  set_tests_properties([==[${chapter}.full.${shard}]==] PROPERTIES LABELS \"gpu;full\" SKIP_RETURN_CODE 77"
+        " RESOURCE_GROUPS gpus:1 ENVIRONMENT \"FA_TEST_TIER=full;GTEST_TOTAL_SHARDS=${FA_TEST_SHARDS};GTEST_SHARD_INDEX=${k}\")\n")
+    endforeach()
+    # The full tier's entries, added by ctest itself when FA_TEST_TIER=full.
+    set(full "${CMAKE_CURRENT_BINARY_DIR}/${target}_full_tier.cmake")
+    file(GENERATE OUTPUT "${full}" CONTENT "if(\"\$ENV{FA_TEST_TIER}\" STREQUAL \"full\")\n${full_tests}endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${full}")
+    return()
+  endif()
   # Hidden test cases (FA_EXTRA_TESTS_DIR, common/test_harness.cpp) change the list of tests
   # without changing the binary. CMake 4.x lists the tests at every ctest run; CMake 3.25 caches
   # the list until the binary is rebuilt, so this script, run by ctest first, drops the cached
@@ -57,13 +106,13 @@ function(fa_register_gtests target chapter)
   gtest_discover_tests(${target}
     TEST_PREFIX "${chapter}."
     TEST_FILTER "Inputs*"
-    PROPERTIES LABELS cpu
+    PROPERTIES LABELS cpu SKIP_RETURN_CODE 77
     NO_PRETTY_VALUES
     DISCOVERY_MODE PRE_TEST)
   gtest_discover_tests(${target}
     TEST_PREFIX "${chapter}."
     TEST_FILTER "-Inputs*"
-    PROPERTIES LABELS gpu
+    PROPERTIES LABELS gpu SKIP_RETURN_CODE 77
     NO_PRETTY_VALUES
     DISCOVERY_MODE PRE_TEST)
 endfunction()
@@ -72,6 +121,11 @@ function(fa_add_cpu_test name)
   add_executable(${name}_cpu_tests ${ARGN})
   target_link_libraries(${name}_cpu_tests PRIVATE fa_common_cpu GTest::gtest_main)
   fa_label_directory(${name})
+  if(NOT FA_TESTS_PER_CASE)
+    add_test(NAME ${name}.cpu COMMAND ${name}_cpu_tests)
+    set_tests_properties(${name}.cpu PROPERTIES LABELS cpu)
+    return()
+  endif()
   gtest_discover_tests(${name}_cpu_tests
     TEST_PREFIX "${name}." PROPERTIES LABELS cpu NO_PRETTY_VALUES DISCOVERY_MODE PRE_TEST)
 endfunction()
@@ -157,7 +211,7 @@ function(fa_add_chapter name)
   target_link_libraries(${name} PRIVATE ${lib})
 
   add_executable(${name}_tests ${CH_GPU_TESTS})
-  target_link_libraries(${name}_tests PRIVATE ${lib} fa_test_harness GTest::gtest_main)
+  target_link_libraries(${name}_tests PRIVATE ${lib} fa_test_harness fa_gtest_main)
   fa_register_gtests(${name}_tests ${name})
 
   add_executable(${name}_bench ${CH_BENCH})

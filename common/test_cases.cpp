@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -18,6 +19,8 @@ namespace {
 // Awkward on purpose: lengths that are not multiples of any tile size, a single row, a single
 // key, more queries than keys under causal masking (the first Sq - Sk rows see nothing). The
 // 1013 x 1013 shapes keep to 2 heads: the float64 reference costs O(Sq * Sk * D) per head.
+// core: the shapes marked in kCoreShape (single row and key, GQA 127 causal, rows that see no
+// key, one query row over 1013 keys, tile-aligned MQA without the mask).
 constexpr Shape kShapes[] = {
     {1, 1, 1, 1, 1, false},      {1, 1, 1, 1, 1, true},       {1, 2, 1, 17, 17, true},
     {2, 4, 2, 127, 127, false},  {2, 4, 2, 127, 127, true},   {1, 2, 2, 1013, 1013, false},
@@ -25,6 +28,12 @@ constexpr Shape kShapes[] = {
     {2, 3, 3, 1, 1013, true},    {1, 2, 2, 1013, 1, false},   {3, 2, 1, 64, 128, false},
     {1, 4, 4, 128, 64, true},
 };
+constexpr bool kCoreShape[] = {false, true, false, false, true, false, false, false, true, true, false, true, false};
+static_assert(std::size(kCoreShape) == std::size(kShapes));
+
+// Long context with large logits (InputKind::large_logits: scores ~ +-150 typical, ~+-500 at the
+// extremes of 70,000 keys). One query row (a decoding step) and a 4k x 4k square.
+constexpr Shape kLongShapes[] = {{1, 4, 2, 1, 70000, false}, {1, 1, 1, 4096, 4096, false}};
 
 // The hard inputs (host_data.h) run on this shape: long enough for many key tiles and for the
 // scores' rounding to add up, causal (rows of every length), GQA (dK, dV sum two query heads).
@@ -115,30 +124,48 @@ Problem problem_of(const Shape& s, int head_dim, Dtype dtype) {
   return p;
 }
 
+Tier test_tier() {
+  const char* tier = std::getenv("FA_TEST_TIER");
+  const std::string t = tier != nullptr && *tier != '\0' ? tier : FA_TEST_TIER_DEFAULT;
+  if (t == "core") return Tier::core;
+  if (t == "full") return Tier::full;
+  throw std::runtime_error("FA_TEST_TIER=" + t + ": expected core or full");
+}
+
 std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims) {
+  const bool full = test_tier() == Tier::full;
   std::vector<NamedProblem> cases;
+  int instance = 0;  // (dtype, head dim) pairs so far: core rotates the [B, S, H, D] shape with it
   for (Dtype dtype : support.dtypes) {
     for (int d : head_dims) {
-      for (const Shape& s : kShapes) {
-        const Problem p = problem_of(s, d, dtype);
+      for (std::size_t n = 0; n < std::size(kShapes); ++n) {
+        if (!full && !kCoreShape[n]) continue;
+        const Problem p = problem_of(kShapes[n], d, dtype);
         cases.push_back({name_of(p), p});
       }
       for (InputKind kind : kHardInputs) {
         const Problem p = problem_of(kHardInputsShape, d, dtype);
         cases.push_back({name_of(p, kind), p, kind});
       }
+      for (const Shape& s : kLongShapes) {
+        const Problem p = problem_of(s, d, dtype);
+        cases.push_back({name_of(p, InputKind::large_logits), p, InputKind::large_logits});
+      }
       if (takes_bshd(support, dtype)) {
-        for (const Shape& s : kBshdShapes) {
-          Problem p = problem_of(s, d, dtype);
+        for (std::size_t n = 0; n < std::size(kBshdShapes); ++n) {
+          if (!full && n != static_cast<std::size_t>(instance) % std::size(kBshdShapes)) continue;
+          Problem p = problem_of(kBshdShapes[n], d, dtype);
           p.layout = Layout::bshd;
           cases.push_back({name_of(p), p});
         }
       }
+      ++instance;
     }
   }
   if (!head_dims.empty()) {
     const int d = *std::min_element(head_dims.begin(), head_dims.end());
     for (Dtype dtype : support.dtypes) {
+      if (!full && dtype != support.dtypes.front()) continue;
       const Problem p = problem_of(kManyHeads, d, dtype);
       cases.push_back({name_of(p), p});
     }

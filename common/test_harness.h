@@ -43,7 +43,7 @@ std::vector<ForwardCase> forward_cases(const Chapter& chapter);
 std::vector<RefusalCase> refusal_cases(const Chapter& chapter);
 // A chapter's step-by-step versions (fa::Step), each in its first dtype and every test head dim,
 // on a few awkward shapes: GQA 1013 x 1013 causal, MQA 127 x 300, 300 x 77 causal (rows and whole
-// tiles that see no key), 1 x 1013 causal.
+// tiles that see no key), 1 x 1013 causal. The core tier (test_cases.h) runs the first and the third.
 std::vector<ForwardCase> step_cases(const std::vector<Step>& steps);
 
 // Runs the forward twice on a cudaStreamNonBlocking stream, outputs poisoned before each run:

@@ -7,15 +7,15 @@
 # Everything lands in OUTDIR; the summary prints last.
 #
 #   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B] [--chapters LIST]
-# LIST is a comma-separated subset of build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
-# (default: all;
+# LIST is a comma-separated subset of build,tests,tests-full,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
+# (default: all but tests-full, the full sweep of test cases;
 # the build always runs, and is quick when build-gpu is already up to date). --tests-range A,B runs
-# tests A..B only (ctest -I), to split the ~3700 tests over calls of a time-limited lent machine;
+# ctest entries A..B only (ctest -I), to split the tests over calls of a time-limited lent machine;
 # --chapters LIST (e.g. 01_naive,02_tiled) builds, tests (ctest -L), sanitizes and benchmarks only
 # those chapters, for the same reason (the bench stage's JSON files accumulate in OUTDIR; the
 # summary covers all of them). The stages that
 # docs/results_h100.md needs: --stages pytorch,bench,decode.
-# Split over calls of one lent machine (session 14: bench 01-05, bench 06-10, then pytorch,decode,
+# Split over calls of one lent machine (for instance bench 01-05, bench 06-10, then pytorch,decode,
 # about 15 minutes in all, one build-gpu), each call's OUTDIR comes back on its own: archive it
 # (`tar czf OUTDIR.tgz OUTDIR`: the lent machine returns at most 8 files a call), copy the calls'
 # JSON and logs into one folder here, and run `python3 scripts/summarize.py FOLDER --readmes .`.
@@ -71,11 +71,18 @@ cmake --build build-gpu -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} -- 
 tests_rc=skipped
 san_rc=skipped
 if want tests; then
-step "tests"
-OMP_NUM_THREADS=2 ctest --test-dir build-gpu --output-on-failure -j "$(nproc)" --timeout 300 "${ctest_extra[@]}" >"$out/ctest.log" 2>&1
+step "tests (core tier)"
+bash scripts/run_ctest.sh build-gpu --timeout 600 "${ctest_extra[@]}" >"$out/tests.log" 2>&1
 tests_rc=$?
-tail -5 "$out/ctest.log"
-grep -E "^\s+[0-9]+ - .*\((Failed|Timeout|SEGFAULT|Subprocess)" "$out/ctest.log" | head -30
+cp build-gpu/ctest.log "$out/ctest.log"
+grep -E "^== |failed" "$out/tests.log" | head -40
+fi
+if want tests-full; then
+step "tests (full tier)"
+FA_TEST_TIER=full bash scripts/run_ctest.sh build-gpu -LE '^core$' --timeout 900 "${ctest_extra[@]}" >"$out/tests_full.log" 2>&1
+tests_rc=$?
+cp build-gpu/ctest.log "$out/ctest_full.log"
+grep -E "^== |failed" "$out/tests_full.log" | head -40
 fi
 
 if want sanitizer; then

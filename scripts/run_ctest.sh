@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs ctest and ends with one summary (passed, failed, skipped and why) instead of ctest's list
-# of every skipped test. On screen: a progress line every 200 tests, each failure with its
+# of every skipped test. On screen: a progress line every 10 ctest entries, each failure with its
 # output, and any error ctest reports; ctest's full output goes to BUILD_DIR/ctest.log.
 # Used by test.sh and tour.sh.
 #
@@ -16,6 +16,8 @@ trap 'rm -f "$status_file"' EXIT
 result='^ *[0-9]+/([0-9]+) Test +#[0-9]+: ([^ ]+) .* sec$'  # "  12/1678 Test  #12: name ... Passed 0.01 sec"
 
 passed=0 failed=0 skipped=0 total=0 finished="" failures=()
+resources=()
+[[ -f $build/gpu_resources.json ]] && resources=(--resource-spec-file "$build/gpu_resources.json")
 while IFS= read -r line; do
   if [[ -n $finished ]]; then
     continue  # ctest's own summary and its list of skipped tests: the summary below replaces them
@@ -31,20 +33,31 @@ while IFS= read -r line; do
       echo "$line"
     fi
     n=$((passed + failed + skipped))
-    ((n % 200)) || echo "  ... $n/$total tests run: $passed passed, $failed failed, $skipped skipped"
+    ((n % 10)) || echo "  ... $n/$total ctest entries run: $passed passed, $failed failed, $skipped skipped"
   elif [[ $line =~ ^[0-9]+%\ tests\ passed ]]; then
     finished=1
   elif [[ ! $line =~ ^\ *Start\ +[0-9]+: && $line != "Internal ctest changing into directory"* ]]; then
     echo "$line"  # with --output-on-failure only failures and errors print anything else
   fi
-# The CPU reference uses OpenMP; keep each test process from taking every core.
+# The CPU reference uses OpenMP; keep each test process from taking every core. The GPU entries
+# take one slot each of gpu_resources.json's `gpus` (cmake/Chapter.cmake): at most FA_GPU_JOBS
+# processes share the GPU while the CPU tests use the other cores.
 done < <(OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir "$build" --output-on-failure \
-           -j "$(nproc)" "$@" 2>&1 | tee "$log"; echo "${PIPESTATUS[0]}" >"$status_file")
+           -j "$(nproc)" ${resources[@]+"${resources[@]}"} "$@" 2>&1 | tee "$log"; echo "${PIPESTATUS[0]}" >"$status_file")
 status=$(<"$status_file")
 
-echo "== $total tests: $passed passed, $failed failed, $skipped skipped"
+# A GPU entry runs many gtest cases (a shard of a test binary): count those too, from the log of
+# every entry's output, and name each failing case.
+lastlog=$build/Testing/Temporary/LastTest.log
+cases=$(grep -ho '^\[  PASSED  \] [0-9]* test' "$lastlog" 2>/dev/null | awk '{n += $4} END {print n + 0}')
+case_skips=$(grep -ho '^\[  SKIPPED \] [0-9]* test' "$lastlog" 2>/dev/null | awk '{n += $4} END {print n + 0}')
+mapfile -t failed_cases < <(grep -h '^\[  FAILED  \] [A-Za-z]' "$lastlog" 2>/dev/null | sed 's/^\[  FAILED  \] //; s/,.*//; s/ ([0-9]* ms)$//' | sort -u)
+echo "== $total ctest entries: $passed passed, $failed failed, $skipped skipped" \
+     "($cases test cases passed, ${#failed_cases[@]} failed, $case_skips skipped)"
 for name in "${failures[@]:0:20}"; do echo "   failed: $name"; done
 ((failed > 20)) && echo "   ... and $((failed - 20)) more failed (see $log)"
+for name in "${failed_cases[@]:0:30}"; do echo "   failed case: $name"; done
+((${#failed_cases[@]} > 30)) && echo "   ... and $((${#failed_cases[@]} - 30)) more failed cases (see $log)"
 if ((skipped)); then
   # Why: each skipped test's message, the line after gtest's "file:line: Skipped".
   grep -h -A1 ': Skipped$' "$build/Testing/Temporary/LastTest.log" 2>/dev/null |

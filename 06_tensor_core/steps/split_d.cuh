@@ -103,8 +103,8 @@ __device__ __forceinline__ void split_softmax_step(const ScoreTile<typename C::S
   for (int h = 0; h < 2; ++h) {
     const float m = fmaxf(w.m[0][h], fmaxf(m_s[row + 8 * h], m_s[C::Br + row + 8 * h]));
     // No key seen yet (m = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
-    m_scaled[h] = m == -kInf ? 0.0f : m * scale_log2;
-    alpha[h] = fast_exp2(w.m[0][h] * scale_log2 - m_scaled[h]);  // rescales earlier tiles
+    m_scaled[h] = m == -kInf ? 0.0f : __fmul_rn(m, scale_log2);  // unfused: alpha = 1 exactly when m holds
+    alpha[h] = fast_exp2(__fmul_rn(w.m[0][h], scale_log2) - m_scaled[h]);  // rescales earlier tiles
     w.m[0][h] = m;
   }
 #pragma unroll
