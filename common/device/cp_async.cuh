@@ -1,5 +1,5 @@
 // cp.async (sm_80+): copies global -> shared memory that run in the background. Taught in
-// chapter 05 (K_j and V_j land while the block computes); used by 05, 06, 07 and 08.
+// chapter 05 (K_j and V_j land while the block computes); used by 05, 06, 07, 08 and 10.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,6 @@
 // exp2 in one instruction, and the constants that move the softmax between e and 2. Taught in
-// chapter 05 (exp2 with the scale folded in); used by 05 to 08.
+// chapter 05 (exp2 with the scale folded in); used by 05, 06 and 08, and through 06's
+// softmax_step by 07, 09 and 10.
 #pragma once
 
 #include "common/device/constants.h"

@@ -1,6 +1,6 @@
 // The tensor-core instructions, one thin wrapper each (sm_80+): ldmatrix, mma.sync, the
 // float -> fp16/bf16 pair conversion that feeds P back into the tensor cores, and the 16-byte
-// cp.async taking a 32-bit shared address. Taught in chapter 06; used by 06, 07 and 08. At the
+// cp.async taking a 32-bit shared address. Taught in chapter 06; used by 06-10. At the
 // end, the TF32 mma and the 3xTF32 split that 05's and 08's fp32 kernels up to head dim 128 compute with.
 //
 // Fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type").

@@ -1,4 +1,4 @@
-// The XOR swizzle of shared-memory tiles, taught in chapter 06 (used by 06, 07 and 08).
+// The XOR swizzle of shared-memory tiles, taught in chapter 06 (used by 06, 07, 08 and 10).
 //
 // Where each element of a shared-memory tile lives, and which addresses the kernel's copies and
 // ldmatrix reads touch -- in plain C++, so that test_swizzle.cpp can prove on the CPU that the
