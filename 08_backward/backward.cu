@@ -114,7 +114,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
   for (int n = 0; n < n_steps; ++n) {
     const std::int64_t bh = bh0 + n / n_tiles;
     const int i_tile = i_begin + n % n_tiles, i0 = i_tile * Br;
-    stage_row_stats<Br>(lse_s, lse_lo_s, D_s, stats);  // every warp was done with them at the last barrier
+    stage_row_stats<Br>(lse_s, lse_lo_s, D_s, stats);  // every warp is done with them since the last barrier
     cp_async_wait<0>();  // this thread's copies of Q_i and dO_i have landed
     __syncthreads();     // ... and everyone's, and LSE_i, D_i (and K_j, V_j); every warp is done with P_s
 

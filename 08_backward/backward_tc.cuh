@@ -6,7 +6,7 @@
 //     output among the 8 warps (FlashAttention-2's layout, TcConfig). S_ij and dP_ij live in
 //     registers just long enough to become P_ij and dS_ij, which go to shared memory in T: dV_j,
 //     dK_j and dQ_i each need them in another warp's split.
-//   * Which operand needs which transpose (README: Tensor-core backward). Tiles sit row-major in
+//   * Which operand needs which transpose (tensor_cores.md). Tiles sit row-major in
 //     shared memory as they are in global memory: K_j, V_j (keys, d), Q_i, dO_i (rows, d), and
 //     P_ij, dS_ij (rows, keys).
 //       S = Q_i K_j^T, dP = dO_i V_j^T:  A = Q_i / dO_i, B = K_j / V_j    ldmatrix (as 06's Q, K)
@@ -32,7 +32,7 @@
 // Expected effect: per step a warp issues 5 * Br * Bc * D / (8 * 2048) mmas against 144 LDSM.x4
 // (D = 128; keeping P and dS in registers instead of shared memory needs 184), so the tensor cores wait
 // less on shared memory; hiding the exp2 and the two barriers per step with 8 warps per SM decides
-// how close it gets to FlashAttention-2's backward (README: Tensor-core backward).
+// how close it gets to FlashAttention-2's backward (tensor_cores.md: Results).
 // Run:  ./build/08_backward/08_backward --seqlen 4096 --head-dim 128 --dtype bf16 [--deterministic]
 #pragma once
 
@@ -76,7 +76,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
   float* dQ_prev = nullptr;  // kBulk: the rows of dQ_accum the shared dQ tile holds a part of
   // ... at D = 64 in shared memory instead, written by thread 0 after the step's last barrier and
   // read after the next step's first: two registers fewer across the step, where the 64 x 32 S
-  // and dP warp tiles leave none (with the pointer in registers the kernel spilled 44 bytes).
+  // and dP warp tiles leave none (with the pointer in registers the kernel would spill 44 bytes).
   constexpr bool kPrevInSmem = C::kD == 64;
   __shared__ float* dQ_prev_s;
   const auto set_prev = [&](float* rows) {
@@ -134,7 +134,7 @@ __device__ __forceinline__ void key_tile_backward(const TcParams& prm, const Wal
     }
 
     // dV_j += P_ij^T dO_i first (as FlashAttention-2 orders them): the dQ REDs below then issue
-    // among dK_j's mmas, away from dV_j's ldmatrix (README: How we got here).
+    // among dK_j's mmas, away from dV_j's ldmatrix (tensor_cores.md: How we got here).
     key_grads(dV_j, sm.P_s, dO_i, w);
     if constexpr (kStage) key_grads(dK_j, sm.dS_s, Q_i, w);  // dK_j first: the stage is free once every warp is past it
 

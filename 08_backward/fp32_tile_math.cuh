@@ -135,7 +135,7 @@ __device__ __forceinline__ RowStats load_row_stats(const float* lse_g, const flo
 
 // LSE_i log2(e) as a float pair hi + lo, and D_i, into shared memory for the tile's Br rows.
 // The pair is exact to ~2^-48: with scores of size ~100, one float rounding of LSE log2(e) would
-// cost ~1e-5 of every P (README: Precision). +inf: the row sees no key or lies past Sq, and its
+// cost ~1e-5 of every P (README: Pitfalls, Precision). +inf: the row sees no key or lies past Sq, and its
 // P is exactly 0.
 template <int Br>
 __device__ __forceinline__ void stage_row_stats(float* lse_s, float* lse_lo_s, float* D_s, RowStats s) {
@@ -223,7 +223,7 @@ __device__ __forceinline__ void add_dq(float* dQ_g, const float* P_s, const floa
   }
   // Other blocks add into the same rows at the same time: atomicAdd, whose result is unused,
   // compiles to a fire-and-forget RED.ADD.F32 done in L2. The order of the adds varies from run
-  // to run, so dQ may too, in the last bits (README: a deterministic mode).
+  // to run, so dQ may too, in the last bits (tensor_cores.md: Deterministic mode).
 #pragma unroll
   for (int a = 0; a < T::kQRows; ++a) {
     const int r = qrow + 4 * a;

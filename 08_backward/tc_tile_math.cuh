@@ -64,7 +64,7 @@ __device__ __forceinline__ void tile_product(ScoreTile<C>& acc, std::uint32_t A_
 // (before the branch between the masked and unmasked probs_and_grads, so the loads issue early).
 // stage_rows stored a lane's 2 kSM rows side by side, so they come as kSM / 2 float4 loads each
 // instead of 2 kSM scalar ones: shared-memory instructions queue with the ldmatrix and the dQ REDs
-// (README: How we got here).
+// (tensor_cores.md: How we got here).
 template <class C>
 struct RowStats {
   static_assert(C::kSM % 2 == 0, "a lane's rows are read four at a time");
@@ -159,9 +159,9 @@ __device__ __forceinline__ void add_pair(float* dst, float a, float b) {
 // x 8 bytes); sm_80 has only the 4-byte RED. The accumulator has a whole number of query tiles per
 // head (TcParams::dq_rows), so no row is checked against Sq: rows past Sq land in padding that is
 // never read. Without a branch the adds are straight-line code that the compiler mixes into the
-// ldmatrix and mma of the key_grads that follows; a bounds check per row had kept them apart in a
-// burst of 16, and the warp stalled until the memory pipe had taken them (README: How we got
-// here). dQ_g: (Br, D) global, fp32.
+// ldmatrix and mma of the key_grads that follows; a bounds check per row would keep them apart in
+// a burst of 16, and the warp would stall until the memory pipe took them (tensor_cores.md: How we
+// got here). dQ_g: (Br, D) global, fp32.
 template <class C>
 __device__ __forceinline__ void add_dq(float* dQ_g, const DqTile<C>& dQ, const WarpTiles<C>& w) {
 #pragma unroll

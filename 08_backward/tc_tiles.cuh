@@ -22,7 +22,7 @@ using namespace fa::cuda;  // cp.async, ldmatrix_x4(_trans), mma_16816, pack2, t
 //   dQ (Br x D):       kDqWarpsM warps along query rows x the rest along d
 // D = 128: Br = 64, S tiles 32 x 32, dV/dK 32 x 64, dQ 32 x 32. D = 64: Br = 128, S tiles 64 x 32,
 // dV/dK 32 x 32, dQ 32 x 32 (the block-sparse walk lists 64-row tiles: it runs Br = 64). S tiles
-// of 32 x 64 at D = 64 need as many ldmatrix but spilled 32 bytes once add_dq had no branch.
+// of 32 x 64 at D = 64 need as many ldmatrix but spill 32 bytes beside add_dq's branch-free adds.
 // D = 192, 256: Bc = 64, Br = 64, S tiles 32 x 16, dV/dK 32 x 48 (192) or 32 x 64 (256), dQ 32 x
 // 48 or 32 x 64.
 template <class T_, int kD_, int Br_ = 64, int kSdpWarpsM_ = 2, int kDqWarpsM_ = 2, bool kPadded_ = false,
@@ -56,17 +56,16 @@ struct TcConfig {
   static constexpr int kKVBytes = Bc * kCols * 2;     // K_j or V_j
   static constexpr int kRowBytes = Br * kCols * 2;    // one stage of Q_i or dO_i
   static constexpr int kPBytes = Br * Bc * 2;         // P_ij or dS_ij in T
-  // kBulkDq (D = 96 and 128, not padded): dQ_i's part goes to a shared fp32 tile and from there to
-  // dQ_accum by the copy engine's bulk reduction, one 4 kD-byte row per thread of the first Br,
-  // instead of each thread's 12-16 REDs, which kept the memory-instruction queues full (README,
-  // "Profiling against FlashAttention-2"). Measured 1.06-1.10x at D = 128 and 1.06-1.07x at
-  // D = 96; at D = 64 0.96-1.03x while its registers spilled 44 bytes (session 15), and 1.01-1.06x
-  // once the rows' pointer moved to shared memory and nothing spilled (key_tile_backward). Rows
-  // kDqStride floats apart (8 of padding: the float2 stores of a warp take the ideal 2 wavefronts),
-  // 16-byte aligned as the bulk copy needs.
+  // kBulkDq (D = 64, 96 and 128, not padded): dQ_i's part goes to a shared fp32 tile and from there
+  // to dQ_accum by the copy engine's bulk reduction, one 4 kD-byte row per thread of the first Br,
+  // instead of each thread's 12-16 REDs, which keep the memory-instruction queues full
+  // (tensor_cores.md, "Profiling against FlashAttention-2"). Measured 1.06-1.10x at D = 128,
+  // 1.06-1.07x at D = 96 and 1.01-1.06x at D = 64, where the rows' pointer lives in shared memory
+  // so that nothing spills (key_tile_backward). Rows kDqStride floats apart (8 of padding: the
+  // float2 stores of a warp take the ideal 2 wavefronts), 16-byte aligned as the bulk copy needs.
   // sm_90 and newer only: the tile is requested from the host only there (tc_smem_bytes), and
   // sm_80 code keeps the REDs (kHasBulkCopy). At D = 64 only the dense tile (Br = 128) takes it:
-  // the block-sparse kernel's Br = 64 ran at 0.88x with it (session 19's results run).
+  // the block-sparse kernel's Br = 64 measures 0.88x with it.
   static constexpr bool kBulkDq = !kPadded && ((kD == 64 && Br == 128) || kD == 96 || kD == 128);
   static constexpr int kDqStride = kD + 8, kDqBytes = kBulkDq ? Br * kDqStride * 4 : 0;
   // kDqInStage (the 192 and 256 tiles, padded or not; sm_90): no room is left for a dQ tile of
@@ -74,8 +73,9 @@ struct TcConfig {
   // dO_i (2 x 32 KiB, rows of 256 columns, read by then; the stages are laid out Q_0, dO_0, Q_1,
   // dO_1 so that each is one 64 KiB block), as kD / 32 boxes of 64 rows x 32 floats in the 128-byte
   // swizzle, which the copy engine adds to dQ_accum through a tensor map (tma_reduce_add_3d).
-  // Measured 1.18-1.23x at D = 256, 1.23-1.27x at D = 192 and 1.22-1.26x at D = 160 (README, "How
-  // we got here"). kAlign: slack to put the tiles on the swizzle's 1024-byte atoms.
+  // Measured 1.18-1.23x at D = 256, 1.23-1.27x at D = 192 and 1.22-1.26x at D = 160
+  // (tensor_cores.md, "How we got here"). kAlign: slack to put the tiles on the swizzle's 1024-byte
+  // atoms.
   static constexpr bool kDqInStage = kD == 192 || kD == 256;
   static constexpr int kStageStride = kDqInStage ? 2 * kRowBytes : kRowBytes;  // Q_i of stage b: Q_s + b kStageStride
   static constexpr int kDOOffset = kDqInStage ? kRowBytes : 2 * kRowBytes;     // dO_s - Q_s
