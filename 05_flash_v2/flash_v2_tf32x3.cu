@@ -12,15 +12,15 @@
 //     n-tile of K_j takes one 3xTF32 product (3 mma.m16n8k8). There too k is read in another
 //     order, k = t as column 2t and k = t + 4 as column 2t + 1 of the 8, in A and B alike, so
 //     that a lane's two values are one float2. Each mma gets the same 8 products, in other
-//     positions, and S_ij came out with the same bits on an H100 (docs/session21_h100.md call 1):
-//     08's fp32 backward, which recomputes S_ij with k = t, t + 4, still pairs with it.
+//     positions, and S_ij has the same bits as with k = t, t + 4 (checked on an H100), so 08's
+//     fp32 backward, which recomputes S_ij in that order, pairs with it.
 //   * O_i += P_ij V_j straight from the registers: the k index of an mma is a sum index, so it
 //     may be permuted as long as A and B agree. S_ij's accumulator holds keys 2t and 2t + 1 of
 //     each 8-key tile, and A wants k = t and t + 4: read k = t as key 2t and k = t + 4 as key
 //     2t + 1, and load V_j's rows 2t and 2t + 1 for b0 and b1. No shuffle, no shared P.
 //   * Each 8-column step of S_ij and each tile's P_ij V_j is summed from zero and added to S_ij,
-//     O_i in fp32: fed straight through the mma's accumulator, O's error was 3-8x the FFMA
-//     kernel's (README: fp32 on the tensor cores).
+//     O_i in fp32: fed straight through the mma's accumulator, O's error would be several times
+//     the FFMA kernel's (README: fp32 on the tensor cores).
 //   * O_i += P_ij V_j takes four column tiles at a time: a lane's b values of tiles 4b .. 4b + 3
 //     are one float4 of V_j's row (O_i's layout at its declaration).
 //   * Bc = 64 keys a tile. V_j's rows are kD + 4 floats apart, K_j's kD + 8, so that the float4
@@ -30,8 +30,8 @@
 //   * Most of the work besides the mma is the split of each operand into its two TF32 parts:
 //     to_tf32 (common/device/mma.cuh) rounds with two integer instructions, where cvt.rna.tf32
 //     compiles to four. The split, the float2 and float4 loads and the four column tiles
-//     together took this kernel (then the tf32x3 step) from 1.02-1.08x PyTorch's efficient
-//     backend to 1.21-1.27x at D = 128 (README: How we got here).
+//     together cut the instructions a warp issues per key tile at D = 128 by about a quarter
+//     (tf32x3.md: Fewer instructions).
 // Not changed: the cp.async staggering of K_j and V_j, the causal tile skip, the exp2 softmax with
 // the max rounded once, the epilogue's LSE in double.
 #include <cstdint>

@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(Traits<kD>::kThreads, Traits<kD>::kMinBlocks)
     tile_scores<kD>(S_ij, Q_w, K_s, tx);
     if ((!C::kSkipCausalTiles && p.causal) || needs_mask(i_tile, j_tile, Br, Bc, Sq, Sk, p.causal))
       mask_scores<kD>(S_ij, i_first, j0, tx, p);
-    if constexpr (!C::kNormalizeOnce) {  // 04: O_i was divided by l_i; undo it before the rescale
+    if constexpr (!C::kNormalizeOnce) {  // 04's way: O_i is kept divided by l_i; undo it before the rescale
 #pragma unroll
       for (int a = 0; a < 4; ++a) {
 #pragma unroll

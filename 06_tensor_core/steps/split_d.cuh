@@ -1,4 +1,4 @@
-// Chapter 06's step alt_split_d512 (README: "Beyond 256: splitting the head dim"): head dim 512,
+// Chapter 06's step alt_split_d512 (steps.md: "Beyond 256: splitting the head dim"): head dim 512,
 // which the chapter's tile cannot hold. There a warp owns whole rows of O_i, 16 x 512 fp32 = 256
 // registers a thread, and Q_i, K_j, V_j of 64 x 512 in 16-bit are 64 KiB each. Here the two
 // warps of a row pair split the head dim between them, and the chapter's tile functions
@@ -18,7 +18,7 @@
 // its rate: a warp reads 164 ldmatrix.x4 (82 KiB) per key tile for 256 mmas, 328 bytes of shared
 // memory per mma (the chapter: 320 at D = 256, 160 at D = 128); at 128 bytes per clock an SM
 // issues at most ~0.4 mma per clock, about 65% of the mma.sync ceiling, and with one block per SM
-// nothing hides the three barriers. H100 numbers: docs/session9_h100.md.
+// nothing hides the three barriers. H100 numbers: the README's steps table (How we got here).
 // Run:  ./build/06_tensor_core/06_tensor_core_steps_bench --step alt_split_d512 --head-dims 512
 //
 // Step alt_split_d576_512 is the same kernel with 64 more head dims for Q and K than for V
