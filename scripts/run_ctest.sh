@@ -17,7 +17,7 @@ result='^ *[0-9]+/([0-9]+) Test +#[0-9]+: ([^ ]+) .* sec$'  # "  12/1678 Test  #
 
 passed=0 failed=0 skipped=0 total=0 finished="" failures=()
 resources=()
-[[ -f $build/gpu_resources.json ]] && resources=(--resource-spec-file "$build/gpu_resources.json")
+[[ -f $build/gpu_resources.json ]] && resources=(--resource-spec-file "$(cd "$build" && pwd)/gpu_resources.json")
 while IFS= read -r line; do
   if [[ -n $finished ]]; then
     continue  # ctest's own summary and its list of skipped tests: the summary below replaces them
