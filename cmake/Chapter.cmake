@@ -69,24 +69,31 @@ endfunction()
 # added at ctest time) and `cpu` or `gpu`. Per case: one label per gtest_discover_tests call (CMake
 # 3.25 keeps only the first element of a list there). NO_PRETTY_VALUES: a ctest name is the prefix
 # and gtest's own name, the same on every CMake (`04_flash_v1.Shapes/Forward.MatchesReference/<case>`).
+# SHARDS n: this binary's shards, where its cases take longer than most (08's backward). The
+# shard count is also the entries' COST, so ctest starts the longest binaries' shards first.
 function(fa_register_gtests target chapter)
+  cmake_parse_arguments(REG "" "SHARDS" "" ${ARGN})
+  set(shards ${FA_TEST_SHARDS})
+  if(REG_SHARDS)
+    set(shards ${REG_SHARDS})
+  endif()
   fa_label_directory(${chapter})
   if(NOT FA_TESTS_PER_CASE)
     add_test(NAME ${chapter}.refusals COMMAND ${target} --gtest_filter=Inputs*)
     set_tests_properties(${chapter}.refusals PROPERTIES LABELS cpu SKIP_RETURN_CODE 77)
-    math(EXPR last "${FA_TEST_SHARDS} - 1")
+    math(EXPR last "${shards} - 1")
     set(full_tests "")
     foreach(k RANGE ${last})
       math(EXPR n "${k} + 1")
-      set(shard "${n}of${FA_TEST_SHARDS}")
+      set(shard "${n}of${shards}")
       add_test(NAME ${chapter}.gpu.${shard} COMMAND ${target} --gtest_filter=-Inputs*)
-      set_tests_properties(${chapter}.gpu.${shard} PROPERTIES LABELS "gpu;core" SKIP_RETURN_CODE 77
+      set_tests_properties(${chapter}.gpu.${shard} PROPERTIES LABELS "gpu;core" SKIP_RETURN_CODE 77 COST ${shards}
         RESOURCE_GROUPS "gpus:1"
-        ENVIRONMENT "FA_TEST_TIER=core;GTEST_TOTAL_SHARDS=${FA_TEST_SHARDS};GTEST_SHARD_INDEX=${k}")
+        ENVIRONMENT "FA_TEST_TIER=core;GTEST_TOTAL_SHARDS=${shards};GTEST_SHARD_INDEX=${k}")
       string(APPEND full_tests
         "  add_test([==[${chapter}.full.${shard}]==] [==[$<TARGET_FILE:${target}>]==] --gtest_filter=-Inputs*)\n"
-        "  set_tests_properties([==[${chapter}.full.${shard}]==] PROPERTIES LABELS \"gpu;full\" SKIP_RETURN_CODE 77"
-        " RESOURCE_GROUPS gpus:1 ENVIRONMENT \"FA_TEST_TIER=full;GTEST_TOTAL_SHARDS=${FA_TEST_SHARDS};GTEST_SHARD_INDEX=${k}\")\n")
+        "  set_tests_properties([==[${chapter}.full.${shard}]==] PROPERTIES LABELS \"gpu;full\" SKIP_RETURN_CODE 77 COST ${shards}"
+        " RESOURCE_GROUPS gpus:1 ENVIRONMENT \"FA_TEST_TIER=full;GTEST_TOTAL_SHARDS=${shards};GTEST_SHARD_INDEX=${k}\")\n")
     endforeach()
     # The full tier's entries, added by ctest itself when FA_TEST_TIER=full.
     set(full "${CMAKE_CURRENT_BINARY_DIR}/${target}_full_tier.cmake")
@@ -119,7 +126,7 @@ endfunction()
 
 function(fa_add_cpu_test name)
   add_executable(${name}_cpu_tests ${ARGN})
-  target_link_libraries(${name}_cpu_tests PRIVATE fa_common_cpu GTest::gtest_main)
+  target_link_libraries(${name}_cpu_tests PRIVATE fa_common_cpu fa_gtest_main)
   fa_label_directory(${name})
   if(NOT FA_TESTS_PER_CASE)
     add_test(NAME ${name}.cpu COMMAND ${name}_cpu_tests)

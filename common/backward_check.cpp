@@ -144,15 +144,26 @@ double max_abs(const std::vector<double>& a) {
 
 }  // namespace
 
+BackwardYardsticks backward_yardsticks(const Problem& p, const HostInputs& in, const std::vector<float>& dout,
+                                       const VisibleFn& visible) {
+  // Every dtype, f32 included (there the yardstick is a plain fp32 backward).
+  return {reference_backward(p, in.q, in.k, in.v, dout, visible),
+          same_precision_backward(p, in.q, in.k, in.v, dout, visible), score_rounding(p, in.q, in.k)};
+}
+
 BackwardCheck check_backward(const Problem& p, const HostInputs& in, const std::vector<float>& dout,
                              const std::vector<std::uint8_t>& dq_bytes,
                              const std::vector<std::uint8_t>& dk_bytes,
                              const std::vector<std::uint8_t>& dv_bytes, const VisibleFn& visible) {
-  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout, visible);
+  return check_backward(p, backward_yardsticks(p, in, dout, visible), dq_bytes, dk_bytes, dv_bytes);
+}
+
+BackwardCheck check_backward(const Problem& p, const BackwardYardsticks& y, const std::vector<std::uint8_t>& dq_bytes,
+                             const std::vector<std::uint8_t>& dk_bytes, const std::vector<std::uint8_t>& dv_bytes) {
+  const ReferenceBackward& ref = y.ref;
+  const ReferenceBackward& plain = y.plain;
   const std::array<int, 4> q_dims{p.batch, p.heads, p.seqlen_q, p.head_dim};
   const std::array<int, 4> kv_dims{p.batch, p.kv_heads, p.seqlen_k, p.head_dim};
-  // Every dtype, f32 included (there the yardstick is a plain fp32 backward).
-  const ReferenceBackward plain = same_precision_backward(p, in.q, in.k, in.v, dout, visible);
   {
     // The slack. compare.h's kSamePrecisionSlack (1e-5) covers outputs of size 1 whose plain
     // error is ~0. Gradients are sums whose size follows the shape (up to ~80 here), and one case
@@ -161,9 +172,11 @@ BackwardCheck check_backward(const Problem& p, const HostInputs& in, const std::
     // order), but only fp32 noise of size u * |dO| |V| sqrt(D) in the kernel, whose dP (mma) and
     // D_i (a warp sum) add in other orders; summed over the rows into dK that reaches ~1e-5.
     // So the slack is 1e-5 per unit of the largest gradient of the case, as the f32 tolerance's
-    // floor is (above): still ~100x below the 2^-8 relative step of a bf16 gradient.
+    // floor is (above): still ~100x below the 2^-8 relative step of a bf16 gradient. The scores'
+    // own fp32 rounding (compare.h: score_rounding) adds to it per unit too: a relative error of P.
   }
-  const double slack = kSamePrecisionSlack * std::max({1.0, max_abs(ref.dq), max_abs(ref.dk), max_abs(ref.dv)});
+  const double slack = (kSamePrecisionSlack + y.score_rounding) *
+                       std::max({1.0, max_abs(ref.dq), max_abs(ref.dk), max_abs(ref.dv)});
   // As in check_forward (forward_check.cpp): where the plain backward itself exceeds the
   // element-wise f32 ceiling (scores of size ~100), the ceiling's absolute part becomes the rule's
   // bound. f16/bf16 ceilings are the largest double already.

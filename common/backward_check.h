@@ -67,4 +67,17 @@ BackwardCheck check_backward(const Problem& p, const HostInputs& in, const std::
                              const std::vector<std::uint8_t>& dk_bytes,
                              const std::vector<std::uint8_t>& dv_bytes, const VisibleFn& visible = {});
 
+// The same verdict in two halves, for a caller that judges several runs of one problem (the test
+// harness: the default and the deterministic mode): the float64 reference, the plain
+// same-precision backward and the scores' rounding (compare.h) once, then each run against them.
+struct BackwardYardsticks {
+  ReferenceBackward ref;
+  ReferenceBackward plain;
+  double score_rounding;
+};
+BackwardYardsticks backward_yardsticks(const Problem& p, const HostInputs& in, const std::vector<float>& dout,
+                                       const VisibleFn& visible = {});
+BackwardCheck check_backward(const Problem& p, const BackwardYardsticks& y, const std::vector<std::uint8_t>& dq_bytes,
+                             const std::vector<std::uint8_t>& dk_bytes, const std::vector<std::uint8_t>& dv_bytes);
+
 }  // namespace fa

@@ -1,5 +1,6 @@
 #include "common/compare.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -55,8 +56,23 @@ std::string SamePrecisionCheck::summary() const {
   std::ostringstream s;
   s.precision(3);
   s << "same-precision rule: " << (pass() ? "PASS" : "FAIL") << "  kernel max_abs " << kernel_max_abs
-    << " <= 2 x plain " << baseline_max_abs << " + " << kSamePrecisionSlack << " = " << bound();
+    << " <= 2 x plain " << baseline_max_abs << " + " << kSamePrecisionSlack;
+  if (score_rounding > 0) s << " + scores' rounding " << score_rounding;
+  s << " = " << bound();
   return s.str();
+}
+
+double score_rounding(const Problem& p, const std::vector<float>& q, const std::vector<float>& k) {
+  auto largest_norm = [&](const std::vector<float>& x) {
+    double largest = 0;
+    for (std::size_t row = 0; row + p.head_dim <= x.size(); row += p.head_dim) {
+      double sum = 0;
+      for (int c = 0; c < p.head_dim; ++c) sum += double(x[row + c]) * x[row + c];
+      largest = std::max(largest, sum);
+    }
+    return std::sqrt(largest);
+  };
+  return std::ldexp(double(p.scale()) * largest_norm(q) * largest_norm(k), -24);
 }
 
 CompareReport compare(const std::string& name, const std::vector<std::uint8_t>& got, Dtype dtype,

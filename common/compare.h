@@ -69,12 +69,26 @@ CompareReport compare(const std::string& name, const std::vector<std::uint8_t>& 
 // (scores of size ~100) the plain error grows to ~1e-5..1e-4 and the factor 2 takes over.
 constexpr double kSamePrecisionSlack = 1e-5;
 
+//
+// One more term, score_rounding (score_rounding() below), where the scores are large: every fp32
+// implementation rounds each score s at least once, by up to half an ulp of |s| (2^-24 |s|), and
+// which scores the rounding hits hardest depends on the order of the sums, not on the quality of
+// the implementation. That error goes into P as a relative error and into O (size ~1) as about
+// the same absolute error. At standard-normal inputs it is ~1e-6, below the slack; at scores of
+// ~500 (the long-context large-logit cases) it is ~1e-4, and the plain implementation's own
+// error on a handful of rows does not measure it (on an H200, f32 chapters at 70,000 keys: O
+// errors of 1.2e-5..1.5e-4 where the plain one happened to err by 2e-7..6e-5 on the same rows).
 struct SamePrecisionCheck {
   double kernel_max_abs;
   double baseline_max_abs;
-  double bound() const { return 2.0 * baseline_max_abs + kSamePrecisionSlack; }
+  double score_rounding = 0.0;
+  double bound() const { return 2.0 * baseline_max_abs + kSamePrecisionSlack + score_rounding; }
   bool pass() const { return kernel_max_abs <= bound(); }
   std::string summary() const;
 };
+
+// Half an fp32 ulp of the largest score p's inputs can give: 2^-24 * scale * max |q_i| * max |k_j|
+// (Cauchy-Schwarz bounds |scale q_i . k_j|). q: [B, H, Sq, D], k: [B, Hkv, Sk, D].
+double score_rounding(const Problem& p, const std::vector<float>& q, const std::vector<float>& k);
 
 }  // namespace fa

@@ -22,6 +22,7 @@ how many pass next to the baseline the row says. Python 3 standard library only.
 """
 import argparse
 import re
+import os
 import subprocess
 import sys
 import tempfile
@@ -195,11 +196,46 @@ def markdown_table(rows):
     return "\n".join(out) + "\n"
 
 
+def listed_cases(build):
+    """(name, label) of every test case, as a per-case build (FA_TESTS_PER_CASE, cmake/Chapter.cmake)
+    names them in ctest: `<chapter>.<suite>.<test>`, from each test binary's --gtest_list_tests in
+    the full tier. The refusal cases (suite Inputs/...) of a GPU binary are cpu, the rest gpu."""
+    cases = []
+    env = dict(os.environ, FA_TEST_TIER="full")
+    for exe in sorted(Path(build).glob("*/*_tests")):
+        chapter = exe.parent.name
+        if not exe.name.startswith(chapter + "_") or not os.access(exe, os.X_OK):
+            continue
+        cpu_binary = exe.name.endswith("_cpu_tests")
+        out = subprocess.run([str(exe), "--gtest_list_tests"], capture_output=True, text=True, env=env).stdout
+        suite = ""
+        for line in out.splitlines():
+            if not line.strip():
+                continue
+            if not line.startswith(" "):
+                suite = line.strip()
+                continue
+            name = suite + line.split("#")[0].strip()
+            cases.append((f"{chapter}.{name}", "cpu" if cpu_binary or name.startswith("Inputs") else "gpu"))
+    return cases
+
+
 def ctest_names(ctest, build, part, regex=None):
-    """The names of the tests of a part (label) that regex selects, from `ctest -N`."""
+    """The names of the tests of a part (label) that regex selects: `ctest -N` of a per-case build,
+    else the cases the test binaries list (listed_cases)."""
+    cache = Path(build) / "CMakeCache.txt"
+    per_case = cache.exists() and re.search(r"^FA_TESTS_PER_CASE:BOOL=ON$", cache.read_text(errors="replace"), re.M)
+    if not per_case:
+        global _listed
+        if _listed is None:
+            _listed = listed_cases(build)
+        return [n for n, label in _listed if label == part and (regex is None or re.search(regex, n))]
     cmd = [ctest, "--test-dir", str(build), "-N", "-L", f"^{part}$"] + (["-R", regex] if regex else [])
     out = subprocess.run(cmd, capture_output=True, text=True).stdout
     return re.findall(r"^\s*Test\s+#\d+: (\S+)", out, re.M)
+
+
+_listed = None
 
 
 def check(args, root, rows):

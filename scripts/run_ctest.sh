@@ -17,6 +17,10 @@ result='^ *[0-9]+/([0-9]+) Test +#[0-9]+: ([^ ]+) .* sec$'  # "  12/1678 Test  #
 
 passed=0 failed=0 skipped=0 total=0 finished="" failures=()
 resources=()
+junit=$(cd "$build" && pwd)/ctest_junit.xml
+counts=$(cd "$build" && pwd)/case_counts.txt  # common/gtest_main.cpp appends each binary's counts
+rm -f "$junit" "$counts"
+touch "$counts"
 [[ -f $build/gpu_resources.json ]] && resources=(--resource-spec-file "$(cd "$build" && pwd)/gpu_resources.json")
 while IFS= read -r line; do
   if [[ -n $finished ]]; then
@@ -42,18 +46,18 @@ while IFS= read -r line; do
 # The CPU reference uses OpenMP; keep each test process from taking every core. The GPU entries
 # take one slot each of gpu_resources.json's `gpus` (cmake/Chapter.cmake): at most FA_GPU_JOBS
 # processes share the GPU while the CPU tests use the other cores.
-done < <(OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir "$build" --output-on-failure \
-           -j "$(nproc)" ${resources[@]+"${resources[@]}"} "$@" 2>&1 | tee "$log"; echo "${PIPESTATUS[0]}" >"$status_file")
+done < <(FA_CASE_COUNTS=$counts OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir "$build" --output-on-failure \
+           -j "$(nproc)" ${resources[@]+"${resources[@]}"} --output-junit "$junit" "$@" 2>&1 | tee "$log"
+         echo "${PIPESTATUS[0]}" >"$status_file")
 status=$(<"$status_file")
 
 # A GPU entry runs many gtest cases (a shard of a test binary): count those too, from the log of
-# every entry's output, and name each failing case.
-lastlog=$build/Testing/Temporary/LastTest.log
-cases=$(grep -ho '^\[  PASSED  \] [0-9]* test' "$lastlog" 2>/dev/null | awk '{n += $4} END {print n + 0}')
-case_skips=$(grep -ho '^\[  SKIPPED \] [0-9]* test' "$lastlog" 2>/dev/null | awk '{n += $4} END {print n + 0}')
+# every entry's output (ctest's JUnit file holds each entry's output), and name each failing case.
+lastlog=$junit
+read -r cases case_fails case_skips < <(awk '{p += $1; f += $2; s += $3} END {print p + 0, f + 0, s + 0}' "$counts")
 mapfile -t failed_cases < <(grep -h '^\[  FAILED  \] [A-Za-z]' "$lastlog" 2>/dev/null | sed 's/^\[  FAILED  \] //; s/,.*//; s/ ([0-9]* ms)$//' | sort -u)
 echo "== $total ctest entries: $passed passed, $failed failed, $skipped skipped" \
-     "($cases test cases passed, ${#failed_cases[@]} failed, $case_skips skipped)"
+     "($cases test cases passed, $case_fails failed, $case_skips skipped)"
 for name in "${failures[@]:0:20}"; do echo "   failed: $name"; done
 ((failed > 20)) && echo "   ... and $((failed - 20)) more failed (see $log)"
 for name in "${failed_cases[@]:0:30}"; do echo "   failed case: $name"; done
