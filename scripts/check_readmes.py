@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """READMEs that stay true (CI, no GPU): every figure a chapter README quotes in its prose as
 'N TFLOP/s' or 'A -> B' / 'A against B' (measured throughputs) must stand in a table: the README's
-own generated tables, docs/results_h100.md, or a docs/session*_h100.md measurement log. A number
+own generated tables or a docs/results_<gpu>.md (one run each, scripts/summarize.py --results). A number
 that no table holds is drift: regenerate the table (scripts/summarize.py --readmes) or change
 the sentence. Derived figures (ratios, percentages, FLOP formulas) are not checked.
 
@@ -87,7 +87,7 @@ if build is not None:
     print(f"check_readmes --support: {'OK' if not bad else f'{bad} READMEs disagree with the code'}")
     sys.exit(1 if bad else 0)
 
-logs = [root / "docs" / "results_h100.md"] + sorted((root / "docs").glob("session*_h100.md"))
+logs = sorted((root / "docs").glob("results_*.md"))
 shared = set().union(*(table_numbers(p.read_text()) for p in logs if p.exists()))
 bad = 0
 for readme in sorted(root.glob("[0-9][0-9]_*/README.md")):

@@ -14,7 +14,7 @@
 # --chapters LIST (e.g. 01_naive,02_tiled) builds, tests (ctest -L), sanitizes and benchmarks only
 # those chapters, for the same reason (the bench stage's JSON files accumulate in OUTDIR; the
 # summary covers all of them). The stages that
-# docs/results_h100.md needs: --stages pytorch,bench,decode.
+# docs/results_<gpu>.md needs: --stages pytorch,bench,decode (its header names the run).
 # Split over calls of one lent machine (for instance bench 01-05, bench 06-10, then pytorch,decode,
 # about 15 minutes in all, one build-gpu), each call's OUTDIR comes back on its own: archive it
 # (`tar czf OUTDIR.tgz OUTDIR`: the lent machine returns at most 8 files a call), copy the calls'
@@ -23,6 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_check.sh OUTDIR}
 shift
+cmdline="$*"
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
 stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
 ctest_extra=()
@@ -54,7 +55,11 @@ fi
 step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
 
 step "environment"
-{ nvidia-smi; nvcc --version; cmake --version | head -1; } >"$out/env.txt" 2>&1
+{ nvidia-smi; nvidia-smi -L; nvcc --version; cmake --version | head -1; } >"$out/env.txt" 2>&1
+# What docs/results_<gpu>.md's header names (summarize.py --results): the command and the commit
+# (git's, or FA_COMMIT where the tree came without its .git).
+echo "bash scripts/gpu_check.sh $out${cmdline:+ $cmdline}" >"$out/command.txt"
+git rev-parse --short HEAD >"$out/commit.txt" 2>/dev/null || echo "${FA_COMMIT:-unknown}" >"$out/commit.txt"
 head -20 "$out/env.txt"
 
 step "build"
@@ -220,7 +225,7 @@ fi
 
 if want bench; then  # last, so that it sees the decode rows too
   step "summary"
-  python3 scripts/summarize.py "$out" --readmes . || true
+  python3 scripts/summarize.py "$out" --readmes . --results docs || true
   cp -r docs "$out/docs_updated" 2>/dev/null; for f in */README.md README.md; do mkdir -p "$out/readmes/$(dirname "$f")"; cp "$f" "$out/readmes/$f"; done
 fi
 

@@ -5,7 +5,7 @@ and memory against seqlen; chapter 10's decode rows in GB/s next to compare_pyto
 plus PNG plots when matplotlib is available. With --readmes REPO it also rewrites the results
 tables of REPO's READMEs between their <!-- results:begin --> and <!-- results:end --> markers.
 
-  python3 scripts/summarize.py OUTDIR [--readmes .]
+  python3 scripts/summarize.py OUTDIR [--readmes .] [--results docs]   (docs/results_<gpu>.md)
 """
 import argparse
 import glob
@@ -84,6 +84,37 @@ def load_torch(folder):
     return tables, meta
 
 
+def gpu_slug(name):
+    """'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100': the results file's name."""
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name.replace("NVIDIA", ""))
+    return m.group(1).lower() if m else (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "gpu")
+
+
+def results_header(folder, meta, context):
+    """The results file's header: what ran, where, when and how, from the run's own records."""
+    def read(name):
+        path = os.path.join(folder, name)
+        return open(path).read().strip() if os.path.exists(path) else ""
+    env = read("env.txt")
+    driver = re.search(r"Driver Version:\s*(\S+)", env)
+    if not meta.get("gpu"):  # no PyTorch stage in this run: nvidia-smi -L's name
+        listed = re.search(r"^GPU 0: (.*?) \(UUID", env, re.M)
+        meta = dict(meta, gpu=listed.group(1) if listed else "?")
+    nvcc = re.search(r"release (\d+\.\d+)", env)
+    rows = [("date (UTC)", context.get("date", "?")), ("commit", read("commit.txt") or "?"),
+            ("GPU", meta.get("gpu", "?")), ("driver", driver.group(1) if driver else "?"),
+            ("CUDA", f"{nvcc.group(1) if nvcc else '?'} (nvcc); PyTorch's: {meta.get('cuda', '?')}"),
+            ("PyTorch", meta.get("torch", "?")),
+            ("command", f"`{read('command.txt') or 'bash scripts/gpu_check.sh OUTDIR'}`, then "
+                        "`python3 scripts/summarize.py OUTDIR --readmes . --results docs`")]
+    lines = [f"# Results on the {meta.get('gpu', '?')}", "",
+             "Every number below comes from the one run this header names: the chapters' benchmarks "
+             "(Google Benchmark, CUDA events, median iteration) and PyTorch's "
+             "`scaled_dot_product_attention` backends on the same shapes, on the same GPU.", "",
+             "| run | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + ["", ""]
+    return "\n".join(lines)
+
+
 def fmt(x):
     return "-" if x is None else f"{x:.1f}"
 
@@ -93,6 +124,9 @@ def main():
     ap.add_argument("folder")
     ap.add_argument("--readmes", metavar="REPO", help="rewrite the results tables of REPO's READMEs")
     ap.add_argument("--note", default="", help="a paragraph on how the run was made, first in summary.md")
+    ap.add_argument("--results", metavar="DOCS_DIR",
+                    help="also write DOCS_DIR/results_<gpu>.md: summary.md under a header naming the run "
+                         "(date, commit, GPU, driver, CUDA, PyTorch, command: OUTDIR's env.txt, commit.txt, command.txt)")
     args = ap.parse_args()
     folder = args.folder
     fwd, mem, bwd, steps, context = load_chapters(folder)
@@ -138,6 +172,12 @@ def main():
             extra += "\n## A small GPT trained with the PyTorch op (python/README.md)\n" + f.read()
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
+    if args.results:
+        header = results_header(folder, meta, context)
+        path = os.path.join(args.results, f"results_{gpu_slug(header.splitlines()[0][len('# Results on the '):])}.md")
+        with open(path, "w") as f:
+            f.write(header + (args.note + "\n\n" if args.note else "") + text + extra)
+        print(f"{path}: written")
     print(extra)
     plot(folder, fwd, torch_fwd, mem, chapters, backends, meta)
     plot_decode(folder, context.get("decode", {}))
@@ -263,7 +303,8 @@ def replace_between_markers(path, body, marker="results"):
 def config_line(meta, dtype):
     return (f"{meta.get('gpu', '?')}, CUDA {meta.get('cuda', '?')}, {dtype}, FlashAttention-2's shapes "
             "(batch = 16384/seqlen, heads = 2048/D); PyTorch {0} SDPA measured on the same GPU "
-            "by `scripts/gpu_check.sh` (docs/results_h100.md names the run).").format(meta.get("torch", "?"))
+            "by `scripts/gpu_check.sh` (docs/results_{1}.md names the run).").format(meta.get("torch", "?"),
+                                                                                  gpu_slug(meta.get("gpu", "")))
 
 
 # The root README's chapter table: what each chapter teaches, next to its measured speed.
