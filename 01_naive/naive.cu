@@ -12,10 +12,10 @@
 #include <limits>
 
 #include "01_naive/naive.h"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/tiles.h"  // ceil_div
-#include "common/device_memory.h"
+#include "common/cuda/device_memory.h"
 
 namespace naive {
 namespace {
@@ -59,7 +59,7 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
   // BEGIN SOLUTION: softmax of s_row in place, lse[row] = m + log(l); an all -inf row: P = 0, LSE = +inf
   float m = -kInf;
   for (int j = 0; j < seqlen_k; ++j) m = fmaxf(m, s_row[j]);
-  if (m == -kInf) {  // the row sees no key: P = 0, LSE = +inf (see common/problem.h)
+  if (m == -kInf) {  // the row sees no key: P = 0, LSE = +inf (see common/host/problem.h)
     for (int j = 0; j < seqlen_k; ++j) s_row[j] = 0.0f;
     lse[row] = kInf;
     return;

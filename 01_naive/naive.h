@@ -1,7 +1,7 @@
 // Chapter 01: attention as three kernels, S and P in global memory.
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace naive {
 

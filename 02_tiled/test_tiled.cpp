@@ -1,5 +1,5 @@
 // Chapter 02 against the float64 reference on the shared shapes: ctest -L 02_tiled
 #include "02_tiled/tiled.h"
-#include "common/test_harness.h"
+#include "common/harness/test_harness.h"
 
 FA_FORWARD_TESTS(tiled::chapter());

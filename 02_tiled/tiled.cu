@@ -19,11 +19,11 @@
 #include <string>
 
 #include "02_tiled/tiled.h"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/tiles.h"
-#include "common/device_memory.h"
-#include "common/warp_reduce.cuh"
+#include "common/cuda/device_memory.h"
+#include "common/device/warp_reduce.cuh"
 
 namespace tiled {
 namespace {
@@ -102,7 +102,7 @@ __global__ void softmax_kernel(float* s,    // [B*H*Sq, Sk] global, in: S, out: 
   float m = -kInf;
   for (int j = lane; j < seqlen_k; j += 32) m = fmaxf(m, s_row[j]);
   m = fa::cuda::warp_max(m);
-  if (m == -kInf) {  // the row sees no key: P = 0, LSE = +inf (see common/problem.h)
+  if (m == -kInf) {  // the row sees no key: P = 0, LSE = +inf (see common/host/problem.h)
     for (int j = lane; j < seqlen_k; j += 32) s_row[j] = 0.0f;
     if (lane == 0) lse[row] = kInf;
     return;

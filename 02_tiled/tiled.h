@@ -1,7 +1,7 @@
 // Chapter 02: the three kernels of 01 with shared-memory tiling and a warp-per-row softmax.
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace tiled {
 

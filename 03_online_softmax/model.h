@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace online_softmax::model {
 

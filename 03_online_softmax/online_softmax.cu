@@ -20,9 +20,9 @@
 #include <limits>
 
 #include "03_online_softmax/online_softmax.h"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
-#include "common/warp_reduce.cuh"
+#include "common/device/warp_reduce.cuh"
 
 namespace online_softmax {
 namespace {
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kThreads) online_softmax_kernel(
   }
 
   // Normalize once. A row that saw no key has m_i = -inf, l_i = 0 and O_i = 0: it writes O = 0
-  // and LSE = +inf (the convention of common/problem.h) instead of 0 / 0.
+  // and LSE = +inf (the convention of common/host/problem.h) instead of 0 / 0.
   const bool seen = m_i > -kInf;
   const float inv_l = seen ? 1.0f / l_i : 0.0f;
   for (int c = 0; c < kC; ++c) {

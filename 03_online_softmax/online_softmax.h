@@ -1,7 +1,7 @@
 // Chapter 03: one fused kernel; the softmax is computed online, so S and P never exist.
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace online_softmax {
 

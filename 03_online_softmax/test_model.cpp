@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "03_online_softmax/model.h"
-#include "common/forward_check.h"
-#include "common/host_data.h"
+#include "common/host/forward_check.h"
+#include "common/host/host_data.h"
 
 namespace {
 
@@ -107,7 +107,7 @@ TEST_P(Model, MatchesReference) {
 
   std::vector<float> o, lse;
   online_softmax::model::forward(p, in.q, in.k, in.v, o, lse);
-  // The same verdict as the GPU tests give a kernel (common/forward_check.h).
+  // The same verdict as the GPU tests give a kernel (common/host/forward_check.h).
   const fa::ForwardCheck check =
       fa::check_forward(p, in, fa::encode(o, fa::Dtype::f32), fa::encode(lse, fa::Dtype::f32));
   EXPECT_TRUE(check.pass()) << p.describe() << "\n" << check.summary();

@@ -26,11 +26,11 @@
 
 #include "04_flash_v1/block_sizes.h"
 #include "04_flash_v1/flash_v1.h"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/launch.h"
 #include "common/device/tiles.h"
-#include "common/device_memory.h"
-#include "common/warp_reduce.cuh"
+#include "common/cuda/device_memory.h"
+#include "common/device/warp_reduce.cuh"
 
 namespace flash_v1 {
 namespace {

@@ -1,7 +1,7 @@
 // Chapter 04: FlashAttention-1 (Dao et al. 2022, Algorithm 1), one kernel, fp32.
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace flash_v1 {
 

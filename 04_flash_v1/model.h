@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace flash_v1::model {
 

@@ -8,8 +8,8 @@
 
 #include "04_flash_v1/block_sizes.h"
 #include "04_flash_v1/model.h"
-#include "common/forward_check.h"
-#include "common/host_data.h"
+#include "common/host/forward_check.h"
+#include "common/host/host_data.h"
 
 namespace {
 
@@ -32,7 +32,7 @@ void check(const Case& c) {
   const fa::HostInputs in = fa::make_inputs(p, 4 + c.seqlen_q * 31 + c.seqlen_k);
   std::vector<float> o, lse;
   flash_v1::model::forward(p, in.q, in.k, in.v, o, lse, c.Br, c.Bc);
-  // The same verdict as the GPU tests give a kernel (common/forward_check.h).
+  // The same verdict as the GPU tests give a kernel (common/host/forward_check.h).
   const fa::ForwardCheck check =
       fa::check_forward(p, in, fa::encode(o, fa::Dtype::f32), fa::encode(lse, fa::Dtype::f32));
   EXPECT_TRUE(check.pass()) << where << "\n" << check.summary();

@@ -29,7 +29,7 @@
 
 #include "05_flash_v2/flash_v2.h"
 #include "05_flash_v2/tile_math.cuh"  // Traits, Lanes and the steps of one key tile
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"
 

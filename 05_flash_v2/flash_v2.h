@@ -2,7 +2,7 @@
 // (the lesson), and 3xTF32 on the tensor cores up to head dim 128.
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace flash_v2 {
 

@@ -2,8 +2,8 @@
 // above it and with --ffma the FFMA kernel (flash_v2.cu: the lesson).
 //   ./05_flash_v2 --help
 #include "05_flash_v2/flash_v2.h"
-#include "common/cli.h"
-#include "common/runner.h"
+#include "common/host/cli.h"
+#include "common/harness/runner.h"
 
 int main(int argc, char** argv) {
   // --ffma is this chapter's own flag: taken out of argv before the shared parser sees it.

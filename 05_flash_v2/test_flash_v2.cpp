@@ -2,7 +2,7 @@
 // versions (steps.h) on a few awkward shapes: ctest -L 05_flash_v2
 #include "05_flash_v2/flash_v2.h"
 #include "05_flash_v2/steps/steps.h"
-#include "common/test_harness.h"
+#include "common/harness/test_harness.h"
 
 FA_FORWARD_TESTS(flash_v2::chapter());  // 3xTF32 up to head dim 128, FFMA above
 

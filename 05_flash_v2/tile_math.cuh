@@ -6,13 +6,13 @@
 #include <cstdint>
 #include <limits>
 
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/cp_async.cuh"
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"
 #include "common/device/math.cuh"
 #include "common/device/tiles.h"
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace flash_v2 {
 

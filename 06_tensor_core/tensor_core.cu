@@ -11,7 +11,7 @@ namespace {
 
 // The tile for head dim D (a multiple of 8): with_tile (tensor_core.cuh) picks the next of 32, 64,
 // 96, 128, 192, 256. The columns D .. kD - 1 are zero-filled in shared memory and never read from
-// or written to global memory (copy_tile, write_rows); README: "Every head dim".
+// or written to global memory (copy_tile, write_rows); tiles.md: "Every head dim".
 // In the 64 and 128 tiles on sm_90 ([B, H, S, D]), K_j and V_j come by the copy engine (Config::kTmaKV).
 template <class T>
 void dispatch(const fa::Problem& p, const void* k, const void* v, const Params& prm, cudaStream_t stream) {

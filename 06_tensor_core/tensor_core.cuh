@@ -39,14 +39,14 @@
 #include <type_traits>
 
 #include "06_tensor_core/tile_math.cuh"  // Params, Config and the steps of one key tile
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace tensor_core {
 
-// The chapter's choice (README: "Choosing the tiles"). D <= 128: Br = 128 (32 rows per warp),
+// The chapter's choice (tiles.md: "Choosing the tiles"). D <= 128: Br = 128 (32 rows per warp),
 // FlashAttention-2's blocks, with Bc = 128 at D = 64 (measured faster than Bc = 64 with Q_i in
 // registers, step v4) and Bc = 64 above; D = 192, 256: 16 rows per warp, or O_i alone would take
 // 192 or 256 registers. Only D = 32 has registers left for Q_i's fragments. The lazy rescale (step
@@ -62,7 +62,7 @@ using ChapterConfig = Config<T, kD, /*Bc=*/kD == 64 ? 128 : 64,
 
 // The tile that runs head dim d (a multiple of 8 up to 256): the next of the six widths, padded
 // unless d is the width itself. Calls f(std::integral_constant<int, kD>, std::bool_constant<kPadded>);
-// 06's forward and 07's launch through it (README: "Every head dim"), 08's tensor-core backward
+// 06's forward and 07's launch through it (tiles.md: "Every head dim"), 08's tensor-core backward
 // with kMinWidth = 64 (it has no 32 tile: head dims below 64 run in the 64 tile).
 template <int kMinWidth = 32, class F>
 void with_tile(int d, F&& f) {

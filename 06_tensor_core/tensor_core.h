@@ -2,7 +2,7 @@
 // swizzled shared memory, double-buffered cp.async.
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace tensor_core {
 

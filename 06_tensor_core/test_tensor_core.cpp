@@ -2,7 +2,7 @@
 // and the README's step-by-step versions on a few awkward shapes: ctest -L 06_tensor_core
 #include "06_tensor_core/steps/steps.h"
 #include "06_tensor_core/tensor_core.h"
-#include "common/test_harness.h"
+#include "common/harness/test_harness.h"
 
 FA_FORWARD_TESTS(tensor_core::chapter());
 

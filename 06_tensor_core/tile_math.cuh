@@ -12,7 +12,7 @@
 #include "common/device/tile_copy.cuh"  // copy_tile
 #include "common/device/tiles.h"
 #include "common/device/tma.cuh"  // kTmaKV: mbarriers, TMA loads, CUtensorMap
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace tensor_core {
 
@@ -34,7 +34,7 @@ struct Params {
   int head_dim;      // D: the rows' length in global memory, a multiple of 8 up to the tile's kD
   // [B, S, H, D] tensors (Layout::bshd; only the chapter's kernel takes them, instantiated with
   // kBshd): the element strides between batches, heads and rows (positions) of Q and O, and of K
-  // and V (common/problem.h: Strides). A kernel for [B, H, S, D] does not read them: its rows are
+  // and V (common/host/problem.h: Strides). A kernel for [B, H, S, D] does not read them: its rows are
   // the constant D apart there, and its code stays what it was before the strides came.
   fa::Strides q_strides, kv_strides;
   int heads;  // H: slice bh is batch bh / H, head bh % H

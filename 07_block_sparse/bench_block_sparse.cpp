@@ -20,10 +20,10 @@
 
 #include "06_tensor_core/tensor_core.h"
 #include "07_block_sparse/block_sparse.h"
-#include "common/bench_harness.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/gpu_timer.h"
+#include "common/harness/bench_harness.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/cuda/gpu_timer.h"
 
 namespace {
 

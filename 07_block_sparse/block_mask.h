@@ -8,7 +8,7 @@
 //   row = (b * H + h) * Tq + qb                  Tq = ceil(Sq / block_q), Tk = ceil(Sk / block_k)
 //   active key blocks of the row: col_indices[row_offsets[row] .. row_offsets[row + 1]), ascending
 //
-// A query row whose blocks are all inactive sees no key: O = 0, LSE = +inf (common/problem.h).
+// A query row whose blocks are all inactive sees no key: O = 0, LSE = +inf (common/host/problem.h).
 // Causal masking, when the problem asks for it, applies on top of the block mask.
 #pragma once
 
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "common/problem.h"
-#include "common/reference.h"
+#include "common/host/problem.h"
+#include "common/host/reference.h"
 
 namespace block_sparse {
 

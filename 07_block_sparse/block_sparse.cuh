@@ -26,9 +26,9 @@
 
 #include "06_tensor_core/tensor_core.cuh"
 #include "07_block_sparse/sparse_tiles.h"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace block_sparse {
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 
 #include "07_block_sparse/block_mask.h"
-#include "common/chapter.h"
-#include "common/device_memory.h"
+#include "common/harness/chapter.h"
+#include "common/cuda/device_memory.h"
 
 namespace block_sparse {
 

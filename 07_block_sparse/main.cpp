@@ -10,11 +10,11 @@
 
 #include "07_block_sparse/block_sparse.h"
 #include "07_block_sparse/mask_flags.h"
-#include "common/cuda_check.h"
-#include "common/gpu_timer.h"
-#include "common/host_data.h"
-#include "common/masked_check.h"
-#include "common/runner.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/gpu_timer.h"
+#include "common/host/host_data.h"
+#include "07_block_sparse/masked_check.h"
+#include "common/harness/runner.h"
 
 namespace {
 

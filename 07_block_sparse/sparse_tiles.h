@@ -12,7 +12,7 @@
 // are a suffix of it: walk_length cuts it with a binary search instead of testing every step.
 #pragma once
 
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace block_sparse {
 

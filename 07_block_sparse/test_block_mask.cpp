@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "07_block_sparse/block_mask.h"
-#include "common/host_data.h"
+#include "common/host/host_data.h"
 
 namespace bs = block_sparse;
 using P = bs::Pattern;

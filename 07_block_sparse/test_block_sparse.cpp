@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "07_block_sparse/block_sparse.h"
-#include "common/cuda_check.h"
-#include "common/host_data.h"
-#include "common/masked_check.h"
-#include "common/test_cases.h"
-#include "common/test_harness.h"
+#include "common/cuda/cuda_check.h"
+#include "common/host/host_data.h"
+#include "07_block_sparse/masked_check.h"
+#include "common/harness/test_cases.h"
+#include "common/harness/test_harness.h"
 
 FA_FORWARD_TESTS(block_sparse::chapter());
 
@@ -29,7 +29,7 @@ struct MaskedCase {
 
 void PrintTo(const MaskedCase& c, std::ostream* os) { *os << c.name; }
 
-using fa::testing::Shape;  // and problem_of: common/test_cases.h
+using fa::testing::Shape;  // and problem_of: common/harness/test_cases.h
 
 // Awkward lengths; Sq > Sk under causal masking (rows that see nothing); whole blocks only.
 constexpr Shape kShapes[] = {

@@ -10,8 +10,8 @@
 #include "07_block_sparse/model.h"
 #include "07_block_sparse/sparse_tiles.h"
 #include "common/device/tiles.h"
-#include "common/host_data.h"
-#include "common/masked_check.h"
+#include "common/host/host_data.h"
+#include "07_block_sparse/masked_check.h"
 
 namespace bs = block_sparse;
 
@@ -70,7 +70,7 @@ TEST_P(Model, MatchesReferenceWithMask) {
   const bs::BlockMask mask = bs::make_mask(p, c.block_k, c.patterns);
   std::vector<float> o, lse;
   bs::model::forward(p, mask, in.q, in.k, in.v, o, lse, c.Bc);
-  // The same verdict as the GPU tests give the kernel (common/masked_check.h).
+  // The same verdict as the GPU tests give the kernel (07_block_sparse/masked_check.h).
   const fa::ForwardCheck check = fa::check_forward_masked(p, in, fa::encode(o, fa::Dtype::f32),
                                                           fa::encode(lse, fa::Dtype::f32), bs::visible_fn(mask));
   EXPECT_TRUE(check.pass()) << p.describe() << " mask density " << mask.density() << "\n" << check.summary();

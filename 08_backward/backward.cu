@@ -33,11 +33,11 @@
 #include "08_backward/dot_do_o.cuh"
 #include "05_flash_v2/tile_math.cuh"         // load_tile_async: cp.async copies of Q_i and dO_i
 #include "08_backward/fp32_tile_math.cuh"  // Traits and the steps of one tile pair
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"
 #include "common/device/tiles.h"
-#include "common/device_memory.h"
+#include "common/cuda/device_memory.h"
 
 namespace backward {
 namespace {

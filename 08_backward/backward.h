@@ -6,8 +6,8 @@
 
 #include "05_flash_v2/flash_v2.h"  // on_tensor_cores: which fp32 forward runs
 #include "08_backward/sparse_walk.h"
-#include "common/backward.h"
-#include "common/device_memory.h"
+#include "08_backward/harness/backward.h"
+#include "common/cuda/device_memory.h"
 
 namespace backward {
 

@@ -15,10 +15,10 @@
 #include "08_backward/backward.h"
 #include "08_backward/backward_tc.cuh"  // the kernels
 #include "08_backward/dot_do_o.cuh"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
 #include "common/device/launch.h"
-#include "common/device_memory.h"
+#include "common/cuda/device_memory.h"
 
 namespace backward {
 namespace {

@@ -25,9 +25,9 @@
 
 #include "07_block_sparse/block_sparse.h"
 #include "08_backward/backward.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/gpu_timer.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/cuda/gpu_timer.h"
 
 namespace {
 

@@ -8,10 +8,10 @@
 
 #include <cstdint>
 
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
-#include "common/problem.h"  // Strides, row_offset
-#include "common/warp_reduce.cuh"
+#include "common/host/problem.h"  // Strides, row_offset
+#include "common/device/warp_reduce.cuh"
 
 namespace backward {
 

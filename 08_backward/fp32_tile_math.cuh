@@ -8,12 +8,12 @@
 #include <cstdint>
 #include <limits>
 
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"    // tiles_by_rows
 #include "common/device/launch.h"    // allow_shared_memory, aligned16
 #include "common/device/math.cuh"  // fast_exp2, kLog2e, kLog2eD
 #include "common/device/tiles.h"   // ceil_div
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace backward::fp32 {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "08_backward/backward.h"
-#include "common/backward_runner.h"
-#include "common/cli.h"
+#include "08_backward/harness/backward_runner.h"
+#include "common/host/cli.h"
 
 int main(int argc, char** argv) {
   // --ffma is this chapter's own flag: taken out of argv before the shared parser sees it.

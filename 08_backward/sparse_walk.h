@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "07_block_sparse/block_mask.h"
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace backward {
 

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "08_backward/backward.h"
-#include "common/backward_check.h"
-#include "common/backward_harness.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/host_data.h"
-#include "common/test_cases.h"
+#include "08_backward/harness/backward_check.h"
+#include "08_backward/harness/backward_harness.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/host/host_data.h"
+#include "common/harness/test_cases.h"
 
 FA_BACKWARD_TESTS(backward::chapter());
 FA_BACKWARD_TESTS_NAMED(BackwardFp32, backward::fp32_chapter());

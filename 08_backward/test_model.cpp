@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "08_backward/model.h"
-#include "common/backward_check.h"
+#include "08_backward/harness/backward_check.h"
 #include "common/device/tiles.h"
-#include "common/host_data.h"
-#include "common/reference.h"
+#include "common/host/host_data.h"
+#include "common/host/reference.h"
 
 namespace {
 
@@ -60,7 +60,7 @@ TEST_P(Model, MatchesReference) {
   forward_for(p, in, o, lse);
   backward::model::backward(p, in.q, in.k, in.v, o, lse, dout, dq, dk, dv, c.Br, c.Bc);
 
-  // The same verdict as the GPU tests give a kernel (common/backward_check.h).
+  // The same verdict as the GPU tests give a kernel (08_backward/harness/backward_check.h).
   const fa::BackwardCheck check = fa::check_backward(p, in, dout, fa::encode(dq, fa::Dtype::f32),
                                                      fa::encode(dk, fa::Dtype::f32),
                                                      fa::encode(dv, fa::Dtype::f32));

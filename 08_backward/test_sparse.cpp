@@ -11,12 +11,12 @@
 
 #include "07_block_sparse/block_mask.h"  // make_mask, visible_fn: 07's forward is not run here
 #include "08_backward/backward.h"
-#include "common/backward_check.h"
-#include "common/backward_harness.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/host_data.h"
-#include "common/test_cases.h"
+#include "08_backward/harness/backward_check.h"
+#include "08_backward/harness/backward_harness.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/host/host_data.h"
+#include "common/harness/test_cases.h"
 
 namespace {
 
@@ -31,7 +31,7 @@ struct SparseCase {
 };
 void PrintTo(const SparseCase& c, std::ostream* os) { *os << c.name; }
 
-using fa::testing::Shape;  // and problem_of: common/test_cases.h
+using fa::testing::Shape;  // and problem_of: common/harness/test_cases.h
 
 std::vector<SparseCase> sparse_cases() {
   using P = bs::Pattern;

@@ -1,7 +1,7 @@
 // Chapter 09: FlashAttention-3's forward on the H100 -- wgmma and TMA (sm_90a).
 #pragma once
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace flash_v3 {
 

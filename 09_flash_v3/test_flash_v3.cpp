@@ -2,7 +2,7 @@
 // the README's step-by-step versions on a few awkward shapes: ctest -L 09_flash_v3
 #include "09_flash_v3/flash_v3.h"
 #include "09_flash_v3/steps/steps.h"
-#include "common/test_harness.h"
+#include "common/harness/test_harness.h"
 
 FA_FORWARD_TESTS(flash_v3::chapter());
 

@@ -24,9 +24,9 @@
 #include "10_decoding/decoding.h"
 #include "10_decoding/steps/paged_cache.h"
 #include "10_decoding/steps/steps.h"
-#include "common/bench_harness.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
+#include "common/harness/bench_harness.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
 
 namespace {
 

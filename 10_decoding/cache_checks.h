@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/forward_check.h"
+#include "common/host/forward_check.h"
 
 namespace decoding::testing {
 

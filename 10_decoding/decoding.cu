@@ -12,9 +12,9 @@
 #include <type_traits>
 
 #include "10_decoding/launch.cuh"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/launch.h"
-#include "common/device_memory.h"  // workspace
+#include "common/cuda/device_memory.h"  // workspace
 
 namespace decoding {
 namespace {

@@ -3,8 +3,8 @@
 
 #include <vector>
 
-#include "common/chapter.h"
-#include "common/reference.h"  // ScoreOptions
+#include "common/harness/chapter.h"
+#include "common/host/reference.h"  // ScoreOptions
 
 namespace decoding {
 
@@ -12,12 +12,12 @@ namespace decoding {
 // lse: [B, H, Sq] (float, device, natural log). Head dims 64, 128 and 256; pointers 16-byte aligned; a
 // GPU of compute capability 8.0 or newer. Any seqlen_q (decoding: 1-16) and seqlen_k. When the key
 // range is split over several blocks, the partial results go to the project's grow-only scratch
-// workspace (common/device_memory.h): allocated by the first call that needs it, reused after (one
+// workspace (common/cuda/device_memory.h): allocated by the first call that needs it, reused after (one
 // call in flight at a time, as for 01 and 02).
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream);
 
-// forward with the score options of common/reference.h: a logit softcap, and per query head ALiBi
+// forward with the score options of common/host/reference.h: a logit softcap, and per query head ALiBi
 // slopes and attention-sink logits (host vectors of H values, or empty: off). Checked; copied to
 // the device on `stream`.
 void forward_with_options(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,

@@ -11,9 +11,9 @@
 
 #include "10_decoding/decoding.cuh"
 #include "10_decoding/decoding.h"  // Plan
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/launch.h"
-#include "common/device_memory.h"  // workspace
+#include "common/cuda/device_memory.h"  // workspace
 
 namespace decoding {
 

@@ -34,7 +34,7 @@ struct SplitParams {
   // sequence b is page block_table[b pages_per_seq + n] of k and v ([pages, Hkv, 2^page_log2, D]).
   const int* block_table;
   int pages_per_seq, page_log2;
-  // The score options (common/reference.h), all off by default: softcap > 0, and per query head
+  // The score options (common/host/reference.h), all off by default: softcap > 0, and per query head
   // ALiBi slopes and sink logits ([H] device, or null).
   float softcap;
   const float* alibi_slopes;

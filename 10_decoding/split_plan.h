@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "common/problem.h"  // FA_HOST_DEVICE
+#include "common/host/problem.h"  // FA_HOST_DEVICE
 
 namespace decoding {
 
@@ -78,8 +78,8 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
 // The combine step's CPU model, for one output row of D columns. Split s saw the keys of its
 // piece and wrote o_parts[s * D .. s * D + D) = its own softmax-weighted sum (normalized by its own
 // sum l_s) and lse_parts[s] = m_s + log(l_s). A split that saw no key wrote O = 0 and LSE = +inf
-// (the convention of common/problem.h); it weighs nothing. `sink` is the row's attention-sink logit
-// (common/reference.h), -inf for none: it joins the denominator once, here, never in a split.
+// (the convention of common/host/problem.h); it weighs nothing. `sink` is the row's attention-sink logit
+// (common/host/reference.h), -inf for none: it joins the denominator once, here, never in a split.
 //   M = max(max_s LSE_s, sink);  w_s = e^(LSE_s - M);  L = sum_s w_s + e^(sink - M)
 //   O = sum_s w_s O_s / L;       LSE = M + log(L)
 // A row with no key in any split: O = 0, LSE = +inf, or LSE = sink with a sink.

@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "common/problem.h"  // FA_HOST_DEVICE
+#include "common/host/problem.h"  // FA_HOST_DEVICE
 
 namespace decoding {
 

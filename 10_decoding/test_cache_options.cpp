@@ -1,6 +1,6 @@
 // Chapter 10's score options (logit softcap, ALiBi, attention sinks) and its KV cache, against the
-// float64 reference with the same options (common/reference.h) by the shared rule
-// (common/forward_check.h): the element tolerance and the same-precision rule.
+// float64 reference with the same options (common/host/reference.h) by the shared rule
+// (common/host/forward_check.h): the element tolerance and the same-precision rule.
 // ctest -L 10_decoding
 #include <gtest/gtest.h>
 
@@ -12,11 +12,11 @@
 
 #include "10_decoding/cache_checks.h"
 #include "10_decoding/decoding.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/forward_check.h"
-#include "common/host_data.h"
-#include "common/test_cases.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/host/forward_check.h"
+#include "common/host/host_data.h"
+#include "common/harness/test_cases.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 
 #include "10_decoding/decoding.h"
 #include "10_decoding/steps/steps.h"
-#include "common/test_cases.h"  // test_tier
-#include "common/test_harness.h"
+#include "common/harness/test_cases.h"  // test_tier
+#include "common/harness/test_harness.h"
 
 FA_FORWARD_TESTS(decoding::chapter());
 FA_STEP_TESTS(decoding::steps::all());
@@ -28,7 +28,7 @@ std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch) {
       {8, 32, 8, 1, 16384, false}, {64, 8, 1, 1, 300, true},  {3, 8, 8, 5, 70, true},
       {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},
   };
-  // The core tier (common/test_cases.h) leaves out the shapes whose float64 reference takes
+  // The core tier (common/harness/test_cases.h) leaves out the shapes whose float64 reference takes
   // seconds (more than 2M query-row x key pairs); the full tier runs them all.
   const bool full = fa::testing::test_tier() == fa::testing::Tier::full;
   std::vector<fa::testing::ForwardCase> cases;

@@ -15,11 +15,11 @@
 #include "10_decoding/cache_checks.h"
 #include "10_decoding/decoding.h"
 #include "10_decoding/steps/paged_cache.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/forward_check.h"
-#include "common/host_data.h"
-#include "common/test_cases.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/host/forward_check.h"
+#include "common/host/host_data.h"
+#include "common/harness/test_cases.h"
 
 namespace {
 

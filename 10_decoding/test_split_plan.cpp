@@ -1,5 +1,5 @@
 // Chapter 10's host side on the CPU (ctest -L 10_decoding): the packed rows, the split plan, and
-// the combine step checked against the float64 reference (common/reference.h), options included.
+// the combine step checked against the float64 reference (common/host/reference.h), options included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "10_decoding/split_plan.h"
-#include "common/host_data.h"
-#include "common/reference.h"
+#include "common/host/host_data.h"
+#include "common/host/reference.h"
 
 namespace {
 
@@ -239,7 +239,7 @@ TEST(PackedRows, PositionsKeysAndMasks) {
 namespace {
 
 // Every row of Q (b, h, i) is exactly one packed row of exactly one KV head, and that KV head is
-// the one query head h reads (common/problem.h: kv_index).
+// the one query head h reads (common/host/problem.h: kv_index).
 TEST(PackedRows, CoverQOnceThroughTheRightKvHead) {
   for (int batch : {1, 3})
     for (int kv_heads : {1, 2, 8})

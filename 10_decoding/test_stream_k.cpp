@@ -12,8 +12,8 @@
 
 #include "10_decoding/split_plan.h"
 #include "10_decoding/stream_k.h"
-#include "common/host_data.h"
-#include "common/reference.h"
+#include "common/host/host_data.h"
+#include "common/host/reference.h"
 
 namespace {
 

@@ -34,14 +34,14 @@ add_custom_target(fa_kernels)
 # the binary runs its cases in FA_TEST_SHARDS gtest shards (GTEST_TOTAL_SHARDS/GTEST_SHARD_INDEX),
 # one ctest entry each: `<chapter>.gpu.<k>of<N>`, labels `gpu` and `core`. A failing entry prints
 # gtest's output, which names every failing case, and scripts/run_ctest.sh lists them. The cases
-# come in two tiers (common/test_cases.h): the entries above run the core tier; the full sweep's
+# come in two tiers (common/harness/test_cases.h): the entries above run the core tier; the full sweep's
 # entries (`<chapter>.full.<k>of<N>`, labels `gpu` and `full`) exist only when ctest runs with
 # FA_TEST_TIER=full in its environment (scripts/test.sh --full). The refusal tests of a GPU
 # binary (no GPU needed) are one entry, `<chapter>.refusals`, label `cpu`; a CPU test binary is
 # one entry, `<chapter>.cpu`. Every GPU entry takes one slot of the resource `gpus`
 # (RESOURCE_GROUPS), so `ctest --resource-spec-file build/gpu_resources.json` keeps at most
 # FA_GPU_JOBS of them on the GPU at once while the CPU tests use the other cores. A binary whose
-# cases all skipped (no GPU) exits 77: the entry says "Skipped" (common/gtest_main.cpp).
+# cases all skipped (no GPU) exits 77: the entry says "Skipped" (common/harness/gtest_main.cpp).
 #
 # FA_TESTS_PER_CASE (on for FA_STUDENT builds, which scripts/grade.sh grades case by case): one
 # ctest entry per test case instead, listed when ctest starts (gtest_discover_tests, PRE_TEST), in
@@ -101,7 +101,7 @@ function(fa_register_gtests target chapter)
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${full}")
     return()
   endif()
-  # Hidden test cases (FA_EXTRA_TESTS_DIR, common/test_harness.cpp) change the list of tests
+  # Hidden test cases (FA_EXTRA_TESTS_DIR, common/harness/test_harness.cpp) change the list of tests
   # without changing the binary. CMake 4.x lists the tests at every ctest run; CMake 3.25 caches
   # the list until the binary is rebuilt, so this script, run by ctest first, drops the cached
   # list when the variable or the files it names change.

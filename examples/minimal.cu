@@ -4,17 +4,17 @@
 //
 // Why chapter 06 in bf16: bf16 is what models run attention in, and 06's tensor-core kernel (sm_80
 // or newer) is the one 07 and 08 build on. Every chapter's forward has the same signature
-// (common/chapter.h): flash_v2::forward with .dtype = fa::Dtype::f32 runs chapter 05 instead.
+// (common/harness/chapter.h): flash_v2::forward with .dtype = fa::Dtype::f32 runs chapter 05 instead.
 #include <cstdio>
 #include <exception>
 #include <optional>
 #include <string>
 
 #include "06_tensor_core/tensor_core.h"
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
-#include "common/forward_check.h"
-#include "common/host_data.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/host/forward_check.h"
+#include "common/host/host_data.h"
 
 int main() {
   const fa::Problem p{.batch = 2,

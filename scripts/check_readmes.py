@@ -10,7 +10,7 @@ the sentence. Derived figures (ratios, percentages, FLOP formulas) are not check
 
 --support: each chapter README's "Supports" line (between <!-- support:begin --> and
 <!-- support:end -->) must say what the chapter's executable says in its --help, which comes from
-the same Support table its refusals use (common/support.h); --write regenerates the lines.
+the same Support table its refusals use (common/host/support.h); --write regenerates the lines.
 """
 import re
 import subprocess

@@ -87,7 +87,7 @@ def main():
                     seqlen = 512
                     while seqlen <= args.max_seqlen:
                         batch, heads = 16384 // seqlen, 2048 // head_dim
-                        dv = args.head_dim_v or head_dim  # FLOPs: 2 Sq Sk (D + Dv), as common/problem.cpp
+                        dv = args.head_dim_v or head_dim  # FLOPs: 2 Sq Sk (D + Dv), as common/host/problem.cpp
                         flops = 2.0 * batch * heads * seqlen * seqlen * (head_dim + dv) / (2 if causal else 1)
                         flops *= 2.5 if direction == "bwd" else 1.0
                         for backend in args.backends.split(","):

@@ -70,7 +70,7 @@ def ceil_div(a, b):
 
 
 def causal_visible(i, j, seqlen_q, seqlen_k):
-    """common/problem.h: causal_visible. Bottom-right aligned: query i sees key j iff j <= i + Sk - Sq."""
+    """common/host/problem.h: causal_visible. Bottom-right aligned: query i sees key j iff j <= i + Sk - Sq."""
     return j <= i + (seqlen_k - seqlen_q)
 
 
@@ -187,7 +187,7 @@ def fig_01_naive():
     #   softmax_kernel: read S three times (max, sum, normalize); write P over S; write LSE
     #                                                            = 3 s + s + lse
     #   output_kernel : read P, V;  write O                      = s + 2 qkvo
-    # and the least a forward must move (common/problem.cpp: forward_min_bytes): Q, K, V, O, LSE once.
+    # and the least a forward must move (common/host/problem.cpp: forward_min_bytes): Q, K, V, O, LSE once.
     kernels = ["1: S = scale QK$^T$", "2: P = softmax(S)", "3: O = PV", "minimum\n(Q,K,V,O,LSE once)"]
     sp = np.array([s, 4 * s, s, 0]) / MiB                         # through S / P
     io = np.array([2 * qkvo, lse, 2 * qkvo, 4 * qkvo + lse]) / MiB  # through Q, K, V, O, LSE
@@ -366,7 +366,7 @@ def fig_05_causal_tiles():
                 kind = "skipped" if j >= end else "masked" if needs_mask(i, j, Br, Bc, Sq, Sk, True) else "full"
                 counts[kind] += 1
                 cell(ax, i, j, colors[kind], edge="white", lw=1.2)
-        # The causal boundary in tile units: key j = i + Sk - Sq (common/problem.h: causal_visible).
+        # The causal boundary in tile units: key j = i + Sk - Sq (common/host/problem.h: causal_visible).
         rows = np.array([0, Sq])
         ax.plot((rows + Sk - Sq) / Bc, rows / Br, color="black", linewidth=1.2)
         ax.plot([Sk / Bc] * 2, [0, Tr], color="black", linewidth=0.8, linestyle=":")  # the end of the keys

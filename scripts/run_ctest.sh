@@ -18,7 +18,7 @@ result='^ *[0-9]+/([0-9]+) Test +#[0-9]+: ([^ ]+) .* sec$'  # "  12/1678 Test  #
 passed=0 failed=0 skipped=0 total=0 finished="" failures=()
 resources=()
 junit=$(cd "$build" && pwd)/ctest_junit.xml
-counts=$(cd "$build" && pwd)/case_counts.txt  # common/gtest_main.cpp appends each binary's counts
+counts=$(cd "$build" && pwd)/case_counts.txt  # common/harness/gtest_main.cpp appends each binary's counts
 rm -f "$junit" "$counts"
 touch "$counts"
 [[ -f $build/gpu_resources.json ]] && resources=(--resource-spec-file "$(cd "$build" && pwd)/gpu_resources.json")

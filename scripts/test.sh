@@ -5,7 +5,7 @@
 # output is in build/ctest.log. Exit status 1 if the build or a test failed.
 #
 #   bash scripts/test.sh           the core tier: every kernel instantiation on awkward shapes, the
-#                                  hard inputs and the long-context cases (common/test_cases.h)
+#                                  hard inputs and the long-context cases (common/harness/test_cases.h)
 #   bash scripts/test.sh --full    the full sweep: every shape at every dtype and head dim
 set -euo pipefail
 cd "$(dirname "$0")/.."

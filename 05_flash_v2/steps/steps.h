@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace flash_v2::steps {
 

@@ -33,7 +33,7 @@
 #include <limits>
 
 #include "06_tensor_core/tensor_core.cuh"
-#include "common/warp_reduce.cuh"
+#include "common/device/warp_reduce.cuh"
 
 namespace tensor_core::steps {
 

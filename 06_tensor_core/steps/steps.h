@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace tensor_core::steps {
 

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace flash_v3::steps {
 

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "common/problem.h"
-#include "common/reference.h"  // ScoreOptions
+#include "common/host/problem.h"
+#include "common/host/reference.h"  // ScoreOptions
 
 namespace decoding::steps {
 

@@ -6,9 +6,9 @@
 
 #include "10_decoding/launch.cuh"  // plan_slots
 #include "10_decoding/steps/stream_k.cuh"
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 #include "common/device/launch.h"
-#include "common/device_memory.h"
+#include "common/cuda/device_memory.h"
 
 namespace decoding::steps {
 namespace {

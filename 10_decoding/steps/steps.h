@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "common/chapter.h"
+#include "common/harness/chapter.h"
 
 namespace decoding::steps {
 

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 
 namespace fa::cuda {
 

@@ -29,7 +29,7 @@
 //   r = 7     7 6 5 4 3 2 1 0
 #pragma once
 
-#include "common/problem.h"  // FA_HOST_DEVICE: __host__ __device__ under nvcc, nothing otherwise
+#include "common/host/problem.h"  // FA_HOST_DEVICE: __host__ __device__ under nvcc, nothing otherwise
 
 namespace fa::cuda {
 

@@ -3,12 +3,12 @@
 // kernels and the CPU models so they cannot disagree, and checked against brute force in 05's and
 // 08's test_model.cpp.
 //
-// Causal masking is bottom-right aligned (common/problem.h): query i sees key j iff
+// Causal masking is bottom-right aligned (common/host/problem.h): query i sees key j iff
 // j <= i + (Sk - Sq). A query tile's last row sees the most keys, so every key tile past the
 // one holding that row's last visible key is fully masked and is skipped: the j loop ends early.
 #pragma once
 
-#include "common/problem.h"
+#include "common/host/problem.h"
 
 namespace fa::cuda {
 

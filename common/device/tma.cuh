@@ -19,7 +19,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "common/cuda_check.h"
+#include "common/cuda/cuda_check.h"
 
 namespace fa::cuda {
 

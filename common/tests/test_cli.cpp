@@ -1,9 +1,9 @@
-// Tests of common/cli.h, the command line every chapter's executable shares: defaults, every
+// Tests of common/host/cli.h, the command line every chapter's executable shares: defaults, every
 // flag, --help and its per-chapter dtypes and head dims, a clear error naming the flag for every
 // kind of bad input, and the one form of an error line.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Cli*'
-#include "common/cli.h"
+#include "common/host/cli.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// Tests of common/compare.h: the allclose rule, NaN / unwritten / infinity handling, where the
+// Tests of common/host/compare.h: the allclose rule, NaN / unwritten / infinity handling, where the
 // first mismatch is reported, the error statistics, and the per-dtype tolerances.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Compare*:OutputTolerance*'
-#include "common/compare.h"
+#include "common/host/compare.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "common/host_data.h"
+#include "common/host/host_data.h"
 
 namespace fa {
 namespace {

@@ -19,8 +19,8 @@
 #include <utility>
 #include <vector>
 
-#include "common/cuda_check.h"
-#include "common/device_memory.h"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
 #include "common/device/mma.cuh"  // smem_u32, pack2
 #include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"

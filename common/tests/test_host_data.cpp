@@ -1,8 +1,8 @@
-// Tests of common/host_data.h: the fp16/bf16 encoders against known bit patterns and exhaustive
+// Tests of common/host/host_data.h: the fp16/bf16 encoders against known bit patterns and exhaustive
 // round trips, byte encoding, the poison pattern, and the seeded inputs.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Half*:Bf16*:Encode*:Poison*:Seeded*:Inputs*'
-#include "common/host_data.h"
+#include "common/host/host_data.h"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-// Tests of common/problem.h: validation, the default softmax scale, FLOP counting, the causal
+// Tests of common/host/problem.h: validation, the default softmax scale, FLOP counting, the causal
 // visibility rule, dtype names, and the head-dim rule of common/support.h.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Problem*'
-#include "common/problem.h"
-#include "common/support.h"
+#include "common/host/problem.h"
+#include "common/host/support.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Tests of common/reference.h, the float64 Eigen reference every chapter is checked against:
+// Tests of common/host/reference.h, the float64 Eigen reference every chapter is checked against:
 //   (a) a case small enough to work out by hand,
 //   (b) agreement with a plain triple loop written here (causal, GQA/MQA, empty rows),
 //   (c) properties attention must have whatever the implementation,
@@ -7,7 +7,7 @@
 //       definitions written out in a loop, by hand, and by their properties.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Reference*'
-#include "common/reference.h"
+#include "common/host/reference.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "common/host_data.h"
+#include "common/host/host_data.h"
 
 namespace fa {
 namespace {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <limits>
 
-#include "common/compare.h"
-#include "common/host_data.h"
-#include "common/reference.h"
+#include "common/host/compare.h"
+#include "common/host/host_data.h"
+#include "common/host/reference.h"
 
 namespace fa {
 namespace {

@@ -20,7 +20,7 @@
 #include "07_block_sparse/block_mask.h"
 #include "07_block_sparse/block_sparse.h"
 #include "08_backward/backward.h"
-#include "common/support.h"
+#include "common/host/support.h"
 
 namespace {
 

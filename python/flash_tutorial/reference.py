@@ -1,6 +1,6 @@
 """The PyTorch reference the op falls back to: plain attention, forward and backward, written out.
 
-Conventions are the C++ chapters' (common/problem.h):
+Conventions are the C++ chapters' (common/host/problem.h):
   * tensors [B, H, S, D]; K and V have Hkv heads, query head h reads KV head h // (H // Hkv);
   * causal masking is bottom-right aligned: query i sees key j iff j <= i + (Sk - Sq);
   * a block mask [B, H, ceil(Sq / 128), ceil(Sk / block_k)] (bool, block_k 64 or 128) switches

@@ -1,0 +1,85 @@
+// Device memory: RAII buffers, a tracked allocator (so the runner and the benchmarks can
+// report peak device memory), and the scratch workspace of chapters that materialize S and P.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/host/problem.h"
+
+namespace fa::cuda {
+
+void* device_alloc(std::size_t bytes);  // cudaMalloc, counted
+void device_free(void* ptr);
+
+struct MemoryStats {
+  std::size_t current = 0;  // bytes held now through device_alloc
+  std::size_t peak = 0;     // most held at once since the last reset_peak()
+};
+MemoryStats memory_stats();
+void reset_peak();
+
+// Owns `bytes` of device memory; freed when it goes out of scope.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes) : ptr_(bytes ? device_alloc(bytes) : nullptr), bytes_(bytes) {}
+  ~DeviceBuffer() { device_free(ptr_); }
+  DeviceBuffer(DeviceBuffer&& other) noexcept : ptr_(other.ptr_), bytes_(other.bytes_) {
+    other.ptr_ = nullptr;
+    other.bytes_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  std::size_t bytes() const { return bytes_; }
+
+  // Both wait for the device: upload returns once the bytes are in device memory, so a kernel on
+  // any stream may read them (a plain cudaMemcpy from pageable memory may return before its DMA
+  // has finished, and work on a cudaStreamNonBlocking stream is not ordered after it); download
+  // first waits for all device work, on every stream, then copies.
+  void upload(const std::vector<std::uint8_t>& host);
+  void upload(const void* host, std::size_t bytes);
+  std::vector<std::uint8_t> download() const;
+  // Sets every byte to kPoisonByte, so elements a kernel never writes are caught (host_data.h).
+  void poison(cudaStream_t stream = nullptr);
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+// An owned cudaStreamNonBlocking stream: one that does not synchronize with the legacy default
+// stream, as frameworks use them. The tests run every kernel on one.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// A grow-only scratch buffer for chapters 01 and 02, which keep the N x N score matrix in
+// global memory. The first forward call allocates it (outside any timed region); later calls
+// of the same or a smaller size reuse it. Before growing it checks the free device memory and
+// throws std::invalid_argument with the bytes needed and the bytes free.
+void* workspace(std::size_t bytes, const std::string& what);
+void release_workspace();
+
+// Standard-normal values rounded to `dtype`, generated on the device from a counter-based
+// hash (for benchmarks, whose inputs never need a CPU copy).
+void fill_random(void* dst, std::int64_t count, Dtype dtype, std::uint64_t seed, cudaStream_t stream);
+
+}  // namespace fa::cuda

@@ -1,0 +1,152 @@
+#include "common/harness/bench_harness.h"
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/cuda/gpu_timer.h"
+
+namespace fa::bench {
+namespace {
+
+void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
+  const std::size_t elem = dtype_size(p.dtype);
+  cuda::release_workspace();
+  cuda::reset_peak();
+  const std::size_t base = cuda::memory_stats().current;
+  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.v_elems() * elem),
+      o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float));
+  // Random inputs, never zeros: zeros hide wrong indexing and can run faster than real data.
+  cuda::fill_random(q.get(), p.q_elems(), p.dtype, 1, nullptr);
+  cuda::fill_random(k.get(), p.kv_elems(), p.dtype, 2, nullptr);
+  cuda::fill_random(v.get(), p.v_elems(), p.dtype, 3, nullptr);
+  auto forward = [&] { chapter.forward(p, q.get(), k.get(), v.get(), o.get(), lse.as<float>(), nullptr); };
+  try {
+    forward();  // warm-up; also allocates any workspace, outside the timed loop
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+  } catch (const std::invalid_argument& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  const double median = median_seconds(state, forward, [] {});
+  const std::size_t io = q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes();
+  const std::size_t peak = cuda::memory_stats().peak - base;
+  state.counters["TFLOPS"] = forward_flops(p) / median / 1e12;
+  state.counters["GBps"] = forward_min_bytes(p) / median / 1e9;
+  state.counters["ms_median"] = median * 1e3;
+  state.counters["peak_mem_MiB"] = peak / 1048576.0;
+  state.counters["extra_mem_MiB"] = (peak - io) / 1048576.0;
+  state.counters["seqlen"] = p.seqlen_q;
+  state.counters["head_dim"] = p.head_dim;
+  state.counters["causal"] = p.causal;
+  cuda::release_workspace();
+}
+
+// FlashAttention-2's shapes: seqlen 512..max_seqlen, batch = 16k / seqlen, heads = 2048 / D.
+void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const std::vector<int>& head_dims) {
+  for (int d : head_dims) {
+    if (!supports_head_dim(chapter.support, d)) continue;
+    for (bool causal : {false, true}) {
+      for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
+        Problem p;
+        p.batch = 16384 / seqlen;
+        p.heads = p.kv_heads = 2048 / d;
+        p.seqlen_q = p.seqlen_k = seqlen;
+        p.head_dim = d;
+        p.head_dim_v = chapter.support.head_dim_v;  // a chapter or step with V's head dim of its own
+        p.causal = causal;
+        p.dtype = dtype;
+        const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +
+                                 std::to_string(d) + (causal ? "/causal" : "/full") + "/seqlen:" +
+                                 std::to_string(seqlen);
+        benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.3);
+      }
+    }
+  }
+}
+
+
+}  // namespace
+
+std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
+  for (int a = 1; a + 1 < argc; ++a) {
+    if (std::strcmp(argv[a], name) == 0) {
+      const std::string value = argv[a + 1];
+      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
+      argc -= 2;
+      return value;
+    }
+  }
+  return fallback;
+}
+
+int steps_main(const std::vector<Step>& steps, int argc, char** argv) {
+  const std::string name = take_flag(argc, argv, "--step", "");
+  if (name.empty()) {
+    std::cerr << "usage: " << argv[0] << " --step NAME [benchmark flags]\n";
+    for (const Step& s : steps) std::cerr << "  " << s.name << ": " << s.what << "\n";
+    return 2;
+  }
+  try {
+    return main(find_step(steps, name).chapter, argc, argv);
+  } catch (const std::invalid_argument& e) {
+    std::cerr << e.what() << "\n";
+    return 2;
+  }
+}
+
+int main(const Chapter& chapter, int argc, char** argv, const std::vector<const Chapter*>& also) {
+  std::vector<Dtype> dtypes = chapter.support.dtypes;  // default: every dtype the chapter supports
+  int max_seqlen;
+  std::vector<int> head_dims;  // --head-dims 64,128 (the default): heads = 2048 / D each
+  try {
+    const std::string only = take_flag(argc, argv, "--dtype", "all");
+    if (only != "all") dtypes = {parse_dtype(only)};
+    max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "16384"));
+    std::stringstream dims(take_flag(argc, argv, "--head-dims", "64,128"));
+    for (std::string d; std::getline(dims, d, ',');) head_dims.push_back(std::stoi(d));
+  } catch (const std::exception& e) {
+    std::cerr << chapter.support.chapter << " benchmark: " << e.what() << "\n";
+    return 2;
+  }
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty()) {
+    std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
+    return 0;
+  }
+  for (Dtype dtype : dtypes) {
+    register_forward(chapter, dtype, max_seqlen, head_dims);
+    for (const Chapter* other : also) register_forward(*other, dtype, max_seqlen, head_dims);
+  }
+  // Memory against sequence length at a fixed batch and head count (batch 1, 16 heads, D 64):
+  // chapters that materialize S grow quadratically, the fused ones linearly.
+  for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
+    Problem p;
+    p.heads = p.kv_heads = 16;
+    p.seqlen_q = p.seqlen_k = seqlen;
+    p.head_dim = 64;
+    p.dtype = dtypes.front();
+    const std::string name = "mem/" + chapter.support.chapter + "/" + dtype_name(p.dtype) + "/seqlen:" +
+                             std::to_string(seqlen);
+    benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(1);
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace fa::bench

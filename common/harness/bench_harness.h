@@ -1,0 +1,56 @@
+// The shared forward benchmark (Google Benchmark, timed with CUDA events).
+//
+// Shapes are FlashAttention-2's: seqlen 512..16k, batch = 16k / seqlen, heads = 2048 / D,
+// D = 64 and 128, causal and not. A chapter's benchmark main is one line:
+//
+//   int main(int argc, char** argv) { return fa::bench::main(naive::chapter(), argc, argv); }
+//
+// Extra flags (before Google Benchmark's own): --dtype f32|f16|bf16|all (default all the chapter
+// supports), --max-seqlen N.
+// Counters: TFLOPS (from the median iteration), GBps (the fewest bytes a forward must move),
+// peak_mem_MiB (all device memory the run held) and extra_mem_MiB (beyond Q, K, V, O, LSE).
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/harness/chapter.h"
+#include "common/cuda/gpu_timer.h"
+
+namespace fa::bench {
+
+// Times `run` once per benchmark iteration with CUDA events, after `before` (untimed, earlier in
+// stream order: chapter 10's L2 flush), sets each iteration's manual time and returns the median
+// iteration in seconds. The benchmarks register with UseManualTime().
+template <class Run, class Before>
+double median_seconds(benchmark::State& state, Run&& run, Before&& before) {
+  cuda::GpuTimer timer;
+  std::vector<double> seconds;
+  for (auto _ : state) {
+    before();
+    timer.start();
+    run();
+    const double s = timer.stop_ms() * 1e-3;
+    state.SetIterationTime(s);
+    seconds.push_back(s);
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+// `also`: more kernels of the same chapter whose forward rows are timed with it (05's FFMA kernel,
+// 05_flash_v2_ffma); their dtypes are the chapter's.
+int main(const Chapter& chapter, int argc, char** argv, const std::vector<const Chapter*>& also = {});
+
+// The main() of a chapter's steps benchmark: `--step NAME` picks one step (without it: the list
+// of steps, "  name: what" per line, exit 2); the other flags are main()'s.
+int steps_main(const std::vector<Step>& steps, int argc, char** argv);
+
+// Removes `name VALUE` from argv and returns VALUE (or `fallback` when absent), so that what
+// is left can go to Google Benchmark; for benchmarks with flags of their own.
+std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback);
+
+}  // namespace fa::bench

@@ -1,0 +1,44 @@
+#include "common/harness/chapter.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace fa {
+
+void check_forward_args(const Support& s, const Problem& p, const void* q, const void* k,
+                        const void* v, const void* o, const void* lse) {
+  auto fail = [&](const std::string& what) { throw std::invalid_argument(s.chapter + ": " + what); };
+  try {
+    p.validate();
+  } catch (const std::invalid_argument& e) {
+    fail(e.what());
+  }
+  if (std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) == s.dtypes.end()) {
+    std::string list;
+    for (Dtype d : s.dtypes) list += std::string(list.empty() ? "" : ", ") + dtype_name(d);
+    fail(std::string("dtype ") + dtype_name(p.dtype) + " is not supported (supported: " + list + ")");
+  }
+  if (!supports_head_dim(s, p.head_dim))
+    fail("head_dim " + std::to_string(p.head_dim) + " is not supported (supported: " + head_dims_words(s) + ")");
+  if (s.head_dim_v == 0 && p.dv() != p.head_dim)
+    fail("V's head dim (" + std::to_string(p.dv()) + ") must be Q and K's (" + std::to_string(p.head_dim) +
+         "): a different one is not supported");
+  if (s.head_dim_v != 0 && p.dv() != s.head_dim_v)
+    fail("V's head dim must be " + std::to_string(s.head_dim_v) + ", got " + std::to_string(p.dv()));
+  if (p.layout == Layout::bshd && !takes_bshd(s, p.dtype))
+    fail(std::string("layout bshd (Q, K, V, O as [B, S, H, D]) is not supported") +
+         (s.bshd_dtypes.empty() ? "" : std::string(" in ") + dtype_name(p.dtype)) +
+         ": this chapter takes bhsd, [B, H, S, D]" + (s.bshd_dtypes.empty() ? "" : " there"));
+  if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
+}
+
+const Step& find_step(const std::vector<Step>& steps, const std::string& name) {
+  std::string known;
+  for (const Step& s : steps) {
+    if (s.name == name) return s;
+    known += (known.empty() ? "" : ", ") + s.name;
+  }
+  throw std::invalid_argument("unknown step '" + name + "' (known: " + known + ")");
+}
+
+}  // namespace fa

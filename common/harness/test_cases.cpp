@@ -1,0 +1,254 @@
+#include "common/harness/test_cases.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/host/host_data.h"
+
+namespace fa::testing {
+namespace {
+
+// Awkward on purpose: lengths that are not multiples of any tile size, a single row, a single
+// key, more queries than keys under causal masking (the first Sq - Sk rows see nothing). The
+// 1013 x 1013 shapes keep to 2 heads: the float64 reference costs O(Sq * Sk * D) per head.
+// core: the shapes marked in kCoreShape (single row and key, GQA 127 causal, rows that see no
+// key, one query row over 1013 keys, tile-aligned MQA without the mask).
+constexpr Shape kShapes[] = {
+    {1, 1, 1, 1, 1, false},      {1, 1, 1, 1, 1, true},       {1, 2, 1, 17, 17, true},
+    {2, 4, 2, 127, 127, false},  {2, 4, 2, 127, 127, true},   {1, 2, 2, 1013, 1013, false},
+    {1, 2, 2, 1013, 1013, true}, {1, 2, 1, 17, 127, true},    {1, 2, 1, 127, 17, true},
+    {2, 3, 3, 1, 1013, true},    {1, 2, 2, 1013, 1, false},   {3, 2, 1, 64, 128, false},
+    {1, 4, 4, 128, 64, true},
+};
+constexpr bool kCoreShape[] = {false, true, false, false, true, false, false, false, true, true, false, true, false};
+static_assert(std::size(kCoreShape) == std::size(kShapes));
+
+// Long context with large logits (InputKind::large_logits: scores ~ +-150 typical, ~+-500 at the
+// extremes of 70,000 keys). One query row (a decoding step) and a 4k x 4k square.
+constexpr Shape kLongShapes[] = {{1, 4, 2, 1, 70000, false}, {1, 1, 1, 4096, 4096, false}};
+
+// The hard inputs (host_data.h) run on this shape: long enough for many key tiles and for the
+// scores' rounding to add up, causal (rows of every length), GQA (dK, dV sum two query heads).
+constexpr Shape kHardInputsShape{1, 4, 2, 700, 700, true};
+constexpr InputKind kHardInputs[] = {InputKind::large_logits, InputKind::tiny_logits,
+                                     InputKind::constant_scores, InputKind::rare_spikes};
+
+// Grids beyond 65,535 blocks along y and z (common/device/grid.cuh): (batch, head) pairs, and
+// query tiles of one head for a kernel that put them on y (128-row tiles are the largest we use).
+// A chapter that takes [B, S, H, D] (Support::bshd) runs these in that layout too: rows H D apart,
+// heads D apart, with GQA, MQA, Sq != Sk both ways and a single query row.
+constexpr Shape kBshdShapes[] = {
+    {2, 4, 2, 127, 127, true}, {1, 2, 1, 127, 17, true}, {2, 3, 3, 1, 1013, true}, {3, 2, 1, 64, 128, false},
+    {1, 6, 2, 1013, 1013, false},
+};
+
+constexpr Shape kManyHeads{129, 512, 128, 3, 5, true};             // B * H = 66,048
+constexpr Shape kManyRows{1, 1, 1, 128 * 65536 + 1, 2, false};     // 65,537 tiles of 128 rows
+
+std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
+  return "B" + std::to_string(p.batch) + "_H" + std::to_string(p.heads) + "x" +
+         std::to_string(p.kv_heads) + "_Sq" + std::to_string(p.seqlen_q) + "_Sk" +
+         std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
+         (p.causal ? "_causal_" : "_") + dtype_name(p.dtype) +
+         (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs)) +
+         (p.layout == Layout::bshd ? "_bshd" : "");
+}
+
+
+bool supports(const Support& s, const Problem& p) {
+  const bool dtype = std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) != s.dtypes.end();
+  return dtype && supports_head_dim(s, p.head_dim);
+}
+
+// A teacher's hidden cases (README: For teachers), read from outside the repository.
+std::vector<Problem> extra_problems() {
+  namespace fs = std::filesystem;
+  const char* dir = std::getenv("FA_EXTRA_TESTS_DIR");
+  if (dir == nullptr || *dir == '\0') return {};
+  if (!fs::is_directory(dir))
+    throw std::runtime_error(std::string("FA_EXTRA_TESTS_DIR=") + dir + " is not a directory");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".txt") files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+
+  std::vector<Problem> problems;
+  for (const fs::path& file : files) {
+    std::ifstream in(file);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      const std::string where = file.string() + ":" + std::to_string(n) + ": ";
+      const std::string text = line.substr(0, line.find('#'));
+      if (text.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank, or a comment
+      std::istringstream fields(text);
+      Problem p;
+      int causal = -1;
+      std::string dtype, extra;
+      fields >> p.batch >> p.heads >> p.kv_heads >> p.seqlen_q >> p.seqlen_k >> p.head_dim >> causal >> dtype;
+      if (!fields || fields >> extra || (causal != 0 && causal != 1))
+        throw std::runtime_error(where + "expected 'batch heads kv_heads seqlen_q seqlen_k head_dim "
+                                 "causal(0|1) dtype(f32|f16|bf16)', got '" + line + "'");
+      p.causal = causal == 1;
+      try {
+        p.dtype = parse_dtype(dtype);
+        p.validate();
+      } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(where + e.what());
+      }
+      problems.push_back(p);
+    }
+  }
+  return problems;
+}
+
+// The head dim of the core tier's 4k x 4k case: 128, else the largest below it, else the smallest.
+int core_square_dim(const std::vector<int>& head_dims) {
+  int best = head_dims.front();
+  for (int d : head_dims)
+    if (d <= 128 && (best > 128 || d > best)) best = d;
+  return best;
+}
+
+}  // namespace
+
+Problem problem_of(const Shape& s, int head_dim, Dtype dtype) {
+  Problem p;
+  p.batch = s.batch;
+  p.heads = s.heads;
+  p.kv_heads = s.kv_heads;
+  p.seqlen_q = s.seqlen_q;
+  p.seqlen_k = s.seqlen_k;
+  p.head_dim = head_dim;
+  p.causal = s.causal;
+  p.dtype = dtype;
+  return p;
+}
+
+Tier test_tier() {
+  const char* tier = std::getenv("FA_TEST_TIER");
+  const std::string t = tier != nullptr && *tier != '\0' ? tier : FA_TEST_TIER_DEFAULT;
+  if (t == "core") return Tier::core;
+  if (t == "full") return Tier::full;
+  throw std::runtime_error("FA_TEST_TIER=" + t + ": expected core or full");
+}
+
+std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims) {
+  const bool full = test_tier() == Tier::full;
+  std::vector<NamedProblem> cases;
+  int instance = 0;  // (dtype, head dim) pairs so far: core rotates the [B, S, H, D] shape with it
+  for (Dtype dtype : support.dtypes) {
+    for (int d : head_dims) {
+      for (std::size_t n = 0; n < std::size(kShapes); ++n) {
+        if (!full && !kCoreShape[n]) continue;
+        const Problem p = problem_of(kShapes[n], d, dtype);
+        cases.push_back({name_of(p), p});
+      }
+      for (InputKind kind : kHardInputs) {
+        const Problem p = problem_of(kHardInputsShape, d, dtype);
+        cases.push_back({name_of(p, kind), p, kind});
+      }
+      for (const Shape& s : kLongShapes) {
+        // core: the 4k x 4k square (its float64 reference takes seconds) at one head dim, 128 (the
+        // lazy rescale's) or the nearest below it; the single row at every head dim.
+        if (!full && s.seqlen_q > 1 && d != core_square_dim(head_dims)) continue;
+        const Problem p = problem_of(s, d, dtype);
+        cases.push_back({name_of(p, InputKind::large_logits), p, InputKind::large_logits});
+      }
+      if (takes_bshd(support, dtype)) {
+        for (std::size_t n = 0; n < std::size(kBshdShapes); ++n) {
+          if (!full && n != static_cast<std::size_t>(instance) % std::size(kBshdShapes)) continue;
+          Problem p = problem_of(kBshdShapes[n], d, dtype);
+          p.layout = Layout::bshd;
+          cases.push_back({name_of(p), p});
+        }
+      }
+      ++instance;
+    }
+  }
+  if (!head_dims.empty()) {
+    const int d = *std::min_element(head_dims.begin(), head_dims.end());
+    for (Dtype dtype : support.dtypes) {
+      if (!full && dtype != support.dtypes.front()) continue;
+      const Problem p = problem_of(kManyHeads, d, dtype);
+      cases.push_back({name_of(p), p});
+    }
+    const Problem p = problem_of(kManyRows, d, support.dtypes.front());
+    cases.push_back({name_of(p), p});
+  }
+  std::set<std::string> extra_names;  // a case listed twice runs once
+  for (const Problem& p : extra_problems()) {
+    const std::string name = "Extra_" + name_of(p);
+    if (supports(support, p) && extra_names.insert(name).second) cases.push_back({name, p});
+  }
+  return cases;
+}
+
+bool verbose() {
+  const char* v = std::getenv("FA_TEST_VERBOSE");
+  return v != nullptr && *v != '\0' && std::string(v) != "0";
+}
+
+std::uint64_t seed_of(const std::string& name) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (char c : name) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return h;
+}
+
+std::vector<std::uint8_t> download_guarded(const cuda::DeviceBuffer& buffer, const std::string& what) {
+  std::vector<std::uint8_t> bytes = buffer.download();
+  EXPECT_TRUE(std::all_of(bytes.end() - kGuardBytes, bytes.end(), [](auto b) { return b == kPoisonByte; }))
+      << "the kernel wrote past the end of " << what;
+  bytes.resize(bytes.size() - kGuardBytes);
+  return bytes;
+}
+
+std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) {
+  std::vector<BadProblem> cases;
+  auto add = [&](const std::string& name, auto edit, const std::string& expect) {
+    Problem p = defaults;
+    p.dtype = s.dtypes.front();
+    edit(p);
+    cases.push_back({name, p, expect});
+  };
+  add("HeadDimZero", [](Problem& p) { p.head_dim = 0; }, "head_dim");
+  add("NegativeBatch", [](Problem& p) { p.batch = -1; }, "batch");
+  add("NegativeSeqlenQ", [](Problem& p) { p.seqlen_q = -5; }, "seqlen_q");
+  add("NegativeSeqlenK", [](Problem& p) { p.seqlen_k = -5; }, "seqlen_k");
+  add("KvHeadsNotDividingHeads", [](Problem& p) { p.heads = 4; p.kv_heads = 3; }, "kv_heads");
+  add("NonPositiveScale", [](Problem& p) { p.softmax_scale = 0.0f; }, "softmax_scale");
+  const int unsupported_d = s.head_dims.empty() ? s.max_head_dim + 1 : s.head_dims.back() + 8;
+  add("UnsupportedHeadDim", [&](Problem& p) { p.head_dim = unsupported_d; }, "head_dim");
+  if (s.head_dims.empty() && s.head_dim_multiple > 1)  // a head dim below the maximum, off the multiple
+    add("HeadDimNotMultiple", [&](Problem& p) { p.head_dim = s.head_dim_multiple + 1; }, "head_dim");
+  // V's head dim apart from Q and K's (Problem::head_dim_v): refused by a chapter that names none,
+  // and one other than the named one by a chapter that names one.
+  if (s.head_dim_v == 0)
+    add("SeparateVHeadDim", [](Problem& p) { p.head_dim_v = p.head_dim / 2; }, "V's head dim");
+  else
+    add("OtherVHeadDim", [&](Problem& p) { p.head_dim_v = s.head_dim_v + 8; }, "V's head dim");
+  // [B, S, H, D] in a dtype the table does not take it in: "LayoutBshd" (the first dtype) where it
+  // takes none, else each such dtype ("LayoutBshd_f32").
+  for (Dtype d : s.dtypes) {
+    if (takes_bshd(s, d)) continue;
+    if (s.bshd_dtypes.empty()) {
+      add("LayoutBshd", [](Problem& p) { p.layout = Layout::bshd; }, "layout");
+      break;
+    }
+    add(std::string("LayoutBshd_") + dtype_name(d), [d](Problem& p) { p.layout = Layout::bshd; p.dtype = d; }, "layout");
+  }
+  for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
+      add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");
+  }
+  return cases;
+}
+
+}  // namespace fa::testing

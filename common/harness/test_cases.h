@@ -1,0 +1,76 @@
+// What the forward and the backward test harnesses share: the sweep of awkward shapes (plus a
+// teacher's hidden cases), per-case seeds, guard bytes after each output, and the bad problems
+// every chapter must refuse.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/harness/chapter.h"
+#include "common/cuda/device_memory.h"
+#include "common/host/host_data.h"
+
+namespace fa::testing {
+
+// Two tiers of test cases. core (ctest's default, scripts/test.sh): every kernel instantiation a
+// chapter has (dtype x head dim x mode x layout) on a few awkward shapes, the hard inputs and the
+// long-context large-logit cases. full (scripts/test.sh --full): every shape at every dtype and
+// head dim. FA_TEST_TIER=core|full picks one; unset, the build's default (cmake/Chapter.cmake:
+// core, or full for the per-case ctest entries that grading uses).
+enum class Tier { core, full };
+Tier test_tier();
+
+// A test shape; problem_of makes it a Problem at one head dim and dtype.
+struct Shape {
+  int batch, heads, kv_heads, seqlen_q, seqlen_k;
+  bool causal;
+};
+Problem problem_of(const Shape& s, int head_dim, Dtype dtype);
+
+struct NamedProblem {
+  std::string name;  // a valid gtest name: B2_H4x2_Sq127_Sk127_D64_causal_bf16
+  Problem problem;
+  InputKind inputs = InputKind::normal;
+};
+
+// The cases of test_tier()'s tier. full: every supported dtype x `head_dims` x the shapes: seqlen 1, 17, 127, 1013; Sq != Sk both
+// ways (including rows that see no key under causal masking); MHA, GQA and MQA; causal and not.
+// Every dtype x head dim also runs the hard inputs (host_data.h: large and tiny logits, constant
+// scores, rare spikes) on a causal 700 x 700 GQA shape. Grids beyond CUDA's 65,535 blocks along y
+// and z: every dtype at the smallest head dim runs batch x heads = 66,048 (short sequences), and
+// the first dtype one head of 8,388,609 query rows (more than 65,535 tiles of 128 rows). Long
+// context, every dtype x head dim: large logits (~+-500) over 70,000 keys for one query row, and
+// over 4,096 keys for 4,096 rows, where a per-tile drift of the running sum adds up over
+// thousands of key tiles. core keeps, per dtype x head dim, five of the shapes, one [B, S, H, D]
+// shape, the hard inputs and the long-context cases, and the large grids at the first dtype.
+// Then the hidden cases of $FA_EXTRA_TESTS_DIR/*.txt that the chapter supports, named Extra_...:
+// one per line, `batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype`, '#' starts
+// a comment; a malformed line throws std::runtime_error naming file:line.
+std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims);
+
+// FA_TEST_VERBOSE=1: the harnesses print every case's errors, passing ones too.
+bool verbose();
+
+// FNV-1a of the case name: each case has its own fresh, replayable inputs.
+std::uint64_t seed_of(const std::string& name);
+
+// Bytes after each output buffer that a kernel must not touch (they stay poisoned).
+constexpr std::size_t kGuardBytes = 256;
+
+// Downloads an output allocated with kGuardBytes extra, checks (EXPECT) that the guard is still
+// poisoned, and returns the output without it.
+std::vector<std::uint8_t> download_guarded(const cuda::DeviceBuffer& buffer, const std::string& what);
+
+struct BadProblem {
+  std::string name;
+  Problem problem;
+  std::string expect;  // a word the error message must contain
+};
+
+// Problems every chapter must refuse with std::invalid_argument: zero head_dim, negative sizes,
+// kv_heads not dividing heads, a non-positive scale, a head_dim or a dtype it does not support.
+std::vector<BadProblem> bad_problems(const Support& support, const Problem& defaults);
+
+}  // namespace fa::testing

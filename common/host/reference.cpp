@@ -1,0 +1,261 @@
+#include "common/host/reference.h"
+
+#include "common/device/constants.h"
+#include "common/host/host_data.h"
+
+#include <Eigen/Dense>
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+namespace fa {
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using FloatMap = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// One (rows, D) slice of a [B, heads, rows, D] tensor, widened to double.
+Matrix slice(const std::vector<float>& t, int b, int h, int heads, int rows, int d) {
+  const std::size_t offset = (static_cast<std::size_t>(b) * heads + h) * rows * d;
+  return FloatMap(t.data() + offset, rows, d).cast<double>();
+}
+
+// P = softmax(scale * Q K^T) with invisible entries exactly 0, and LSE per row; `options`
+// (reference.h) change the scores and add a sink to the denominator. A row with no visible key
+// gets P = 0 and LSE = +inf (see problem.h), or LSE = sigma_h with a sink.
+void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix& k,
+                  const VisibleFn& visible, Matrix& prob, Eigen::VectorXd& lse,
+                  const ScoreOptions& options = {}) {
+  Matrix s = static_cast<double>(p.scale()) * (q * k.transpose());  // (Sq, Sk)
+  const double slope = options.alibi_slopes.empty() ? 0.0 : options.alibi_slopes[h];
+  const double sink = options.sink_logits.empty() ? -kInf : options.sink_logits[h];
+  prob.setZero(p.seqlen_q, p.seqlen_k);
+  lse.resize(p.seqlen_q);
+  for (int i = 0; i < p.seqlen_q; ++i) {
+    double m = sink;  // -inf without a sink
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                        (!visible || visible(b, h, i, j));
+      if (!seen) {
+        s(i, j) = -kInf;
+        continue;
+      }
+      if (options.softcap > 0) s(i, j) = options.softcap * std::tanh(s(i, j) / options.softcap);
+      s(i, j) += slope * (j - (i + p.seqlen_k - p.seqlen_q));
+      m = std::max(m, s(i, j));
+    }
+    if (m == -kInf) {  // no visible key and no sink
+      lse(i) = kInf;
+      continue;
+    }
+    double l = sink == -kInf ? 0.0 : std::exp(sink - m);  // the sink's share of the denominator
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      prob(i, j) = s(i, j) == -kInf ? 0.0 : std::exp(s(i, j) - m);  // max-subtracted: no overflow
+      l += prob(i, j);
+    }
+    prob.row(i) /= l;
+    lse(i) = m + std::log(l);
+  }
+}
+
+
+void check_sizes(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                 const std::vector<float>& v) {
+  p.validate();
+  if (static_cast<std::int64_t>(q.size()) != p.q_elems() ||
+      static_cast<std::int64_t>(k.size()) != p.kv_elems() ||
+      static_cast<std::int64_t>(v.size()) != p.v_elems())
+    throw std::invalid_argument("reference: tensor sizes do not match " + p.describe());
+}
+
+}  // namespace
+
+void check_score_options(const Problem& p, const ScoreOptions& o, const std::string& who) {
+  auto fail = [&](const std::string& what) { throw std::invalid_argument(who + ": " + what); };
+  if (!(std::isfinite(o.softcap) && o.softcap >= 0)) fail("softcap must be finite and >= 0 (0: off)");
+  for (const auto* list : {&o.alibi_slopes, &o.sink_logits}) {
+    const char* name = list == &o.alibi_slopes ? "alibi_slopes" : "sink_logits";
+    if (!list->empty() && static_cast<int>(list->size()) != p.heads)
+      fail(std::string(name) + " needs one value per query head (" + std::to_string(p.heads) + "), got " +
+           std::to_string(list->size()));
+    for (float x : *list)
+      if (!std::isfinite(x)) fail(std::string(name) + " must be finite");
+  }
+}
+
+ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
+                                   const std::vector<float>& k, const std::vector<float>& v,
+                                   const VisibleFn& visible, const ScoreOptions& options) {
+  check_sizes(p, q, k, v);
+  check_score_options(p, options, "reference");
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int d = p.head_dim, dv = p.dv();
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const int kvh = h / p.group_size();
+      Matrix prob;
+      Eigen::VectorXd lse;
+      softmax_rows(p, b, h, slice(q, b, h, p.heads, p.seqlen_q, d),
+                   slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse, options);
+      const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, dv);  // (Sq, Dv)
+      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        out.lse[row0 + i] = lse(i);
+        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = o(i, c);
+      }
+    }
+  }
+  return out;
+}
+
+ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const VisibleFn& visible) {
+  check_sizes(p, q, k, v);
+  if (p.dtype != Dtype::f32) throw std::invalid_argument("fp32_score_forward: f32 problems only, got " + p.describe());
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int d = p.head_dim, dv = p.dv();
+  const float scale_log2 = p.scale() * cuda::kLog2e;                  // rounded as the kernels round it
+  const double scale = static_cast<double>(scale_log2) * cuda::kLn2D;  // back to natural-log units
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
+      const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
+      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      std::vector<double> s(p.seqlen_k), acc(dv);
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const float* q_i = &q[(row0 + i) * d];
+        double m = -kInf;
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
+          float dot = 0.0f;
+          for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
+          const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                            (!visible || visible(b, h, i, j));
+          s[j] = seen ? scale * dot : -kInf;
+          m = std::max(m, s[j]);
+        }
+        if (m == -kInf) {  // no visible key (problem.h): O row stays 0
+          out.lse[row0 + i] = kInf;
+          continue;
+        }
+        double l = 0;
+        for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = s[j] == -kInf ? 0.0 : std::exp(s[j] - m));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          if (s[j] == 0.0) continue;
+          for (int c = 0; c < dv; ++c) acc[c] += s[j] * v[v0 + static_cast<std::size_t>(j) * dv + c];
+        }
+        out.lse[row0 + i] = m + std::log(l);
+        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = acc[c] / l;
+      }
+    }
+  }
+  return out;
+}
+
+ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
+                                        const std::vector<float>& k, const std::vector<float>& v,
+                                        const VisibleFn& visible, const ScoreOptions& options) {
+  check_sizes(p, q, k, v);
+  check_score_options(p, options, "reference");
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int d = p.head_dim, dv = p.dv();
+  const float scale = p.scale();
+  const float softcap = static_cast<float>(options.softcap);
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int h = 0; h < p.heads; ++h) {
+      const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
+      const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
+      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+      const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
+      const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
+      std::vector<float> s(p.seqlen_k), acc(dv);
+      for (int i = 0; i < p.seqlen_q; ++i) {
+        const float* q_i = &q[(row0 + i) * d];
+        float m = sink;  // the options as reference.h orders them, in float
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          float dot = 0.0f;
+          for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
+          const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                            (!visible || visible(b, h, i, j));
+          float x = scale * dot;
+          if (softcap > 0) x = softcap * std::tanh(x / softcap);
+          x += slope * static_cast<float>(j - (i + p.seqlen_k - p.seqlen_q));
+          s[j] = seen ? x : -kInfF;
+          m = std::max(m, s[j]);
+        }
+        if (m == -kInfF) {  // no visible key and no sink (problem.h)
+          out.lse[row0 + i] = kInf;
+          continue;  // O row stays 0
+        }
+        float l = sink == -kInfF ? 0.0f : std::exp(sink - m);  // the sink's share of the denominator
+        for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        for (int j = 0; j < p.seqlen_k; ++j) {
+          const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
+          for (int c = 0; c < dv; ++c) acc[c] += p_ij * v[v0 + static_cast<std::size_t>(j) * dv + c];
+        }
+        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = round_to_dtype(acc[c], p.dtype);
+        out.lse[row0 + i] = m + std::log(l);
+      }
+    }
+  }
+  return out;
+}
+
+ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
+                                     const std::vector<float>& k, const std::vector<float>& v,
+                                     const std::vector<float>& dout, const VisibleFn& visible) {
+  check_sizes(p, q, k, v);
+  if (p.dv() != p.head_dim)
+    throw std::invalid_argument("reference_backward: V's head dim must be Q and K's (no chapter's backward takes "
+                                "another), got " + p.describe());
+  if (static_cast<std::int64_t>(dout.size()) != p.o_elems())
+    throw std::invalid_argument("reference: dout size does not match " + p.describe());
+  ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),
+                        std::vector<double>(p.kv_elems())};
+  const int d = p.head_dim;
+  const double scale = p.scale();
+  // Parallel over (b, kv head): the query heads of one group add into the same dK, dV.
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int b = 0; b < p.batch; ++b) {
+    for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
+      const Matrix kj = slice(k, b, kvh, p.kv_heads, p.seqlen_k, d);
+      const Matrix vj = slice(v, b, kvh, p.kv_heads, p.seqlen_k, d);
+      Matrix dk = Matrix::Zero(p.seqlen_k, d), dv = Matrix::Zero(p.seqlen_k, d);
+      for (int h = kvh * p.group_size(); h < (kvh + 1) * p.group_size(); ++h) {
+        const Matrix qi = slice(q, b, h, p.heads, p.seqlen_q, d);
+        const Matrix doi = slice(dout, b, h, p.heads, p.seqlen_q, d);
+        Matrix prob;
+        Eigen::VectorXd lse;
+        softmax_rows(p, b, h, qi, kj, visible, prob, lse);
+        const Matrix o = prob * vj;
+        // dS = P o (dP - D), D_i = rowsum(dO_i o O_i) = rowsum(P_i o dP_i)
+        const Matrix dp = doi * vj.transpose();                      // (Sq, Sk)
+        const Eigen::VectorXd di = (doi.array() * o.array()).rowwise().sum();
+        const Matrix ds = (prob.array() * (dp.colwise() - di).array()).matrix();
+        dv += prob.transpose() * doi;
+        dk += scale * ds.transpose() * qi;
+        const Matrix dq = scale * ds * kj;
+        const std::size_t q0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q * d;
+        for (Eigen::Index n = 0; n < dq.size(); ++n) out.dq[q0 + n] = dq.data()[n];
+      }
+      const std::size_t k0 = (static_cast<std::size_t>(b) * p.kv_heads + kvh) * p.seqlen_k * d;
+      for (Eigen::Index n = 0; n < dk.size(); ++n) {
+        out.dk[k0 + n] = dk.data()[n];
+        out.dv[k0 + n] = dv.data()[n];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace fa
