@@ -238,6 +238,11 @@ def ctest_names(ctest, build, part, regex=None):
 _listed = None
 
 
+def _per_case_off(build):
+    cache = Path(build) / "CMakeCache.txt"
+    return not (cache.exists() and re.search(r"^FA_TESTS_PER_CASE:BOOL=ON$", cache.read_text(errors="replace"), re.M))
+
+
 def check(args, root, rows):
     problems = []
     def bad(msg):
@@ -309,6 +314,18 @@ def check(args, root, rows):
             "(python3 scripts/check_todos.py --write regenerates it)")
 
     if args.build:
+        # The rubric's per-chapter CPU table: its "CPU tests" column is the build's count.
+        cpu_counts = {}
+        for name, label in (listed_cases(args.build) if _per_case_off(args.build) else
+                            [(n, "cpu") for n in ctest_names(args.ctest, args.build, "cpu")]):
+            if label == "cpu":
+                chapter = name.split(".")[0]
+                cpu_counts[chapter[:2]] = cpu_counts.get(chapter[:2], 0) + 1
+        for m in re.finditer(r"^\| ((?:\d\d, )*\d\d) \| (\d+) \| (\d+) \|", rubric, re.M):
+            for number in m.group(1).split(", "):
+                if number in cpu_counts and cpu_counts[number] != int(m.group(2)):
+                    bad(f"docs/grading_rubric.md: chapter {number} has {cpu_counts[number]} CPU tests in "
+                        f"{args.build}, the table says {m.group(2)}")
         for r in rows:
             names = ctest_names(args.ctest, args.build, r["part"], r["tests"])
             where = f"{args.todos.name}:{r['line']}"
