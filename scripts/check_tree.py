@@ -19,9 +19,10 @@ from pathlib import Path
 MAX_LINES = 450
 # The regex is assembled so that this file does not match it.
 DEVELOPMENT = "[Ss]ess" + "ion ?[0-9]|iss" + "ue [0-9]"
-# README -> (fewest, most) changed lines of its lesson diff, where the size is the point: 06 -> 07
-# adds the block-sparse walk to 06's kernel, a few dozen lines, not a whole kernel.
-LESSONS = {"07_block_sparse/README.md": (15, 80)}
+# README -> (fewest, most) changed lines of its lesson diff, and a word its added lines must use,
+# where the size is the point: 06 -> 07 adds the block-sparse walk (walk_length, walk_tile) to 06's
+# kernel, a few dozen lines, not a whole kernel.
+LESSONS = {"07_block_sparse/README.md": (15, 80, "walk")}
 
 root = Path(sys.argv[1] if len(sys.argv) > 1 else Path(__file__).resolve().parent.parent).resolve()
 problems = []
@@ -88,9 +89,11 @@ for readme in tracked("[0-9][0-9]_*/README.md"):
             problems.append(f"{where}: `{command}` shares no line between the two files: the lesson is lost "
                             "(does a pattern no longer match?)")
         if str(readme) in LESSONS:
-            low, high = LESSONS[str(readme)]
+            low, high, word = LESSONS[str(readme)]
             if not low <= changed <= high:
                 problems.append(f"{where}: the lesson diff changes {changed} lines, expected {low}-{high}")
+            if not any(l.startswith("+") and word in l for l in body):
+                problems.append(f"{where}: no added line of the lesson diff mentions '{word}': the idea is not in it")
         print(f"{where}: {changed} changed lines, {context} shared")
 
 for p in problems:
