@@ -45,19 +45,6 @@ done
 [[ -n $build ]] || build=$(dirname "$0")/../build
 [[ -f $build/CTestTestfile.cmake ]] || { echo "grade.sh: $build is not a configured build directory" >&2; exit 2; }
 build=$(cd "$build" && pwd)
-# Grading reads one ctest entry per test case (cmake/Chapter.cmake: FA_TESTS_PER_CASE, on in
-# FA_STUDENT builds). A build that registers its tests in shards (a plain build, a student's own
-# repository) is reconfigured with it and its tests relinked first.
-if ! grep -q '^FA_TESTS_PER_CASE:BOOL=ON$' "$build/CMakeCache.txt"; then
-  echo "grade.sh: $build runs its tests in shards; reconfiguring it with -DFA_TESTS_PER_CASE=ON" \
-       "(one ctest entry per case, which grading reads)" >&2
-  cmake "$build" -DFA_TESTS_PER_CASE=ON >"$build/grade_configure.log" 2>&1 ||
-    { echo "grade.sh: reconfiguring $build failed (see $build/grade_configure.log)" >&2; exit 2; }
-  keep_going=(-k 0); grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$build/CMakeCache.txt" || keep_going=(-k)
-  # Past a chapter that does not build: its test binary is missing, and the chapter scores 0.
-  cmake --build "$build" -j "$jobs" -- "${keep_going[@]}" >"$build/grade_build.log" 2>&1 ||
-    echo "grade.sh: some targets of $build did not build (see $build/grade_build.log)" >&2
-fi
 absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 [[ -n $tsv ]] && tsv=$(absolute "$tsv")
 [[ -n $todo_tsv ]] && todo_tsv=$(absolute "$todo_tsv")
@@ -67,8 +54,31 @@ if [[ -n $perf ]]; then
   [[ -d $perf ]] || { echo "grade.sh: --perf $perf is not a build directory" >&2; exit 2; }
   perf=$(cd "$perf" && pwd)
 fi
+restore_shards="" keep_going=()
 results=$(mktemp -d)
-trap 'rm -rf "$results"' EXIT
+finish() {
+  rm -rf "$results"
+  if [[ -n $restore_shards ]]; then
+    cmake "$build" -DFA_TESTS_PER_CASE=OFF >>"$build/grade_configure.log" 2>&1 &&
+      cmake --build "$build" -j "$jobs" -- "${keep_going[@]}" >>"$build/grade_build.log" 2>&1 ||
+      echo "grade.sh: setting $build back to shards failed (see $build/grade_build.log)" >&2
+  fi
+}
+trap finish EXIT
+# Grading reads one ctest entry per test case (cmake/Chapter.cmake: FA_TESTS_PER_CASE, on in
+# FA_STUDENT builds). A build that registers its tests in shards (a plain build, a student's own
+# repository) is reconfigured with it and its tests relinked first, and set back when grading ends.
+if ! grep -q '^FA_TESTS_PER_CASE:BOOL=ON$' "$build/CMakeCache.txt"; then
+  restore_shards=1
+  echo "grade.sh: $build runs its tests in shards; reconfiguring it with -DFA_TESTS_PER_CASE=ON" \
+       "(one ctest entry per case, which grading reads)" >&2
+  cmake "$build" -DFA_TESTS_PER_CASE=ON >"$build/grade_configure.log" 2>&1 ||
+    { echo "grade.sh: reconfiguring $build failed (see $build/grade_configure.log)" >&2; exit 2; }
+  keep_going=(-k 0); grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$build/CMakeCache.txt" || keep_going=(-k)
+  # Past a chapter that does not build: its test binary is missing, and the chapter scores 0.
+  cmake --build "$build" -j "$jobs" -- "${keep_going[@]}" >"$build/grade_build.log" 2>&1 ||
+    echo "grade.sh: some targets of $build did not build (see $build/grade_build.log)" >&2
+fi
 
 chapters=()
 for dir in "$build"/[0-9][0-9]_*/; do
