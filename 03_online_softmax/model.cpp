@@ -29,7 +29,7 @@ float warp_sum(std::array<float, 32> x) {
 
 Update step(RowState& row, float s) {
   Update u{1.0f, 0.0f};
-  // BEGIN SOLUTION: if s raises row.m: u.alpha = exp(m_old - s), row.l *= u.alpha, row.m = s; then u.p = exp(s - row.m), row.l += u.p
+  // BEGIN SOLUTION: fold one score into the running max and sum, so that l stays the sum of exp(s - m) over the keys seen; u reports the rescale factor and s's weight (README: Algorithm, and its worked example)
   if (s > row.m) {                  // the max grows: move l (and, in the caller, O) to the new max
     u.alpha = std::exp(row.m - s);  // exp(m_old - m_new) < 1; exp(-inf) = 0 at the first key
     row.l *= u.alpha;

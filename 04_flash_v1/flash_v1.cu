@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(kThreads) flash_v1_kernel(const float* q,  // 
       // Lines 10-11, row by row: m~_ij = rowmax(S_ij), P~_ij = exp(S_ij - m~_ij), l~_ij = rowsum(P~_ij),
       // m_new = max(m_i, m~_ij), l_new = e^(m_i - m_new) l_i + e^(m~_ij - m_new) l~_ij.
       float beta[kMaxPer], inv_l_new[kMaxPer];
-      // BEGIN SOLUTION: lines 10-11 for my rows r (mask S_ij; P~_ij to P_s); store l_new, m_new; beta, inv_l_new; l_i *= alpha
+      // BEGIN SOLUTION: Algorithm 1's lines 10-11 for this thread's rows: the tile's masked, unnormalized P~_ij for the next product, and the merged statistics line 12 needs (README: Walkthrough)
 #pragma unroll
       for (int r = 0; r < kMaxPer; ++r) {
         if (r >= rows) continue;

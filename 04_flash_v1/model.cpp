@@ -51,7 +51,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
           const float m_tilde_ref = m_tilde == -kInf ? 0.0f : m_tilde;
           float l_tilde = 0.0f;  // line 10: P~_ij = exp(S_ij - m~_ij), l~_ij = rowsum(P~_ij)
           for (int c = 0; c < bc; ++c) l_tilde += P[c] = std::exp(P[c] - m_tilde_ref);
-          // BEGIN SOLUTION: lines 8, 11-13: m_new, l_new from (m_i, l_i) and (m~, l~); O_i = (l_i alpha O_i + beta P~ V_j) / l_new; write l_new, m_new back to l_g, m_g
+          // BEGIN SOLUTION: Algorithm 1's lines 8 and 11-13: merge this tile's statistics with the row's running ones, and update O_i so it stays normalized after every tile (README: Algorithm)
           const float m_i = m_g[row], l_i = l_g[row];  // line 8
           const float m_new = std::max(m_i, m_tilde);  // line 11
           const float m_ref = m_new == -kInf ? 0.0f : m_new;

@@ -54,7 +54,7 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
         }
         for (int r = 0; r < rows; ++r) {
           float* s = &S_ij[r * Bc];
-          // BEGIN SOLUTION: m_new, alpha = exp2(c m_i - c m_new), s -> P_ij = exp2(c s - c m_new), l_i = alpha l_i + rowsum(P_ij), m_i = m_new, O_i = alpha O_i + P_ij V_j
+          // BEGIN SOLUTION: FlashAttention-2's per-tile update in exp2 units: O_i, l_i stay unnormalized until the end, rescaled only when the max grows; where the max holds, the rescale factor must be exactly 1 (README: Algorithm)
           const float m_new = std::max(m_i[r], *std::max_element(s, s + Bc));
           const float m_use = m_new == -inf ? 0.0f : m_new;  // a row that has seen nothing yet
           const float m_scaled = m_use * scale_log2;

@@ -167,7 +167,7 @@ __device__ __forceinline__ void mask_scores(ScoreTile<kD>& S_ij, int i_first, in
 template <int kD, bool kExp2, class L>
 __device__ __forceinline__ void softmax_step(ScoreTile<kD>& S_ij, float (&m_i)[4], float (&l_i)[4], OutTile<kD>& O_i,
                                              float scale_log2) {
-  // BEGIN SOLUTION: per row a: m_new = max(m_i, row max of S_ij over the 8 lanes: L::row_reduce<true>), m_scaled = __fmul_rn(m_new, scale_log2), alpha = score_exp<kExp2>(__fmul_rn(m_i, scale_log2) - m_scaled); l_i and O_i *= alpha; S_ij -> P_ij = score_exp<kExp2>(fmaf(S_ij, scale_log2, -m_scaled)); l_i += P_ij
+  // BEGIN SOLUTION: the online softmax of one tile for this thread's rows: a row's keys span 8 lanes (the layout's row_reduce), the scale folds into the exponent, S_ij becomes P_ij in place; keep alpha exactly 1 where the max holds, so no fused multiply-add may round it (README: Walkthrough)
 #pragma unroll
   for (int a = 0; a < 4; ++a) {
     float m = S_ij[a][0];

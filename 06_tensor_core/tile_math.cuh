@@ -192,7 +192,7 @@ __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, in
 template <class C>
 __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>& P_ij, WarpRows<C>& w,
                                              float scale_log2) {
-  // BEGIN SOLUTION: per row (mt, h): m = quad max (xor 1, 2) of w.m and S_ij, m' = __fmul_rn(m, scale_log2) (0 if -inf), alpha = fast_exp2(__fmul_rn(w.m, scale_log2) - m'); w.O *= alpha (kLazyRescale: only if some row's max grew, __any_sync); P = fast_exp2(S scale_log2 - m') -> P_ij A fragments (pack2); w.m = m, w.l = w.l alpha + sum P
+  // BEGIN SOLUTION: 05's online softmax on the mma fragments: a row's keys sit in one quad; P_ij leaves as the A fragments of P V without touching shared memory; the lazy rescale may skip O only where alpha is exactly 1 (README: Algorithm, The fragments, The lazy rescale, Pitfalls)
   constexpr float kInf = std::numeric_limits<float>::infinity();
   float m_scaled[C::kMTiles][2], alpha[C::kMTiles][2];
   bool grew = false;  // did the max of any of this thread's rows grow?
@@ -250,7 +250,7 @@ __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>&
 // O_i += P_ij V_j: one LDSM.T of V feeds 2 kM mmas.
 template <class C>
 __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_ij, std::uint32_t V_j, int lane_a) {
-  // BEGIN SOLUTION: w.O += P_ij V_j: per 16-key step kk and 16 dims nb, one ldmatrix_x4_trans of V_j, two mma_16816 per mt with A = P_ij[mt][kk]
+  // BEGIN SOLUTION: w.O += P_ij V_j on the tensor cores: V_j is row-major in shared memory but the mma wants it as B, and one load should feed every m-tile of the warp (README: ldmatrix: two orders and a transpose)
 #pragma unroll
   for (int kk = 0; kk < C::Bc / 16; ++kk) {
 #pragma unroll

@@ -175,7 +175,7 @@ __device__ __forceinline__ void probs(float (&S)[4][Traits<kD>::kRows], float* P
 // dS_ij = P_ij o (dP_ij - D_i), written over P_ij in P_s: each thread rewrites the entries it wrote.
 template <int kD>
 __device__ __forceinline__ void grads(float* P_t, const float (&dP)[4][Traits<kD>::kRows], const float* D_s, int tx) {
-  // BEGIN SOLUTION: for my query rows r = tx + 8b: P_s's float4 of my 4 keys (at P_t) = P o (dP[a][b] - D_s[r])
+  // BEGIN SOLUTION: turn this thread's P_ij in shared memory into dS_ij, the softmax's gradient, using dP_ij and the row's D_i (README: Algorithm)
 #pragma unroll
   for (int b = 0; b < Traits<kD>::kRows; ++b) {
     const int r = tx + 8 * b;
@@ -197,7 +197,7 @@ template <int kD>
 __device__ __forceinline__ void add_dq(float* dQ_g, const float* P_s, const float* K_s, int qrow, int qcol, int tx,
                                        int rows, int D, float scale) {
   using T = Traits<kD>;
-  // BEGIN SOLUTION: dQ (rows qrow + 4a, columns qcol + 32c + 4tx + e) = dS_ij K_j over the Bc keys (a float4 of dS in P_s holds keys k16 + g + 4e: p_column), then atomicAdd scale * dQ into dQ_g (rows < rows, columns < D)
+  // BEGIN SOLUTION: this tile's share of dQ_i = scale dS_ij K_j for this thread's rows and columns, added into global dQ, which other key tiles add to at the same time (README: Walkthrough; P_s's layout: p_column)
   float dQ[T::kQRows][4 * T::kQChunks] = {};  // rows qrow + 4a, columns qcol + 32c + 4tx + e
 #pragma unroll 1
   for (int k16 = 0; k16 < T::Bc; k16 += 16) {

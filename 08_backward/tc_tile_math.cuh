@@ -93,7 +93,7 @@ __device__ __forceinline__ void probs_and_grads(ScoreTile<C>& S, ScoreTile<C>& d
                                                 const RowStats<C>& rs, const WarpTiles<C>& w, const TcParams& prm,
                                                 int i0, int j0, bool half_on) {
   using T = typename C::T;
-  // BEGIN SOLUTION: per (mt, nt, e): P = fast_exp2(S scale_log2 - rs.lse2) (0 if masked), dS = P (dP - rs.D_r); pack2 pairs of both into sm.P_p, sm.dS_p at pair_address(w.lane_store, 16 mt + 8 h, 8 nt, Bc)
+  // BEGIN SOLUTION: recompute P_ij from the forward's LSE (exactly as the forward's exponent rounds it), form dS_ij from dP_ij and D_i, and leave both in shared memory in T for the three products that read them (README: Algorithm; tensor_cores.md)
 #pragma unroll
   for (int mt = 0; mt < C::kSM; ++mt) {
 #pragma unroll

@@ -134,7 +134,7 @@ __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std
   const int lane = threadIdx.x % 32;
   wait_on_prerequisites();  // every piece written (the split kernel has completed)
   if (row >= out_rows) return;
-  // BEGIN SOLUTION: combine_row's merge over the row's pieces (LSE_s: prm.lse_part[row * splits + s], O_s: prm.o_part + (row * splits + s) * kD): m = the largest LSE_s (skip +inf: no key); if m is finite, for each piece with a finite LSE_s: w = __expf(LSE_s - m), total += w, o[c] += w * O_s[lane + 32 c]
+  // BEGIN SOLUTION: split_plan.cpp's combine_row for one row, a warp per row: weigh each piece's O_s by its share of the row's softmax mass, taken from its LSE_s; a piece that saw no key weighs nothing (README: The split plan)
   // STUB: float m = -kInf, total = 0.0f, o[kD / 32] = {};  // the stub merges nothing: O = 0, LSE = +inf
   const float* lse = prm.lse_part + row * prm.splits;
   float m = -kInf;

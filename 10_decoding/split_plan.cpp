@@ -27,7 +27,7 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
     throw std::invalid_argument("plan_splits: needs tiles >= 1, key_blocks >= 0, slots >= 1, max_splits >= 1; got " +
                                 std::to_string(tiles) + ", " + std::to_string(key_blocks) + ", " + std::to_string(slots) +
                                 ", " + std::to_string(max_splits));
-  // BEGIN SOLUTION: split_plan.h's one-wave rule: no split (one piece of key_blocks tiles, efficiency wave_efficiency(tiles, slots)) when key_blocks <= 1 or tiles >= 0.8 slots; else s = the most pieces with tiles x s <= slots, s <= key_blocks, s <= max_splits; blocks_per_split = ceil_div(key_blocks, s), splits = the fewest pieces of that length; efficiency = wave_efficiency(tiles x splits, slots)
+  // BEGIN SOLUTION: split_plan.h's one-wave rule: split the key range only when the unsplit grid fills less than 80% of one wave's slots, into as many equal pieces as one wave holds, and report the wave's efficiency (README: The split plan)iciency(tiles x splits, slots)
   // STUB: const int splits = key_blocks > 1 ? 2 : 1;  // not the rule: two pieces, so that the kernels' combine runs
   // STUB: return {.splits = splits, .blocks_per_split = ceil_div(key_blocks, splits), .efficiency = wave_efficiency(tiles * splits, slots)};
   SplitPlan plan{.splits = 1, .blocks_per_split = key_blocks, .efficiency = wave_efficiency(tiles, slots)};
@@ -46,7 +46,7 @@ void combine_row(const std::vector<double>& o_parts, const std::vector<double>& 
   const std::size_t splits = lse_parts.size();
   if (head_dim < 1 || o_parts.size() != splits * head_dim)
     throw std::invalid_argument("combine_row: o_parts must hold one row of head_dim values per split");
-  // BEGIN SOLUTION: split_plan.h's merge: M = max(sink, the LSE_s that are finite: +inf saw no key and weighs nothing); o = sum_s w_s O_s / L with w_s = e^(LSE_s - M), L = sum_s w_s + e^(sink - M); lse = M + log(L); with no key and no sink (M = -inf): o = 0, lse = +inf
+  // BEGIN SOLUTION: split_plan.h's merge: the pieces' O_s and LSE_s (and the sink's logit, once) into the row's O and LSE, safe against overflow and against pieces that saw no key (README: The split plan)
   // STUB: o.assign(head_dim, 0.0);  // the stub merges nothing: O = 0 and LSE = +inf
   // STUB: lse = kInf;
   auto weighs = [](double l) { return l != kInf && l != -kInf; };  // +inf: the split saw no key
