@@ -7,8 +7,11 @@
 #   cmake -S . -B build-student -DFA_STUDENT=ON [-DFA_STUDENT_DIR=DIR] && cmake --build build-student
 #   FA_EXTRA_TESTS_DIR=/path/to/hidden bash scripts/grade.sh build-student
 #
-#   bash scripts/grade.sh [BUILD_DIR] [--tsv FILE] [--todo-tsv FILE] [--todos FILE] [--jobs N]
-#        [--timeout SECONDS] [--chapter-timeout SECONDS] [--perf SOLUTION_BUILD [--perf-tsv FILE]]
+#   bash scripts/grade.sh [BUILD_DIR] [--chapter NN[,NN...]] [--tsv FILE] [--todo-tsv FILE] [--todos FILE]
+#        [--jobs N] [--timeout SECONDS] [--chapter-timeout SECONDS] [--perf SOLUTION_BUILD [--perf-tsv FILE]]
+# --chapter grades only those chapters (03 or 03_online_softmax; repeatable). Each graded chapter's
+# test binaries are rebuilt first from its sources: one that does not compile scores 0 (never an
+# older binary's result), and grading goes on with the next chapter.
 # BUILD_DIR defaults to ./build. --tsv also writes 'chapter passed total skipped note cpu_passed
 # cpu_total' per chapter. Two parts per chapter: its CPU tests (the algorithm models and CSR
 # builders a student completes without a GPU; they run anywhere) and its GPU tests (the kernels;
@@ -26,7 +29,7 @@
 # build on the same GPU; --perf-tsv writes its rows. Exit status 0 once the tables are printed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build="" tsv="" todo_tsv="" todos=$here/grading/todos.tsv perf="" perf_tsv="" jobs=8 timeout=300 chapter_timeout=900
+build="" only="" tsv="" todo_tsv="" todos=$here/grading/todos.tsv perf="" perf_tsv="" jobs=8 timeout=300 chapter_timeout=900
 while (($#)); do
   case $1 in
     --tsv) tsv=$2; shift 2 ;;
@@ -37,7 +40,8 @@ while (($#)); do
     --jobs) jobs=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --chapter-timeout) chapter_timeout=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --chapter) only=${only:+$only,}$2; shift 2 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) echo "grade.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
@@ -82,8 +86,33 @@ fi
 
 chapters=()
 for dir in "$build"/[0-9][0-9]_*/; do
-  [[ -f $dir/CTestTestfile.cmake ]] && chapters+=("$(basename "$dir")")
+  ch=$(basename "$dir")
+  [[ -f $dir/CTestTestfile.cmake ]] || continue
+  # --chapter: only the chapters named (by number or folder name).
+  [[ -z $only || ,$only, == *,${ch:0:2},* || ,$only, == *,$ch,* ]] && chapters+=("$ch")
 done
+((${#chapters[@]})) || { echo "grade.sh: no chapter of $build matches --chapter $only" >&2; exit 2; }
+
+# A chapter's test binaries are built afresh before it is graded, after removing the old ones: a
+# source that no longer compiles leaves no binary of an earlier build behind, and its tests then
+# fail (ctest's <chapter>.NOT_BUILT), so the chapter scores 0, while the next chapter is graded.
+if grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$build/CMakeCache.txt"; then
+  build_targets=$(ninja -C "$build" -t targets all 2>/dev/null | sed 's/:.*//')
+else
+  build_targets=$(cmake --build "$build" --target help 2>/dev/null | sed -n 's/^\.\.\. \([^ ]*\).*/\1/p')
+fi
+rebuild_chapter() {
+  local ch=$1 t wanted=()
+  for t in "${ch}_cpu_tests" "${ch}_tests"; do
+    grep -qx "$t" <<<"$build_targets" && wanted+=("$t")
+  done
+  ((${#wanted[@]})) || return 0
+  for t in "${wanted[@]}"; do rm -f "$build/$ch/$t"; done
+  if ! cmake --build "$build" -j "$jobs" --target "${wanted[@]}" >>"$build/grade_build.log" 2>&1; then
+    echo "grade.sh: $ch does not build (see $build/grade_build.log): the tests of what did not build score 0" >&2
+    touch "$results/$ch.build_failed"
+  fi
+}
 # run_part CHAPTER PART LABEL: the chapter's tests with that label, under the chapter time limit.
 run_part() {
   local ch=$1 part=$2 label=$3 rc=0
@@ -98,6 +127,7 @@ run_part() {
   fi
 }
 for ch in "${chapters[@]}"; do
+  rebuild_chapter "$ch"
   run_part "$ch" cpu cpu
   # fa_register_gtests (cmake/Chapter.cmake) names this file in the folder's CTestTestfile.cmake.
   if ! grep -q "${ch}_tests_extra_cases.cmake" "$build/$ch/CTestTestfile.cmake"; then
@@ -110,7 +140,8 @@ for ch in "${chapters[@]}"; do
   fi
 done
 
-python3 - "$results" "$tsv" "$todos" "$todo_tsv" "${chapters[@]}" <<'EOF'
+GRADE_ONLY=$only python3 - "$results" "$tsv" "$todos" "$todo_tsv" "${chapters[@]}" <<'EOF'
+import os
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -162,6 +193,8 @@ for ch in chapters:
             notes.append("no GPU tests ran (see ctest -L gpu)")
     else:
         notes.append({"no-gpu-tests": "no GPU tests in this build", "not-built": "NOT BUILT (compile error?)"}[status[ch]])
+    if (results / f"{ch}.build_failed").exists():
+        notes.insert(0, "DOES NOT BUILD (grade_build.log): its missing tests score 0")
     rows.append((ch, passed, total, skipped, ", ".join(notes), cpu_passed, cpu_total))
 
 width = max([len("chapter")] + [len(r[0]) for r in rows])
@@ -191,6 +224,8 @@ for line in Path(todos).read_text().splitlines():
         header = cells
         continue
     todo_rows.append(dict(zip(header, cells)))
+if os.environ.get("GRADE_ONLY"):  # --chapter: the rows of the chapters graded
+    todo_rows = [t for t in todo_rows if t["chapter"] in chapters]
 graded_rows = []  # (chapter, file, region, part, passed, total, skipped, baseline, fraction, points, max, note)
 for t in todo_rows:
     ch, part, regex, mx = t["chapter"], t["part"], re.compile(t["tests"]), float(t["points"])
