@@ -223,9 +223,7 @@ def listed_cases(build):
 def ctest_names(ctest, build, part, regex=None):
     """The names of the tests of a part (label) that regex selects: `ctest -N` of a per-case build,
     else the cases the test binaries list (listed_cases)."""
-    cache = Path(build) / "CMakeCache.txt"
-    per_case = cache.exists() and re.search(r"^FA_TESTS_PER_CASE:BOOL=ON$", cache.read_text(errors="replace"), re.M)
-    if not per_case:
+    if _per_case_off(build):
         global _listed
         if _listed is None:
             _listed = listed_cases(build)
@@ -316,11 +314,8 @@ def check(args, root, rows):
     if args.build:
         # The rubric's per-chapter CPU table: its "CPU tests" column is the build's count.
         cpu_counts = {}
-        for name, label in (listed_cases(args.build) if _per_case_off(args.build) else
-                            [(n, "cpu") for n in ctest_names(args.ctest, args.build, "cpu")]):
-            if label == "cpu":
-                chapter = name.split(".")[0]
-                cpu_counts[chapter[:2]] = cpu_counts.get(chapter[:2], 0) + 1
+        for name in ctest_names(args.ctest, args.build, "cpu"):
+            cpu_counts[name[:2]] = cpu_counts.get(name[:2], 0) + 1
         for m in re.finditer(r"^\| ((?:\d\d, )*\d\d) \| (\d+) \| (\d+) \|", rubric, re.M):
             for number in m.group(1).split(", "):
                 if number in cpu_counts and cpu_counts[number] != int(m.group(2)):

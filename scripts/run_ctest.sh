@@ -51,11 +51,11 @@ done < <(FA_CASE_COUNTS=$counts OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --te
          echo "${PIPESTATUS[0]}" >"$status_file")
 status=$(<"$status_file")
 
-# A GPU entry runs many gtest cases (a shard of a test binary): count those too, from the log of
-# every entry's output (ctest's JUnit file holds each entry's output), and name each failing case.
-lastlog=$junit
+# A GPU entry runs many gtest cases (a shard of a test binary): count those too (each binary's
+# main appends its counts to $counts), and name each failing case from ctest's JUnit file, which
+# holds the output of every entry that failed.
 read -r cases case_fails case_skips < <(awk '{p += $1; f += $2; s += $3} END {print p + 0, f + 0, s + 0}' "$counts")
-mapfile -t failed_cases < <(grep -h '^\[  FAILED  \] [A-Za-z]' "$lastlog" 2>/dev/null | sed 's/^\[  FAILED  \] //; s/,.*//; s/ ([0-9]* ms)$//' | sort -u)
+mapfile -t failed_cases < <(grep -h '^\[  FAILED  \] [A-Za-z]' "$junit" 2>/dev/null | sed 's/^\[  FAILED  \] //; s/,.*//; s/ ([0-9]* ms)$//' | sort -u)
 echo "== $total ctest entries: $passed passed, $failed failed, $skipped skipped" \
      "($cases test cases passed, $case_fails failed, $case_skips skipped)"
 for name in "${failures[@]:0:20}"; do echo "   failed: $name"; done

@@ -91,15 +91,14 @@ def gpu_slug(name):
 
 
 def results_header(folder, meta, context):
-    """The results file's header: what ran, where, when and how, from the run's own records."""
+    """(GPU name, the results file's header): what ran, where, when and how, from the run's own records."""
     def read(name):
         path = os.path.join(folder, name)
         return open(path).read().strip() if os.path.exists(path) else ""
     env = read("env.txt")
     driver = re.search(r"Driver Version:\s*(\S+)", env)
-    if not meta.get("gpu"):  # no PyTorch stage in this run: nvidia-smi -L's name
-        listed = re.search(r"^GPU 0: (.*?) \(UUID", env, re.M)
-        meta = dict(meta, gpu=listed.group(1) if listed else "?")
+    listed = re.search(r"^GPU 0: (.*?) \(UUID", env, re.M)  # nvidia-smi -L: where no PyTorch stage ran
+    meta = dict(meta, gpu=meta.get("gpu") or (listed.group(1) if listed else "?"))
     nvcc = re.search(r"release (\d+\.\d+)", env)
     rows = [("date (UTC)", context.get("date", "?")), ("commit", read("commit.txt") or "?"),
             ("GPU", meta.get("gpu", "?")), ("driver", driver.group(1) if driver else "?"),
@@ -112,7 +111,7 @@ def results_header(folder, meta, context):
              "(Google Benchmark, CUDA events, median iteration) and PyTorch's "
              "`scaled_dot_product_attention` backends on the same shapes, on the same GPU.", "",
              "| run | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + ["", ""]
-    return "\n".join(lines)
+    return meta["gpu"], "\n".join(lines)
 
 
 def fmt(x):
@@ -173,8 +172,8 @@ def main():
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     if args.results:
-        header = results_header(folder, meta, context)
-        path = os.path.join(args.results, f"results_{gpu_slug(header.splitlines()[0][len('# Results on the '):])}.md")
+        gpu, header = results_header(folder, meta, context)
+        path = os.path.join(args.results, f"results_{gpu_slug(gpu)}.md")
         with open(path, "w") as f:
             f.write(header + (args.note + "\n\n" if args.note else "") + text + extra)
         print(f"{path}: written")

@@ -9,15 +9,15 @@
 #   bash scripts/test.sh --full    the full sweep: every shape at every dtype and head dim
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tier=()
+full=""
 case ${1:-} in
-  --full) tier=(--full) ;;
+  --full) full=1 ;;
   "") ;;
   *) echo "usage: bash scripts/test.sh [--full]" >&2; exit 2 ;;
 esac
 bash scripts/setup_deps.sh
 bash scripts/configure.sh
-if ((${#tier[@]})); then
+if [[ -n $full ]]; then
   # The full tier's GPU entries exist when ctest sees FA_TEST_TIER=full (cmake/Chapter.cmake); the
   # core tier's (a subset of it) are left out.
   FA_TEST_TIER=full bash scripts/run_ctest.sh build -LE '^core$'

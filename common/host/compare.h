@@ -20,9 +20,14 @@ struct Tolerance {
   double rtol;
 };
 
-// The tolerance for a chapter's output O and LSE in a given dtype. The reasoning is written
-// where it is defined, in compare.cpp.
+// The tolerance for a chapter's output O in a given dtype. The reasoning is written where it is
+// defined, in compare.cpp.
 Tolerance output_tolerance(Dtype dtype);
+
+// The tolerance for LSE (float32 in every dtype), given the largest error of a plain
+// same-precision implementation's LSE on the same inputs (0 where none was computed). Why it has
+// almost no relative part: compare.cpp.
+Tolerance lse_tolerance(double plain_lse_error);
 
 struct Mismatch {
   std::int64_t index;
