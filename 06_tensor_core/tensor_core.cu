@@ -12,24 +12,12 @@ namespace {
 // The tile for head dim D (a multiple of 8): with_tile (tensor_core.cuh) picks the next of 32, 64,
 // 96, 128, 192, 256. The columns D .. kD - 1 are zero-filled in shared memory and never read from
 // or written to global memory (copy_tile, write_rows); tiles.md: "Every head dim".
-// In the 64 and 128 tiles on sm_90 ([B, H, S, D]), K_j and V_j come by the copy engine (Config::kTmaKV).
 template <class T>
-void dispatch(const fa::Problem& p, const void* k, const void* v, const Params& prm, cudaStream_t stream) {
+void dispatch(const fa::Problem& p, const Params& prm, cudaStream_t stream) {
   with_tile(p.head_dim, [&](auto kd, auto padded) {
-    constexpr int kD = decltype(kd)::value;
-    using C = ChapterConfig<T, kD, decltype(padded)::value>;
-    if (p.layout == fa::Layout::bshd) return launch<C, true>(prm, stream);  // [B, S, H, D]: BlockInputs' strides
-    if constexpr (kD == 128 || kD == 64) {
-      if (fa::cuda::compute_capability() >= 90) {
-        using Ctma = ChapterConfig<T, kD, decltype(padded)::value, true>;
-        const bool bf16 = p.dtype == fa::Dtype::bf16;
-        const std::uint64_t kv_bh = std::uint64_t(p.batch) * p.kv_heads;
-        const KVMaps maps{fa::cuda::make_tma(k, bf16, kv_bh, p.seqlen_k, p.head_dim, Ctma::Bc, 64),
-                          fa::cuda::make_tma(v, bf16, kv_bh, p.seqlen_k, p.head_dim, Ctma::Bc, 64)};
-        return launch<Ctma, false>(prm, stream, maps);
-      }
-    }
-    launch<C, false>(prm, stream);
+    using C = ChapterConfig<T, decltype(kd)::value, decltype(padded)::value>;
+    if (p.layout == fa::Layout::bshd) launch<C, true>(prm, stream);  // [B, S, H, D]: BlockInputs' strides
+    else launch<C, false>(prm, stream);
   });
 }
 
@@ -53,8 +41,8 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
   const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core");
-  if (p.dtype == fa::Dtype::bf16) dispatch<__nv_bfloat16>(p, k, v, prm, stream);
-  else dispatch<__half>(p, k, v, prm, stream);
+  if (p.dtype == fa::Dtype::bf16) dispatch<__nv_bfloat16>(p, prm, stream);
+  else dispatch<__half>(p, prm, stream);
 }
 
 }  // namespace tensor_core

@@ -195,7 +195,7 @@ RowCol c_element(int lane, int i) {  // c0..c3 of one 16x8 n-tile
   return {g + (i >= 2 ? 8 : 0), 2 * t + i % 2};
 }
 
-// The copy engine's 64-column panels (06's K_j and V_j with Config::kTmaKV): every lane's row
+// The copy engine's 64-column panels (06's step v7_tma_kv, Config::kTmaKV): every lane's row
 // address of every 16x16 block, in both orders, is where the 128-byte swizzle put that row's
 // chunk, for tiles of 64 and 128 rows and 128 or 256 columns.
 TEST(Swizzle, PanelAddressIsWhereTheCopyEngineWrites) {

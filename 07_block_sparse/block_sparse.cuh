@@ -24,7 +24,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "06_tensor_core/tensor_core.cuh"
+#include "common/fa2_tiles/block.cuh"
 #include "07_block_sparse/sparse_tiles.h"
 #include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
@@ -33,10 +33,10 @@
 namespace block_sparse {
 
 // 06's tile math, instruction wrappers and shared-memory layout.
-using namespace tensor_core;
+using namespace fa2;
 
 // 06's arguments and the block mask.
-struct Params : tensor_core::Params {
+struct Params : fa2::Params {
   const int* row_offsets;  // [B * H * Tq + 1] the block mask's CSR rows (Tq = ceil(Sq / kBlockQ))
   const int* col_indices;  // [nnz] each row's active key blocks, ascending
 };
@@ -58,8 +58,9 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;  // fragment coordinates (mma.cuh)
   const int i_tile = query_tile(prm), i0 = i_tile * Br;
-  const BlockInputs<C, kBshd> in(prm, i0);  // kBshd: [B, S, H, D] tensors, as 06 reads them
-  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = head_dim_of<C>(prm);  // D <= kD: 06's zero-padded tile
+  const BlockInputs<C, kBshd> in(prm, i0);
+  const int Sq = prm.seqlen_q, Sk = prm.seqlen_k, D = head_dim_of<C>(prm);  // D <= kD: the tile is zero-padded
+
   const int Tc_end = key_tile_end(i_tile, Br, Bc, Sq, Sk, prm.causal);
   static_assert(kBlockQ % Br == 0, "a query block of the mask is whole blocks of the grid");
   // 07: this query block's active key blocks, cut to the tiles before Tc_end (sparse_tiles.h).
@@ -137,7 +138,7 @@ __global__ void __launch_bounds__(C::kThreads, 2) block_sparse_kernel(const Para
 inline Params make_params(const fa::Problem& p, const void* q, const void* k, const void* v, void* o,
                           float* lse, const int* row_offsets, const int* col_indices,
                           const char* chapter) {
-  return {tensor_core::make_params(p, q, k, v, o, lse, chapter), row_offsets, col_indices};
+  return {fa2::make_params(p, q, k, v, o, lse, chapter), row_offsets, col_indices};
 }
 
 template <class C, int kTpb>

@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "06_tensor_core/tensor_core.cuh"  // with_tile: the tile width for a head dim
+#include "common/fa2_tiles/block.cuh"  // with_tile: the tile width for a head dim
 #include "08_backward/backward.h"
 #include "08_backward/backward_tc.cuh"  // the kernels
 #include "08_backward/dot_do_o.cuh"
@@ -146,7 +146,7 @@ void tensor_core_backward(const fa::Problem& p, const void* q, const void* k, co
   // zero-filled, never written); the widths themselves run kernels compiled for that head dim
   // (TcConfig::kPadded).
   auto run_for = [&](auto type) {
-    tensor_core::with_tile<64>(p.head_dim, [&](auto kd, auto padded) {
+    fa2::with_tile<64>(p.head_dim, [&](auto kd, auto padded) {
       run<decltype(type), decltype(kd)::value, decltype(padded)::value>(p, q, k, v, o, lse, dout, dq, dk, dv, det,
                                                                          walk, stream);
     });

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "06_tensor_core/tile_math.cuh"  // 06's tile math, and through it common/device/ (copy_tile)
+#include "common/fa2_tiles/tile_math.cuh"  // 06's tile math, and through it common/device/ (copy_tile)
 #include "08_backward/sparse_walk.h"     // step_head, step_tile, step_halves
 #include "common/device/tma.cuh"       // CUtensorMap (TcParams::dq_map)
 

@@ -37,7 +37,7 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   if (fa::cuda::compute_capability() != 90)
     throw std::invalid_argument("09_flash_v3: needs a Hopper GPU (compute capability 9.0: wgmma, TMA); this one is " +
                                 std::to_string(fa::cuda::compute_capability()));
-  const Params prm = tensor_core::make_params(p, q, k, v, o, lse, "09_flash_v3");
+  const Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3");
   auto run = [&](auto type) {
     using T = decltype(type);
     if (p.head_dim == 64) steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream);

@@ -27,7 +27,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "06_tensor_core/tensor_core.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
+#include "common/fa2_tiles/block.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
 #include "09_flash_v3/tile_walk.h"  // TileWalk: which tiles a block computes, in which order
 #include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"
@@ -36,7 +36,7 @@
 namespace flash_v3 {
 
 using namespace fa::cuda;
-using tensor_core::Params;
+using fa2::Params;
 
 // Three warpgroups: the producer (0) and two consumers (1, 2) of 64 rows of Q_i each.
 template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128>
@@ -51,7 +51,7 @@ struct WsConfig {
   static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
   // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
   // 16-row tile, whose layout the wgmma accumulators share warp by warp.
-  using Tile = tensor_core::Config<T, kD, Bc, /*kMTiles=*/1>;
+  using Tile = fa2::Config<T, kD, Bc, /*kMTiles=*/1>;
   // Q_i in two slots when persistent: the next tile's Q_i lands while this tile's is still read.
   static constexpr int kQSlots = kPersistent ? 2 : 1;
   static constexpr std::uint32_t kQBytes = Br * kD * 2;     // Q_i: (Br, kD), 64-column atoms
@@ -120,7 +120,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
 // S_s = Q_i K_s^T for the warpgroup's 64 rows: kD / 16 wgmmas of 64 x Bc x 16, Q_i and K_s both
 // K-major in shared memory. Q_w: the warpgroup's rows (8 KiB into each atom of Q_i).
 template <class C>
-__device__ __forceinline__ void issue_scores(tensor_core::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
+__device__ __forceinline__ void issue_scores(fa2::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
                                              std::uint32_t K_s) {
   float(&s)[C::Bc / 2] = *reinterpret_cast<float(*)[C::Bc / 2]>(&S[0][0][0]);  // the accumulator's registers
 #pragma unroll
@@ -132,8 +132,8 @@ __device__ __forceinline__ void issue_scores(tensor_core::ScoreTile<typename C::
 // O_i += P_s V_s: per 16 keys, one wgmma of 64 x kD x 16 (RS form: P from registers, V_s read
 // MN-major, keys x columns as TMA landed it).
 template <class C>
-__device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>& w,
-                                         const tensor_core::PTile<typename C::Tile>& P, std::uint32_t V_s) {
+__device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w,
+                                         const fa2::PTile<typename C::Tile>& P, std::uint32_t V_s) {
   float(&o)[C::kD / 2] = *reinterpret_cast<float(*)[C::kD / 2]>(&w.O[0][0][0]);
 #pragma unroll
   for (int kk = 0; kk < C::Bc / 16; ++kk)
@@ -146,12 +146,12 @@ __device__ __forceinline__ void issue_pv(tensor_core::WarpRows<typename C::Tile>
 // row land in one 16-byte chunk, the 8 rows of a lane group in 8 chunks: no bank conflict); LSE
 // straight to global memory (06's row_sum and row_lse). O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
 template <class C>
-__device__ __forceinline__ void stage_o(const tensor_core::WarpRows<typename C::Tile>& w, const Params& prm,
+__device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w, const Params& prm,
                                         std::int64_t bh, unsigned char* O_p, int warp, int row, int g, int t) {
   using T = typename C::T;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float l = tensor_core::row_sum(w, 0, h);
+    const float l = fa2::row_sum(w, 0, h);
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
     const int r = 16 * warp + g + 8 * h;             // the row among the group's 64
 #pragma unroll
@@ -159,7 +159,7 @@ __device__ __forceinline__ void stage_o(const tensor_core::WarpRows<typename C::
       *reinterpret_cast<std::uint32_t*>(O_p + kmajor_sw128_offset(r, 8 * nt + 2 * t, C::Br)) =
           pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
     if (t == 0 && row + 8 * h < prm.seqlen_q)
-      prm.lse[bh * prm.seqlen_q + row + 8 * h] = tensor_core::row_lse(w, 0, h, l, prm);
+      prm.lse[bh * prm.seqlen_q + row + 8 * h] = fa2::row_lse(w, 0, h, l);
   }
 }
 
@@ -195,8 +195,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
     const int slot = n % C::kQSlots;
     const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + kGroup * 64 * 128;  // the group's rows: 8 KiB into each atom
-    tensor_core::WarpRows<Tile> w;
-    tensor_core::PTile<Tile> P_ij;  // the softmax of step s, consumed by turn s + 1
+    fa2::WarpRows<Tile> w;
+    fa2::PTile<Tile> P_ij;  // the softmax of step s, consumed by turn s + 1
 
     // Turn s. kScores: it issues S_s (not in the last turn); kPV: it issues P_{s-1} V_{s-1} (not
     // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
@@ -206,7 +206,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
       if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
       if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
-      tensor_core::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
+      fa2::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
       wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
       if constexpr (kScores) issue_scores<C>(S_ij, Q_w, K_s(it));
       if constexpr (kPV) issue_pv<C>(w, P_ij, V_s(it - 1));
@@ -219,8 +219,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       }
       if constexpr (kScores) {
         if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
-          tensor_core::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
-        tensor_core::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
+          fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
+        fa2::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
       }
     };
     using Yes = std::true_type;

@@ -57,7 +57,7 @@ Plan plan(const fa::Problem& p) {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
-  const Params base = tensor_core::make_params(p, q, k, v, o, lse, "10_decoding");
+  const Params base = fa2::make_params(p, q, k, v, o, lse, "10_decoding");
   with_type_and_dim(p, [&](auto type, auto kd) { run<decltype(type), decltype(kd)::value>(p, base, stream); });
 }
 
@@ -65,7 +65,7 @@ void forward_with_options(const fa::Problem& p, const void* q, const void* k, co
                           const fa::ScoreOptions& options, cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
   fa::check_score_options(p, options, "10_decoding");
-  const Params base = tensor_core::make_params(p, q, k, v, o, lse, "10_decoding");
+  const Params base = fa2::make_params(p, q, k, v, o, lse, "10_decoding");
   const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);
   const Extras x{.softcap = static_cast<float>(options.softcap), .alibi_slopes = slopes.get(), .sink_logits = sinks.get()};
   with_type_and_dim(p, [&](auto type, auto kd) { run<decltype(type), decltype(kd)::value>(p, base, stream, x); });
@@ -92,7 +92,7 @@ void forward_with_cache(const fa::Problem& p, const void* q, const void* k_new, 
   if (!k_new || !v_new) fail("k_new and v_new must not be null");
   if (!aligned16(k_new) || !aligned16(v_new)) fail("k_new and v_new must be 16-byte aligned");
   fa::check_score_options(pk, options, "10_decoding");
-  const Params base = tensor_core::make_params(pk, q, cache.k, cache.v, o, lse, "10_decoding");
+  const Params base = fa2::make_params(pk, q, cache.k, cache.v, o, lse, "10_decoding");
   const DeviceCopy<int> cached(cache.seqlens, stream), lengths(keys, stream);
   const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);
   const Extras x{.kv_rows = cache.capacity,

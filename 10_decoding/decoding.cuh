@@ -19,19 +19,19 @@
 #include <cstdint>
 #include <limits>
 
-#include "06_tensor_core/tensor_core.cuh"  // Config, copy/score/softmax/pv steps
+#include "common/fa2_tiles/block.cuh"  // Config, copy/score/softmax/pv steps
 #include "10_decoding/packed_rows.cuh"     // SplitParams, the packed rows' tile functions, KvRows
 #include "10_decoding/split_plan.h"
 
 namespace decoding {
 
 using namespace fa::cuda;
-using tensor_core::Params;
+using fa2::Params;
 
 // 4 warps of 16 packed rows (Br = 64), Bc = 64 keys: 06's Config with one 16-row mma tile per
 // warp. Its own stage count is not used: K/V go through the three-stage ring below (kStages).
 template <class T, int kD>
-using DecodeConfig = tensor_core::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
+using DecodeConfig = fa2::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
 
 // K/V in a ring of three stages, two tiles in flight ahead of the one computed: decoding is bound
 // by memory, and a piece of a few tiles must not wait one round trip per tile. Q's tile, then the
@@ -89,22 +89,22 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
   const std::uint32_t Q_w = Q_s + 2 * 16 * warp * kCols;  // this warp's rows
   // tile_scores takes Q_i's fragments as an argument; with kQInRegs = false (DecodeConfig) it
   // re-reads Q from shared memory instead and never reads them (a one-entry placeholder).
-  tensor_core::QFrags<C> q_frag;
-  tensor_core::WarpRows<C> w;
+  fa2::QFrags<C> q_frag;
+  fa2::WarpRows<C> w;
   for (int n = 0; n < n_tiles; ++n) {
     const int j0 = j_begin + n * Bc;
     const std::uint32_t stage = (n % kStages) * kTileBytes;
     cp_async_wait<1>();  // this thread's copies of tile n (and Q) have landed; tile n + 1 may fly
     __syncthreads();     // ... and everyone's; and every warp is done with tile n - 1's stage
     load_tile(n + 2);    // into tile n - 1's stage, free since the barrier
-    tensor_core::ScoreTile<C> S;
-    tensor_core::tile_scores<C>(S, q_frag, Q_w, K_s + stage, lane_a, lane_b);
+    fa2::ScoreTile<C> S;
+    fa2::tile_scores<C>(S, q_frag, Q_w, K_s + stage, lane_a, lane_b);
     if (kExtras && prm.changes_scores()) apply_options<C>(S, r0 + 16 * warp + g, j0, t, prm, kv_bh, seqlen_k);
     if (j0 + Bc > j_end || tile_needs_mask(pos, j0, Bc, p.seqlen_q, seqlen_k, p.causal))
       mask_packed<C>(S, r0 + 16 * warp + g, j0, j_end, t, p, seqlen_k);
-    tensor_core::PTile<C> P;
-    tensor_core::softmax_step<C>(S, P, w, p.scale_log2);
-    tensor_core::accumulate_pv<C>(w, P, V_s + stage, lane_a);
+    fa2::PTile<C> P;
+    fa2::softmax_step<C>(S, P, w, p.scale_log2);
+    fa2::accumulate_pv<C>(w, P, V_s + stage, lane_a);
   }
   if (signal) launch_dependents();  // the combine (launched programmatically) may start its blocks now
   write_packed<C, kExtras>(w, prm, kv_bh, r0 + 16 * warp + g, t, whole, part);

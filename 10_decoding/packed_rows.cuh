@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <limits>
 
-#include "06_tensor_core/tensor_core.cuh"  // Params, Config, copy_tile, ScoreTile, WarpRows
+#include "common/fa2_tiles/block.cuh"  // Params, Config, copy_tile, ScoreTile, WarpRows
 #include "10_decoding/split_plan.h"        // packed_row, packed_q_row, packed_rows
 
 namespace decoding {
 
 using namespace fa::cuda;
-using tensor_core::Params;
+using fa2::Params;
 
 struct SplitParams {
   Params base;              // q, k, v, o, lse, sizes, scale (06's)
@@ -73,7 +73,7 @@ __device__ __forceinline__ void gather_q(std::uint32_t tile, const SplitParams& 
 // -inf where packed row (this lane's rows: row, row + 8) must not see key j: past Sk, causally
 // hidden, or past the piece's end.
 template <class C>
-__device__ __forceinline__ void mask_packed(tensor_core::ScoreTile<C>& S, int row, int j0, int j_end, int t,
+__device__ __forceinline__ void mask_packed(fa2::ScoreTile<C>& S, int row, int j0, int j_end, int t,
                                             const Params& prm, int seqlen_k) {
 #pragma unroll
   for (int nt = 0; nt < C::Bc / 8; ++nt)
@@ -90,7 +90,7 @@ __device__ __forceinline__ void mask_packed(tensor_core::ScoreTile<C>& S, int ro
 // S = x / scale, so that 06's softmax_step (which multiplies by scale log2(e)) sees x. Before the
 // mask; padding rows (r >= rows) are left alone (no head, and never written).
 template <class C>
-__device__ __forceinline__ void apply_options(tensor_core::ScoreTile<C>& S, int row, int j0, int t, const SplitParams& prm,
+__device__ __forceinline__ void apply_options(fa2::ScoreTile<C>& S, int row, int j0, int t, const SplitParams& prm,
                                               std::int64_t kv_bh, int seqlen_k) {
   const Params& p = prm.base;
   const float scale = p.scale_log2 * kLn2, inv_scale = 1.0f / scale;
@@ -117,19 +117,19 @@ __device__ __forceinline__ void apply_options(tensor_core::ScoreTile<C>& S, int 
 // write_rows, gathered); for a piece of one, the piece's O / l in fp32 and its LSE (+inf: no key)
 // into row part(r, qr) of the workspace (o_part, lse_part). kExtras: the sinks may be on.
 template <class C, bool kExtras, class Part>
-__device__ __forceinline__ void write_packed(const tensor_core::WarpRows<C>& w, const SplitParams& prm,
+__device__ __forceinline__ void write_packed(const fa2::WarpRows<C>& w, const SplitParams& prm,
                                              std::int64_t kv_bh, int row, int t, bool whole, Part part) {
   using T = typename C::T;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const int rows = packed_rows(prm.base.group_size, prm.base.seqlen_q);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float l = tensor_core::row_sum(w, 0, h);
+    const float l = fa2::row_sum(w, 0, h);
     const int r = row + 8 * h;
     if (r >= rows) continue;
     const std::int64_t qr = q_row(prm, kv_bh, r);
     float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that saw no key: O = 0
-    float lse = tensor_core::row_lse(w, 0, h, l, prm.base);
+    float lse = fa2::row_lse(w, 0, h, l);
     if (kExtras && whole && prm.sink_logits) {  // one piece: the sink joins the denominator here
       const float sink = prm.sink_logits[q_head(prm, kv_bh, r)];
       if (lse == kInf) {

@@ -145,15 +145,17 @@ def enclosing_function(blocks, offset):
 def regions(root):
     """[(chapter, file, region, line)] of every BEGIN SOLUTION region in the chapters' sources."""
     found = []
-    for chapter in make_student.chapter_dirs(root):
-        for src in sorted(p for p in chapter.rglob("*") if p.is_file() and p.suffix in make_student.SOURCE_SUFFIXES):
+    folders = [(c, c) for c in make_student.chapter_dirs(root)]
+    folders += [(root / owner, root / folder) for folder, owner in make_student.TAUGHT_IN.items()]
+    for chapter, folder in folders:
+        for src in sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix in make_student.SOURCE_SUFFIXES):
             text = src.read_text("utf-8", "surrogateescape")
             begins = [m.start() for m in re.finditer(r"^[ \t]*// BEGIN SOLUTION", text, re.M)]
             if not begins:
                 continue
             blocks = function_blocks(text)
             named = [(enclosing_function(blocks, b), text.count("\n", 0, b) + 1) for b in begins]
-            rel = str(src.relative_to(chapter))
+            rel = str(src.relative_to(chapter if folder == chapter else root))  # common/...: from the root
             for name, line in named:
                 same = [ln for nm, ln in named if nm == name]
                 region = name or "?"
@@ -268,7 +270,7 @@ def check(args, root, rows):
         if key in keys:
             bad(f"{where}: {'/'.join(key)} has a row already (line {keys[key]})")
         keys[key] = r["line"]
-        src = root / r["chapter"] / r["file"]
+        src = root / r["file"] if r["file"].startswith("common/") else root / r["chapter"] / r["file"]
         if not src.is_file():
             bad(f"{where}: {r['chapter']}/{r['file']} does not exist")
         elif r["region"].split("#")[0] not in {b[2] for b in function_blocks(src.read_text("utf-8", "surrogateescape"))}:

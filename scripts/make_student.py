@@ -12,7 +12,8 @@ comment lines, each on a line of its own:
 In the student copy the block becomes `// TODO: <text>` followed by the STUB lines, at the
 marker's indentation. The markers are comments, so they change nothing in the compiled solution.
 
-    python3 scripts/make_student.py 04_flash_v1 --out DIR    # writes DIR/04_flash_v1/
+    python3 scripts/make_student.py 04_flash_v1 --out DIR    # writes DIR/04_flash_v1/ (06: and
+                                                              # DIR/common/fa2_tiles/, TAUGHT_IN)
     python3 scripts/make_student.py --all --out DIR           # every chapter (NN_name/)
     python3 scripts/make_student.py --all --list              # chapters and their regions
     python3 scripts/make_student.py --export DIR              # a standalone student repository
@@ -43,6 +44,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_SUFFIXES = {".cu", ".cuh", ".h", ".hpp", ".cpp", ".cc", ".cxx", ".c"}
+# Shared code that a chapter teaches and later chapters build on lives outside the chapter folder;
+# its solution regions belong to that chapter (its copy, its TODO rows in grading/todos.tsv).
+TAUGHT_IN = {"common/fa2_tiles": "06_tensor_core"}
 BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION(?::\s*(.*?))?\s*$")
 STUB = re.compile(r"^\s*// STUB:(?: (.*?))?\s*$")
 END = re.compile(r"^\s*// END SOLUTION\s*$")
@@ -225,18 +229,26 @@ def chapter_dirs(root):
                   if d.is_dir() and re.match(r"^\d\d_", d.name) and (d / "CMakeLists.txt").exists())
 
 
+def taught_folders(chapter):
+    """The folders outside the chapter (TAUGHT_IN) whose regions the chapter teaches."""
+    return [chapter.parent / folder for folder, owner in TAUGHT_IN.items() if owner == chapter.name]
+
+
 def student_files(chapter):
-    """Yields (relative path, student bytes, regions) for every file of the chapter."""
-    for src in sorted(p for p in chapter.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-        rel = src.relative_to(chapter)
-        data = src.read_bytes()
-        regions = 0
-        if src.suffix in SOURCE_SUFFIXES or src.suffix == ".md":
-            how = transform_markdown if src.suffix == ".md" else transform
-            text, regions = how(data.decode("utf-8", "surrogateescape"), f"{chapter.name}/{rel}")
-            if regions:
-                data = text.encode("utf-8", "surrogateescape")
-        yield rel, data, regions
+    """Yields (path relative to the repository, student bytes, regions) for every file of the
+    chapter, and of the shared folders it teaches."""
+    root = chapter.parent
+    for folder in [chapter] + taught_folders(chapter):
+        for src in sorted(p for p in folder.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            rel = src.relative_to(root)
+            data = src.read_bytes()
+            regions = 0
+            if src.suffix in SOURCE_SUFFIXES or src.suffix == ".md":
+                how = transform_markdown if src.suffix == ".md" else transform
+                text, regions = how(data.decode("utf-8", "surrogateescape"), str(rel))
+                if regions:
+                    data = text.encode("utf-8", "surrogateescape")
+            yield rel, data, regions
 
 
 def main(argv=None):
@@ -281,7 +293,7 @@ def main(argv=None):
             continue
         written = kept = 0
         for rel, data, _ in files:
-            dst = args.out / ch.name / rel
+            dst = args.out / rel
             if dst.exists() and dst.read_bytes() == data:
                 continue
             if dst.exists() and not args.force:
@@ -290,11 +302,12 @@ def main(argv=None):
                 continue
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(data)
-            shutil.copymode(ch / rel, dst)
+            shutil.copymode(args.root / rel, dst)
             written += 1
         if not args.quiet:
             print(f"make_student: {ch.name}: {regions} solution regions, {written} files written, "
-                  f"{kept} kept -> {args.out / ch.name}")
+                  f"{kept} kept -> {args.out / ch.name}" + "".join(
+                      f", {args.out / f.relative_to(args.root)}" for f in taught_folders(ch)))
     return 0
 
 

@@ -121,6 +121,12 @@ class MakeStudent(unittest.TestCase):
                     self.assertNotIn("SOLUTION", text)
                 else:
                     self.assertEqual(copy.read_bytes(), src.read_bytes(), copy)
+        # Shared code a chapter teaches (TAUGHT_IN) comes with its regions replaced.
+        for folder in make_student.TAUGHT_IN:
+            for src in (p for p in (REPO / folder).rglob("*") if p.is_file()):
+                copy = self.out / src.relative_to(REPO)
+                self.assertTrue(copy.exists(), copy)
+                self.assertNotIn("SOLUTION", copy.read_text())
 
     def test_markdown_passages_become_hints(self):
         text = "# Title\n<!-- BEGIN SOLUTION: the rescale uses both maxima -->\n```\nm = max(m, s)\n```\n<!-- END SOLUTION -->\nmore\n"

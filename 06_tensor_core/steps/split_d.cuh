@@ -2,7 +2,7 @@
 // which the chapter's tile cannot hold. There a warp owns whole rows of O_i, 16 x 512 fp32 = 256
 // registers a thread, and Q_i, K_j, V_j of 64 x 512 in 16-bit are 64 KiB each. Here the two
 // warps of a row pair split the head dim between them, and the chapter's tile functions
-// (tile_math.cuh) run on the halves:
+// (common/fa2_tiles/tile_math.cuh) run on the halves:
 //   * 8 warps, Br = Bc = 64. Warps w and w + 4 own the same 16 rows of Q_i; group 0 (warps 0-3)
 //     computes keys 0-31 of S_ij, group 1 keys 32-63, each over the whole head dim (tile_scores:
 //     S accumulated over 32 head-dim chunks of 16).
@@ -101,10 +101,11 @@ __device__ __forceinline__ void split_softmax_step(const ScoreTile<typename C::S
   float m_scaled[2], alpha[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float m = fmaxf(w.m[0][h], fmaxf(m_s[row + 8 * h], m_s[C::Br + row + 8 * h]));
+    // w.m in exp2 units, rounded once, as softmax_step keeps it: alpha = 1 exactly when m holds.
+    const float m = fmaxf(w.m[0][h], __fmul_rn(fmaxf(m_s[row + 8 * h], m_s[C::Br + row + 8 * h]), scale_log2));
     // No key seen yet (m = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
-    m_scaled[h] = m == -kInf ? 0.0f : __fmul_rn(m, scale_log2);  // unfused: alpha = 1 exactly when m holds
-    alpha[h] = fast_exp2(__fmul_rn(w.m[0][h], scale_log2) - m_scaled[h]);  // rescales earlier tiles
+    m_scaled[h] = m == -kInf ? 0.0f : m;
+    alpha[h] = fast_exp2(w.m[0][h] - m_scaled[h]);  // rescales earlier tiles
     w.m[0][h] = m;
   }
 #pragma unroll
@@ -230,7 +231,6 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_d_kernel(const Params pr
   }
   __syncthreads();  // both groups' row sums are published
   T* O_g = static_cast<T*>(prm.o) + bh * Sq * kD + C::kGroupCols * group;  // (Sq, kD) global, the group's columns
-  const float scale = prm.scale_log2 * kLn2;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = i0 + row + 8 * h;
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(C::kThreads, 1) split_d_kernel(const Params pr
       *reinterpret_cast<std::uint32_t*>(O_g + std::int64_t{r} * kD + 8 * nt + 2 * t) =
           pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
     if (group == 0 && t == 0)
-      prm.lse[bh * Sq + r] = l > 0.0f ? w.m[0][h] * scale + logf(l) : std::numeric_limits<float>::infinity();
+      prm.lse[bh * Sq + r] = l > 0.0f ? w.m[0][h] * kLn2 + logf(l) : std::numeric_limits<float>::infinity();
   }
 }
 

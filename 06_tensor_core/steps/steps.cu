@@ -10,13 +10,14 @@
 
 #include "06_tensor_core/steps/pingpong.cuh"
 #include "06_tensor_core/steps/split_d.cuh"
+#include "06_tensor_core/steps/tma_kv.cuh"
 #include "06_tensor_core/tensor_core.cuh"
 
 namespace tensor_core::steps {
 namespace {
 
 using bf16 = __nv_bfloat16;
-//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs, kLazyRescale
+//                         T,    D,  Bc, kMTiles, kStages, kSwizzle, kQInRegs, kLazyRescale, kPadded, kTmaKV
 using V1_64 = Config<bf16, 64, 64, 2, 1, false, false>;    // ldmatrix + mma, plain row-major smem
 using V1_128 = Config<bf16, 128, 64, 2, 1, false, false>;
 using V2_64 = Config<bf16, 64, 64, 2, 1, true, false>;     // + XOR swizzle
@@ -27,15 +28,18 @@ using V4_64 = Config<bf16, 64, 64, 2, 2, true, true>;      // + Q_i's fragments 
 using V5_64 = Config<bf16, 64, 128, 2, 2, true, false>;    // v3 with Bc = 128: the chapter's kernel at D = 64
 using V6_64 = Config<bf16, 64, 128, 2, 2, true, false, true>;   // v5 + lazy rescale
 using V6_128 = Config<bf16, 128, 64, 2, 2, true, false, true>;  // v3 + lazy rescale: the chapter's D = 128
+using V7_64 = Config<bf16, 64, 128, 2, 2, true, false, false, false, true>;  // the chapter's tiles + K/V by
+using V7_128 = Config<bf16, 128, 64, 2, 2, true, false, true, false, true>;  // the copy engine (sm_90)
 using Pp_64 = PingPong<V5_64>;     // alternative: v5 / v3 in two groups
 using Pp_128 = PingPong<V3_128>;   // of 4 warps that take turns (pingpong.cuh)
 using Bc32_64 = Config<bf16, 64, 32, 2, 2, true, false>;   // alternative: 128 x 32 (fewer registers)
 using Bc32_128 = Config<bf16, 128, 32, 2, 2, true, false>;
 
-// The chapter's launch, or the ping-pong kernel's for its configurations.
+// The chapter's launch, or the ping-pong or copy-engine kernel's for their configurations.
 template <class C>
-void launch_step(const Params& prm, cudaStream_t stream) {
+void launch_step(const fa::Problem& p, const Params& prm, const void* k, const void* v, cudaStream_t stream) {
   if constexpr (IsPingPong<C>::value) launch_pingpong<C>(prm, stream);
+  else if constexpr (C::kTmaKV) launch_tma_kv<C>(prm, k, v, /*bf16=*/true, std::int64_t{p.batch} * p.kv_heads, stream);
   else launch<C>(prm, stream);
 }
 
@@ -48,19 +52,21 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   fa::check_forward_args(support, p, q, k, v, o, lse);
   const Params prm = make_params(p, q, k, v, o, lse, "06_tensor_core (steps)");
   if (p.head_dim == 64) {
-    launch_step<C64>(prm, stream);
+    launch_step<C64>(p, prm, k, v, stream);
   } else if constexpr (!std::is_void_v<C128>) {
-    launch_step<C128>(prm, stream);
+    launch_step<C128>(p, prm, k, v, stream);
   }
 }
 
+// min_cc: the compute capability the step needs (its tests skip below it).
 template <class C64, class C128 = void>
-Step make(const std::string& name, const std::string& what) {
+Step make(const std::string& name, const std::string& what, int min_cc = 0) {
   const std::vector<int> dims = std::is_void_v<C128> ? std::vector<int>{64} : std::vector<int>{64, 128};
   fa::Problem defaults = fa::default_problem(fa::Dtype::bf16);
   return {.name = name,
           .what = what,
-          .chapter = {.support = {.chapter = "06_tensor_core." + name, .dtypes = {fa::Dtype::bf16}, .head_dims = dims, .max_head_dim = 128},
+          .chapter = {.support = {.chapter = "06_tensor_core." + name, .dtypes = {fa::Dtype::bf16}, .head_dims = dims, .max_head_dim = 128,
+                                  .min_compute_capability = min_cc},
                       .forward = forward<C64, C128>,
                       .test_head_dims = dims,
                       .defaults = defaults}};
@@ -135,6 +141,7 @@ const std::vector<Step>& all() {
       make<V4_64>("v4_q_in_registers", "+ Q_i's A fragments loaded once (D = 64 only: D = 128 has no registers left)"),
       make<V5_64>("v5_bc128", "v3 with Bc = 128, FlashAttention-2's D = 64 tiles (no registers left for Q_i)"),
       make<V6_64, V6_128>("v6_lazy_rescale", "v5 / v3 + O_i rescaled only when some row's max grew (the chapter's kernel at D = 128)"),
+      make<V7_64, V7_128>("v7_tma_kv", "the chapter's kernel with K_j, V_j by Hopper's copy engine (TMA; sm_90 only)", 90),
       make<Pp_64, Pp_128>("alt_pingpong", "v5 / v3 with 8 warps in two groups of 4 that take turns on the tensor cores (Br = 256)"),
       make<Bc32_64, Bc32_128>("alt_bc32", "v3 with Bc = 32 (fewer registers, twice the softmax bookkeeping per key)"),
       make_split_d512(),

@@ -27,7 +27,7 @@ namespace flash_v3::steps {
 // One warpgroup (4 warps, 16 rows each: Br = 64), Bc = 64 keys a tile: 06's Config with kMTiles = 1,
 // so that 06's tile functions see the wgmma accumulators as their own fragments.
 template <class T, int kD>
-using V1Config = tensor_core::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
+using V1Config = fa2::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
 
 template <class C>
 struct V1Smem {
@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(128, 2)
   auto V_s = [&](int stage) { return base + S::kV + stage * S::kTileBytes; };  // (Bc, kD) smem
   auto bar_kv = [&](int stage) { return smem_u32(&bars[1 + stage]); };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int i_tile = tensor_core::query_tile(prm), i0 = i_tile * Br;
+  const int i_tile = fa2::query_tile(prm), i0 = i_tile * Br;
   const std::int64_t kv_bh = bh / prm.group_size;
   const int Tc_end = key_tile_end(i_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
 
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(128, 2)
     if (Tc_end > 0) load_kv(0, 0);
   }
 
-  tensor_core::WarpRows<C> w;
+  fa2::WarpRows<C> w;
   mbarrier_wait(bar_q, 0);  // Q_i has landed
   for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
     const int stage = j_tile % 2;
@@ -84,7 +84,7 @@ __global__ void __launch_bounds__(128, 2)
     if (threadIdx.x == 0 && j_tile + 1 < Tc_end) load_kv(j_tile + 1, 1 - stage);
 
     // S_ij = Q_i K_j^T: kD / 16 wgmmas of 64 x 64 x 16, Q_i and K_j both K-major in shared memory.
-    tensor_core::ScoreTile<C> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
+    fa2::ScoreTile<C> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
     float(&s)[32] = *reinterpret_cast<float(*)[32]>(&S_ij[0][0][0]);
     wgmma_fence();  // S_ij's registers were last touched by ordinary instructions
 #pragma unroll
@@ -95,9 +95,9 @@ __global__ void __launch_bounds__(128, 2)
 
     const int row = i0 + 16 * warp + g;
     if (needs_mask(i_tile, j_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
-      tensor_core::mask_scores<C>(S_ij, row, j_tile * Bc, t, prm);
-    tensor_core::PTile<C> P_ij;  // (16, Bc) a warp, in T: the A fragments of the next wgmma
-    tensor_core::softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
+      fa2::mask_scores<C>(S_ij, row, j_tile * Bc, t, prm);
+    fa2::PTile<C> P_ij;  // (16, Bc) a warp, in T: the A fragments of the next wgmma
+    fa2::softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
 
     // O_i += P_ij V_j: per 16 keys, one wgmma per 64 columns of O_i (RS form, V_j MN-major).
     wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(128, 2)
     wgmma_wait<0>();  // O_i is in the registers; K_j, V_j and P_ij are no longer read
     __syncthreads();  // every warp is done with this stage before tile j+2's copy overwrites it
   }
-  tensor_core::write_rows<C>(w, prm, bh, i0 + 16 * warp + g, t);
+  fa2::write_rows<C>(w, prm, bh, i0 + 16 * warp + g, t);
 }
 
 template <class C>

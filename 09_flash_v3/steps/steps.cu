@@ -36,7 +36,7 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
              cudaStream_t stream) {
   fa::check_forward_args(support(), p, q, k, v, o, lse);
   fa::cuda::require_compute_capability(90, "09_flash_v3 (steps)", "it uses wgmma and TMA, built for sm_90a");
-  const Params prm = tensor_core::make_params(p, q, k, v, o, lse, "09_flash_v3 (steps)");
+  const Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3 (steps)");
   auto run = [&](auto type) {
     using T = decltype(type);
     if (p.head_dim == 64) launch_step<kStep, T, 64>(p, q, k, v, prm, stream);

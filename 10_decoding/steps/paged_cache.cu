@@ -81,7 +81,7 @@ void forward_with_paged_cache(const fa::Problem& p, const void* q, const void* k
   if (!aligned16(k_new) || !aligned16(v_new))
     throw std::invalid_argument("10_decoding (paged KV cache): k_new and v_new must be 16-byte aligned");
   fa::check_score_options(pk, options, "10_decoding.paged");
-  const Params base = tensor_core::make_params(pk, q, cache.k_pages, cache.v_pages, o, lse, "10_decoding.paged");
+  const Params base = fa2::make_params(pk, q, cache.k_pages, cache.v_pages, o, lse, "10_decoding.paged");
   const DeviceCopy<int> cached(cache.seqlens, stream), lengths(keys, stream), table(cache.block_table, stream);
   const DeviceCopy<float> slopes(options.alibi_slopes, stream), sinks(options.sink_logits, stream);
   int page_log2 = 0;

@@ -66,7 +66,7 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream) {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(support(), p, q, k, v, o, lse);
-  const Params base = tensor_core::make_params(p, q, k, v, o, lse, "10_decoding.stream_k");
+  const Params base = fa2::make_params(p, q, k, v, o, lse, "10_decoding.stream_k");
   auto by_dim = [&](auto type) {
     using T = decltype(type);
     if (p.head_dim == 64) run<T, 64>(p, base, stream);

@@ -22,6 +22,9 @@ struct Support {
   // The dtypes in which it takes Q, K, V and O as [B, S, H, D] too (Problem::layout ==
   // Layout::bshd; takes_bshd); empty: [B, H, S, D] only.
   std::vector<Dtype> bshd_dtypes = {};
+  // The GPU it needs beyond the build's (90: a step that uses Hopper's copy engine); the GPU tests
+  // skip, naming it, on an older GPU. 0: any GPU the chapter is built for.
+  int min_compute_capability = 0;
 };
 
 // Whether s takes dtype d's tensors as [B, S, H, D] (Layout::bshd).

@@ -1,6 +1,7 @@
-// Chapter 06's tile math: the kernel's arguments and tile sizes, and the named steps of one key
-// tile that tensor_core_kernel (tensor_core.cuh) is written in: copy_tile, tile_scores,
-// mask_scores, softmax_step, accumulate_pv, write_rows. 07 and 08 call them too.
+// FlashAttention-2's forward on the tensor cores, one key tile at a time: the kernel's arguments
+// and tile sizes, and the named steps of one key tile (copy_tile, tile_scores, mask_scores,
+// softmax_step, accumulate_pv, write_rows). Chapter 06 teaches them and writes its kernel in them
+// (06_tensor_core/tensor_core.cuh, README: Walkthrough); 07, 08, 09 and 10 call them too.
 #pragma once
 
 #include <cstdint>
@@ -11,10 +12,9 @@
 #include "common/device/swizzle.h"
 #include "common/device/tile_copy.cuh"  // copy_tile
 #include "common/device/tiles.h"
-#include "common/device/tma.cuh"  // kTmaKV: mbarriers, TMA loads, CUtensorMap
 #include "common/host/problem.h"
 
-namespace tensor_core {
+namespace fa2 {
 
 // The device vocabulary (common/device/): cp.async and tile math from 05, mma.sync, ldmatrix, the
 // swizzle and the swizzled tile copy (copy_tile) taught here.
@@ -40,8 +40,8 @@ struct Params {
   int heads;  // H: slice bh is batch bh / H, head bh % H
 };
 
-// Tile sizes and switches. The step-by-step versions of the README are this kernel with some
-// switches off (steps/steps.cu); the chapter's choice per head dim is ChapterConfig (tensor_core.cuh).
+// Tile sizes and switches. 06's step-by-step versions are its kernel with some switches off
+// (06_tensor_core/steps/steps.cu); 06's choice per head dim is ChapterConfig (block.cuh).
 template <class T_, int kD_, int kBc, int kMTiles_, int kStages_ = 2, bool kSwizzle_ = true,
           bool kQInRegs_ = false, bool kLazyRescale_ = false, bool kPadded_ = false, bool kTmaKV_ = false>
 struct Config {
@@ -61,33 +61,15 @@ struct Config {
   // compile-time constant: the exact tile widths keep constant strides and no column checks
   // (measured 2-3% faster at D = 128 than reading the head dim at run time).
   static constexpr bool kPadded = kPadded_;
-  // sm_90 only: K_j and V_j by the copy engine (copy_kv_tma), an mbarrier per stage, instead of 16
-  // cp.async a thread and tile; they land as 64-column panels (kv_ldsm_address), so the tiles start
-  // on a 1024-byte boundary (1024 bytes of room) and the two mbarriers follow them.
+  // 06's step v7_tma_kv only (06_tensor_core/steps/tma_kv.cuh, sm_90): K_j and V_j by the copy
+  // engine, an mbarrier per stage, instead of 16 cp.async a thread and tile; they land as 64-column
+  // panels (kv_ldsm_address), so the tiles start on a 1024-byte boundary (1024 bytes of room) and
+  // the two mbarriers follow them.
   static constexpr bool kTmaKV = kTmaKV_;
   static constexpr int kSmemBytes = (Br + 2 * kStages * Bc) * kCols * 2 + (kTmaKV ? 1024 + 8 * kStages : 0);
   static_assert(kD % 16 == 0 && Bc % 16 == 0 && kStages >= 1 && kStages <= 2);
   static_assert(!kTmaKV || (kStages == 2 && kCols == kD && kD % 64 == 0 && kSwizzle));
 };
-
-// kTmaKV: K and V as [B * Hkv][Sk][D], boxes of Bc rows x 64 columns (rows past Sk and columns past
-// D land as zeros); a kernel parameter (__grid_constant__) the other configurations leave unused.
-struct KVMaps {
-  CUtensorMap k, v;
-};
-
-// kTmaKV, one thread: K_j and V_j (keys j0 .. j0 + Bc - 1 of matrix kv_bh) into one stage as the
-// copy engine's 64-column panels, counted on the stage's mbarrier `full` (sm_90: tma.cuh).
-template <class C>
-__device__ __forceinline__ void copy_kv_tma(const KVMaps& maps, std::uint32_t K_dst, std::uint32_t V_dst,
-                                            std::uint32_t full, int j0, std::int64_t kv_bh) {
-  mbarrier_arrive_expect_tx(full, 2 * C::Bc * C::kD * 2);  // whole boxes, zero-filled parts included
-#pragma unroll
-  for (int a = 0; a < C::kD / 64; ++a) {  // panel a: columns 64a .. 64a + 63, Bc rows of 128 bytes
-    tma_load_3d(K_dst + a * C::Bc * 128, &maps.k, 64 * a, j0, static_cast<int>(kv_bh), full);
-    tma_load_3d(V_dst + a * C::Bc * 128, &maps.v, 64 * a, j0, static_cast<int>(kv_bh), full);
-  }
-}
 
 // The head dim the kernel of C addresses global memory with: Params::head_dim for a padded tile,
 // else the constant kD.
@@ -102,7 +84,7 @@ __device__ __forceinline__ int head_dim_of(const Params& prm) {
 template <class C>
 struct WarpRows {
   float O[C::kMTiles][C::kD / 8][4];  // (16 kM, D) fp32 accumulators
-  float m[C::kMTiles][2];             // running max of rows g, g + 8 (raw score units)
+  float m[C::kMTiles][2];             // running max of rows g, g + 8, times scale log2(e)
   float l[C::kMTiles][2];             // running sum over this thread's keys (the quad's: at the end)
   __device__ __forceinline__ WarpRows() {
 #pragma unroll
@@ -133,7 +115,7 @@ using QFrags = std::uint32_t[C::kMTiles][C::kQInRegs ? C::kD / 16 : 1][4];
 
 // S_ij = Q_i K_j^T for the warp's rows: per 16-wide step of d, one LDSM of K feeds 2 kM mmas
 // (two 8-key n-tiles). Q_w: the warp's rows of Q_i; K_j: the key tile's stage. kAccumulate: add
-// to S instead (S over more head dims, held in another tile: steps/split_d.cuh).
+// to S instead (S over more head dims, held in another tile: 06_tensor_core/steps/split_d.cuh).
 template <class C, bool kAccumulate = false>
 __device__ __forceinline__ void tile_scores(ScoreTile<C>& S, const QFrags<C>& q_frag, std::uint32_t Q_w,
                                             std::uint32_t K_j, int lane_a, int lane_b) {
@@ -188,11 +170,11 @@ __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, in
 // Online softmax. A row's Bc keys sit in the 4 lanes of a quad (same g, t = 0..3), so two
 // xor-shuffles (1, 2) give its max; the sum l stays per thread until the end. P_ij leaves in T,
 // already as the A fragments of P V: keys 16kk..16kk+15 are S_ij's n-tiles 2kk and 2kk+1,
-// element for element (README: Walkthrough). No shuffle, no shared memory.
+// element for element (06 README: Walkthrough). No shuffle, no shared memory.
 template <class C>
 __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>& P_ij, WarpRows<C>& w,
                                              float scale_log2) {
-  // BEGIN SOLUTION: 05's online softmax on the mma fragments: a row's keys sit in one quad; P_ij leaves as the A fragments of P V without touching shared memory; the lazy rescale may skip O only where alpha is exactly 1 (README: Algorithm, The fragments, The lazy rescale, Pitfalls)
+  // BEGIN SOLUTION: 05's online softmax on the mma fragments: a row's keys sit in one quad; P_ij leaves as the A fragments of P V without touching shared memory; the lazy rescale may skip O only where alpha is exactly 1 (06 README: Algorithm, The fragments, The lazy rescale, Pitfalls)
   constexpr float kInf = std::numeric_limits<float>::infinity();
   float m_scaled[C::kMTiles][2], alpha[C::kMTiles][2];
   bool grew = false;  // did the max of any of this thread's rows grow?
@@ -200,20 +182,24 @@ __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>&
   for (int mt = 0; mt < C::kMTiles; ++mt) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float m = w.m[mt][h];
+      float m = fmaxf(S_ij[mt][0][2 * h], S_ij[mt][0][2 * h + 1]);  // this tile's max, raw units
 #pragma unroll
-      for (int nt = 0; nt < C::Bc / 8; ++nt) m = fmaxf(m, fmaxf(S_ij[mt][nt][2 * h], S_ij[mt][nt][2 * h + 1]));
+      for (int nt = 1; nt < C::Bc / 8; ++nt) m = fmaxf(m, fmaxf(S_ij[mt][nt][2 * h], S_ij[mt][nt][2 * h + 1]));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-      // No key seen yet (m = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
-      // Both products are rounded on their own (__fmul_rn, never fused into an FFMA), so an
-      // unchanged max gives alpha = exp2(0) = 1 exactly. Fused, w.m * scale_log2 - m' would be
-      // the rounding error of m' (up to 3e-5 at logits ~500), l_i would drift by that factor at
-      // every key tile, and over 70k keys LSE (and, with the lazy rescale, O) would be off by ~2%.
-      m_scaled[mt][h] = m == -kInf ? 0.0f : __fmul_rn(m, scale_log2);
-      alpha[mt][h] = fast_exp2(__fmul_rn(w.m[mt][h], scale_log2) - m_scaled[mt][h]);  // rescales earlier tiles
-      grew |= m > w.m[mt][h];
-      w.m[mt][h] = m;
+      // The running max lives in exp2 units, m * scale_log2 rounded once (__fmul_rn, never fused
+      // into an FFMA; rounding is monotonic, so the max of rounded values is the rounded max). An
+      // unchanged max therefore subtracts the very same float and alpha = exp2(0) = 1 exactly.
+      // Recomputed from raw units at every tile, w.m * scale_log2 - m' would fuse into an FFMA
+      // whose result is the rounding error of m' (up to 3e-5 at logits ~500): l_i would drift by
+      // that factor at every key tile, and over 70k keys LSE (and, with the lazy rescale, O)
+      // would be off by ~2%.
+      const float m_new = fmaxf(w.m[mt][h], __fmul_rn(m, scale_log2));
+      // No key seen yet (m_new = -inf): subtract 0 instead, so exp2(-inf - (-inf)) = NaN never happens.
+      m_scaled[mt][h] = m_new == -kInf ? 0.0f : m_new;
+      alpha[mt][h] = fast_exp2(w.m[mt][h] - m_scaled[mt][h]);  // rescales earlier tiles
+      grew |= m_new > w.m[mt][h];
+      w.m[mt][h] = m_new;
     }
   }
   // An unchanged max gives alpha = exp2(0) = 1 exactly: skipping O *= 1 changes no bit. With
@@ -250,7 +236,7 @@ __device__ __forceinline__ void softmax_step(const ScoreTile<C>& S_ij, PTile<C>&
 // O_i += P_ij V_j: one LDSM.T of V feeds 2 kM mmas.
 template <class C>
 __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_ij, std::uint32_t V_j, int lane_a) {
-  // BEGIN SOLUTION: w.O += P_ij V_j on the tensor cores: V_j is row-major in shared memory but the mma wants it as B, and one load should feed every m-tile of the warp (README: ldmatrix: two orders and a transpose)
+  // BEGIN SOLUTION: w.O += P_ij V_j on the tensor cores: V_j is row-major in shared memory but the mma wants it as B, and one load should feed every m-tile of the warp (06 README: ldmatrix: two orders and a transpose)
 #pragma unroll
   for (int kk = 0; kk < C::Bc / 16; ++kk) {
 #pragma unroll
@@ -268,8 +254,8 @@ __device__ __forceinline__ void accumulate_pv(WarpRows<C>& w, const PTile<C>& P_
 }
 
 // The end of the lane's row 16 mt + 8 h: its sum l over the quad's keys (every lane of the quad
-// takes part: the shuffles), and from it LSE = m * scale + log(l) (natural log), +inf for a row
-// that sees no key (l = 0, O = 0).
+// takes part: the shuffles), and from it LSE = m ln 2 + log(l) (natural log; m is in exp2 units),
+// +inf for a row that sees no key (l = 0, O = 0).
 template <class C>
 __device__ __forceinline__ float row_sum(const WarpRows<C>& w, int mt, int h) {
   float l = w.l[mt][h];
@@ -278,8 +264,8 @@ __device__ __forceinline__ float row_sum(const WarpRows<C>& w, int mt, int h) {
   return l;
 }
 template <class C>
-__device__ __forceinline__ float row_lse(const WarpRows<C>& w, int mt, int h, float l, const Params& prm) {
-  return l > 0.0f ? w.m[mt][h] * (prm.scale_log2 * kLn2) + logf(l) : std::numeric_limits<float>::infinity();
+__device__ __forceinline__ float row_lse(const WarpRows<C>& w, int mt, int h, float l) {
+  return l > 0.0f ? w.m[mt][h] * kLn2 + logf(l) : std::numeric_limits<float>::infinity();
 }
 
 // Epilogue: O_i / l_i once, and LSE. row: the query row of this lane's first element (mt = 0,
@@ -304,9 +290,9 @@ __device__ __forceinline__ void write_rows(const WarpRows<C>& w, const Params& p
         if (!C::kPadded || 8 * nt < D)
           *reinterpret_cast<std::uint32_t*>(O_g + (kBshd ? r * os.row : std::int64_t{r} * D) + 8 * nt + 2 * t) =
               pack2<T>(w.O[mt][nt][2 * h] * inv_l, w.O[mt][nt][2 * h + 1] * inv_l);
-      if (t == 0) prm.lse[bh * prm.seqlen_q + r] = row_lse(w, mt, h, l, prm);
+      if (t == 0) prm.lse[bh * prm.seqlen_q + r] = row_lse(w, mt, h, l);
     }
   }
 }
 
-}  // namespace tensor_core
+}  // namespace fa2
