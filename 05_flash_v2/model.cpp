@@ -52,24 +52,9 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
             S_ij[r * Bc + c] = !mask || seen ? s : -inf;
           }
         }
-        for (int r = 0; r < rows; ++r) {
-          float* s = &S_ij[r * Bc];
-          // BEGIN SOLUTION: FlashAttention-2's per-tile update in exp2 units: O_i, l_i stay unnormalized until the end, rescaled only when the max grows; where the max holds, the rescale factor must be exactly 1 (README: Algorithm)
-          const float m_new = std::max(m_i[r], *std::max_element(s, s + Bc));
-          const float m_use = m_new == -inf ? 0.0f : m_new;  // a row that has seen nothing yet
-          const float m_scaled = m_use * scale_log2;
-          const float alpha = std::exp2(m_i[r] * scale_log2 - m_scaled);  // rescales the old l_i and O_i
-          float rowsum = 0.0f;
-          for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(std::fma(s[c], scale_log2, -m_scaled)));  // P_ij
-          l_i[r] = alpha * l_i[r] + rowsum;
-          m_i[r] = m_new;
-          for (int d = 0; d < D; ++d) {
-            float pv = 0.0f;
-            for (int c = 0; c < Bc && j0 + c < Sk; ++c) pv += s[c] * V[std::int64_t{j0 + c} * D + d];
-            O_i[r * D + d] = alpha * O_i[r * D + d] + pv;
-          }
-          // END SOLUTION
-        }
+        for (int r = 0; r < rows; ++r)
+          update_row(&S_ij[r * Bc], Bc, V + std::int64_t{j0} * D, std::min(Bc, Sk - j0), D, scale_log2, m_i[r], l_i[r],
+                     &O_i[r * D]);
       }
       for (int r = 0; r < rows; ++r) {  // normalize once; LSE back to natural log
         const std::int64_t row = bh * Sq + i0 + r;
@@ -80,6 +65,27 @@ void forward(const fa::Problem& p, const std::vector<float>& q, const std::vecto
       }
     }
   }
+}
+
+void update_row(float* s, int Bc, const float* V_j, int keys, int D, float scale_log2, float& m, float& l,
+                float* O) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // BEGIN SOLUTION: FlashAttention-2's per-tile update in exp2 units: O and l stay unnormalized until the end, rescaled only when the max grows; where the max holds, the rescale factor must be exactly 1 (README: Algorithm)
+  // STUB: (void)s, (void)Bc, (void)V_j, (void)keys, (void)D, (void)scale_log2, (void)m, (void)l, (void)O, (void)inf;
+  const float m_new = std::max(m, *std::max_element(s, s + Bc));
+  const float m_use = m_new == -inf ? 0.0f : m_new;  // a row that has seen nothing yet
+  const float m_scaled = m_use * scale_log2;
+  const float alpha = std::exp2(m * scale_log2 - m_scaled);  // rescales the old l and O
+  float rowsum = 0.0f;
+  for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(std::fma(s[c], scale_log2, -m_scaled)));  // P_ij
+  l = alpha * l + rowsum;
+  m = m_new;
+  for (int d = 0; d < D; ++d) {
+    float pv = 0.0f;
+    for (int c = 0; c < keys; ++c) pv += s[c] * V_j[std::int64_t{c} * D + d];
+    O[d] = alpha * O[d] + pv;
+  }
+  // END SOLUTION
 }
 
 }  // namespace flash_v2::model

@@ -1,6 +1,7 @@
 // Chapter 07's forward on the CPU, in fp32, one query block at a time: the grid's loop over
 // query blocks, then the kernel's walk over the block's active key tiles (sparse_tiles.h), with
-// 05's online softmax. A step the kernel takes, this takes; a tile the kernel skips, this skips.
+// 05's per-tile update (flash_v2::model::update_row). A step the kernel takes, this takes; a tile
+// the kernel skips, this skips.
 #include "07_block_sparse/model.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "05_flash_v2/model.h"  // update_row: 05's online softmax and P V for one row
 #include "07_block_sparse/sparse_tiles.h"
 #include "common/device/constants.h"
 #include "common/device/tiles.h"
@@ -54,21 +56,9 @@ void forward(const fa::Problem& p, const BlockMask& mask, const std::vector<floa
             S_ij[r * Bc + c] = seen ? s : -inf;
           }
         }
-        for (int r = 0; r < rows; ++r) {  // online softmax, exp2 with the scale folded in
-          float* s = &S_ij[r * Bc];
-          const float m_new = std::max(m_i[r], *std::max_element(s, s + Bc));
-          const float m_scaled = m_new == -inf ? 0.0f : m_new * scale_log2;  // nothing seen yet
-          const float alpha = std::exp2(m_i[r] * scale_log2 - m_scaled);
-          float rowsum = 0.0f;
-          for (int c = 0; c < Bc; ++c) rowsum += (s[c] = std::exp2(s[c] * scale_log2 - m_scaled));  // P_ij
-          l_i[r] = alpha * l_i[r] + rowsum;
-          m_i[r] = m_new;
-          for (int d = 0; d < D; ++d) {
-            float pv = 0.0f;
-            for (int c = 0; c < Bc && j0 + c < Sk; ++c) pv += s[c] * V[std::int64_t{j0 + c} * D + d];
-            O_i[r * D + d] = alpha * O_i[r * D + d] + pv;
-          }
-        }
+        for (int r = 0; r < rows; ++r)  // 05's online softmax and P V, exp2 with the scale folded in
+          flash_v2::model::update_row(&S_ij[r * Bc], Bc, V + std::int64_t{j0} * D, std::min(Bc, Sk - j0), D, scale_log2,
+                                      m_i[r], l_i[r], &O_i[r * D]);
       }
       for (int r = 0; r < rows; ++r) {  // normalize once: O = 0, LSE = +inf where no key was seen
         const std::int64_t out = bh * Sq + i0 + r;

@@ -9,6 +9,11 @@
 #
 #   bash scripts/grade.sh [BUILD_DIR] [--chapter NN[,NN...]] [--tsv FILE] [--todo-tsv FILE] [--todos FILE]
 #        [--jobs N] [--timeout SECONDS] [--chapter-timeout SECONDS] [--perf SOLUTION_BUILD [--perf-tsv FILE]]
+#   bash scripts/grade.sh --submission DIR [--chapter NN ...] [the options above but BUILD_DIR]
+# --submission DIR: grade a student's repository without trusting anything in it but their TODO
+# files. A clean handout is made from this repository (make_student.py --export, staged as DIR's
+# scripts/grading/handout.txt says, if it has one), only the files todos.tsv names for the graded
+# chapters are copied into it from DIR, and that tree is built and graded (in a temporary folder).
 # --chapter grades only those chapters (03 or 03_online_softmax; repeatable). Each graded chapter's
 # test binaries are rebuilt first from its sources: one that does not compile scores 0 (never an
 # older binary's result), and grading goes on with the next chapter.
@@ -24,12 +29,15 @@
 # unfinished copy passes) and the points; regions graded by the same tests say "shared with". A
 # GPU region whose tests skipped (no GPU) earns nothing and says so. --todo-tsv writes those rows,
 # after a header line: chapter file region part passed total skipped baseline fraction points max note.
+# --json FILE writes the per-TODO results as Gradescope's autograder results.json: one test per
+# TODO region (name, score, max_score, status, output), and one per chapter with the teacher's
+# hidden cases (FA_EXTRA_TESTS_DIR), visible after the grades are published.
 # --perf SOLUTION_BUILD: then the optional performance part, scripts/grade_perf.sh (thresholds in
 # scripts/grading/perf.tsv): the chapters whose GPU tests all passed, timed against the solution's
 # build on the same GPU; --perf-tsv writes its rows. Exit status 0 once the tables are printed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-build="" only="" tsv="" todo_tsv="" todos=$here/grading/todos.tsv perf="" perf_tsv="" jobs=8 timeout=300 chapter_timeout=900
+build="" only="" submission="" json="" tsv="" todo_tsv="" todos=$here/grading/todos.tsv perf="" perf_tsv="" jobs=8 timeout=300 chapter_timeout=900
 while (($#)); do
   case $1 in
     --tsv) tsv=$2; shift 2 ;;
@@ -41,18 +49,62 @@ while (($#)); do
     --timeout) timeout=$2; shift 2 ;;
     --chapter-timeout) chapter_timeout=$2; shift 2 ;;
     --chapter) only=${only:+$only,}$2; shift 2 ;;
+    --submission) submission=$2; shift 2 ;;
+    --json) json=$2; shift 2 ;;
     -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
     -*) echo "grade.sh: unknown option $1" >&2; exit 2 ;;
     *) build=$1; shift ;;
   esac
 done
+if [[ -n $submission ]]; then
+  [[ -d $submission ]] || { echo "grade.sh: --submission $submission is not a folder" >&2; exit 2; }
+  submission=$(cd "$submission" && pwd)
+  work=$(mktemp -d)
+  stage=()
+  if [[ -f $submission/scripts/grading/handout.txt ]]; then
+    numbers=$(grep -oE '^[0-9][0-9]' "$submission/scripts/grading/handout.txt" | sort -n)
+    stage=(--chapters "$(head -1 <<<"$numbers")-$(tail -1 <<<"$numbers")")
+  fi
+  python3 "$here/make_student.py" --export "$work/handout" "${stage[@]}" >"$work/export.log" 2>&1 ||
+    { cat "$work/export.log" >&2; exit 2; }
+  # The student's TODO files, and nothing else: tests, CMake files, todos.tsv and this script
+  # stay the handout's. A file named in todos.tsv that the submission lacks stays unfinished.
+  copied=0
+  while IFS=$'\t' read -r ch file _; do
+    [[ $ch =~ ^[0-9][0-9]_ ]] || continue
+    [[ -z $only || ,$only, == *,${ch:0:2},* || ,$only, == *,$ch,* ]] || continue
+    [[ -d $work/handout/$ch ]] || continue
+    rel=$ch/$file; [[ $file == common/* ]] && rel=$file
+    [[ -f $submission/$rel && ! -L $submission/$rel ]] || { echo "grade.sh: the submission has no $rel" >&2; continue; }
+    cp "$submission/$rel" "$work/handout/$rel" && ((copied++)) || true
+  done < <(grep -v '^#' "$todos" | sort -u -t$'\t' -k1,2)
+  echo "grade.sh: a clean handout with the submission's $copied TODO files: $work/handout" >&2
+  gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S "$work/handout" -B "$work/handout/build" -DCMAKE_BUILD_TYPE=Release -DFA_TESTS_PER_CASE=ON "${gen[@]}" \
+    >"$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 2; }
+  cmake --build "$work/handout/build" -j "$jobs" -- $([[ ${#gen[@]} -gt 0 ]] && echo "-k 0" || echo "-k") \
+    >"$work/build.log" 2>&1 || echo "grade.sh: some of the submission does not build (see $work/build.log)" >&2
+  args=()
+  [[ -n $only ]] && args+=(--chapter "$only")
+  [[ -n $tsv ]] && args+=(--tsv "$(cd "$(dirname "$tsv")" && pwd)/$(basename "$tsv")")
+  [[ -n $todo_tsv ]] && args+=(--todo-tsv "$(cd "$(dirname "$todo_tsv")" && pwd)/$(basename "$todo_tsv")")
+  [[ -n $json ]] && args+=(--json "$(cd "$(dirname "$json")" && pwd)/$(basename "$json")")
+  exec bash "$work/handout/scripts/grade.sh" "$work/handout/build" "${args[@]}" --jobs "$jobs" --timeout "$timeout" \
+    --chapter-timeout "$chapter_timeout"
+fi
 [[ -n $build ]] || build=$(dirname "$0")/../build
+# A staged handout (make_student.py --chapters) grades its own chapters; the ones before are given.
+if [[ -z $only && -f $here/grading/handout.txt ]]; then
+  only=$(grep -E '^[0-9][0-9]_' "$here/grading/handout.txt" | paste -sd, -)
+  echo "grade.sh: a staged handout: grading $only (scripts/grading/handout.txt)" >&2
+fi
 [[ -f $build/CTestTestfile.cmake ]] || { echo "grade.sh: $build is not a configured build directory" >&2; exit 2; }
 build=$(cd "$build" && pwd)
 absolute() { echo "$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"; }
 [[ -n $tsv ]] && tsv=$(absolute "$tsv")
 [[ -n $todo_tsv ]] && todo_tsv=$(absolute "$todo_tsv")
 [[ -n $perf_tsv ]] && perf_tsv=$(absolute "$perf_tsv")
+[[ -n $json ]] && json=$(absolute "$json")
 [[ -f $todos ]] || { echo "grade.sh: no $todos: the per-TODO table is left out" >&2; todos=""; }
 if [[ -n $perf ]]; then
   [[ -d $perf ]] || { echo "grade.sh: --perf $perf is not a build directory" >&2; exit 2; }
@@ -140,7 +192,7 @@ for ch in "${chapters[@]}"; do
   fi
 done
 
-GRADE_ONLY=$only python3 - "$results" "$tsv" "$todos" "$todo_tsv" "${chapters[@]}" <<'EOF'
+GRADE_JSON=$json GRADE_ONLY=$only python3 - "$results" "$tsv" "$todos" "$todo_tsv" "${chapters[@]}" <<'EOF'
 import os
 import re
 import sys
@@ -157,6 +209,12 @@ def outcomes(ch, part):
     if listing.exists():
         for name in re.findall(r"^\s*Test\s+#\d+: (\S+)", listing.read_text(), re.M):
             found[name] = "failed"
+    # ctest's own lines, which a time limit leaves behind (it kills ctest before the JUnit file is
+    # written): a test that passed before the limit keeps its points.
+    log = results / f"{ch}.{part}.log"
+    if log.exists():
+        for name, what in re.findall(r"^\s*\d+/\d+ Test\s+#\d+: (\S+) \.*\s*(\*\*\*\w+|Passed)", log.read_text(errors="replace"), re.M):
+            found[name] = "passed" if what == "Passed" else "skipped" if what == "***Skipped" else "failed"
     xml = results / f"{ch}.{part}.xml"
     if xml.exists():
         for case in ET.parse(xml).getroot().iter("testcase"):
@@ -267,10 +325,37 @@ for r, w in zip(graded_rows, where):
     frac = f"{fraction:.3f}" if fraction is not None else "-"
     print(f"{ch:<{cw}} | {w:<{ww}} | {part:<4} | {passed:>6} / {total:<5} | {base!s:>8} | {frac:>8} | "
           f"{earned:5.1f} of {mx:<4g} | {note}")
-earned, possible = sum(r[9] for r in graded_rows), sum(r[10] for r in graded_rows)
+earned_total, possible = sum(r[9] for r in graded_rows), sum(r[10] for r in graded_rows)
+earned = earned_total
 skipped_gpu = sum(r[10] for r in graded_rows if r[11].startswith("skipped"))
 print(f"{'total':<{cw}} | {'':<{ww}} |      |                |          |          | {earned:5.1f} of {possible:<4g} | "
       f"over {len(graded_rows)} TODO regions" + (f"; {skipped_gpu:g} points not graded (GPU tests skipped)" if skipped_gpu else ""))
+if os.environ.get("GRADE_JSON"):
+    # Gradescope's autograder results (its documented fields only): a test per TODO region, and
+    # per chapter with hidden cases one more, shown once the grades are published.
+    import json
+    tests = []
+    for r, w in zip(graded_rows, where):
+        ch, _, _, part, passed, total, skipped, base, fraction, earned, mx, note = r
+        tests.append({"name": f"{ch} {w} ({part})", "number": str(len(tests) + 1), "score": round(earned, 2),
+                      "max_score": mx, "status": "passed" if fraction == 1.0 else "failed",
+                      "output": f"{passed} of {total} tests passed" + (f" ({skipped} skipped)" if skipped else "")
+                                + (f"; baseline {base}" if part == "cpu" else "") + (f"; {note}" if note else ""),
+                      "visibility": "visible"})
+    for ch in chapters:
+        for part in ("cpu", "gpu"):
+            hidden = {n: o for n, o in results_of.get((ch, part), {}).items() if "/Extra_" in n}
+            if hidden:
+                passed = list(hidden.values()).count("passed")
+                tests.append({"name": f"{ch} hidden cases ({part})", "number": str(len(tests) + 1), "score": 0.0,
+                              "max_score": 0.0, "status": "passed" if passed == len(hidden) else "failed",
+                              "output": f"{passed} of {len(hidden)} hidden cases passed (their points are in the "
+                                        "TODO rows above)", "visibility": "after_published"})
+    doc = {"score": round(earned_total, 2), "output": f"{earned_total:.1f} of {possible:g} points over "
+           f"{len(graded_rows)} TODO regions (scripts/grade.sh)", "visibility": "visible",
+           "stdout_visibility": "hidden", "tests": tests}
+    with open(os.environ["GRADE_JSON"], "w") as f:
+        json.dump(doc, f, indent=1)
 if todo_tsv:
     with open(todo_tsv, "w") as f:
         f.write("\t".join("chapter file region part passed total skipped baseline fraction points max note".split()) + "\n")

@@ -17,6 +17,7 @@ marker's indentation. The markers are comments, so they change nothing in the co
     python3 scripts/make_student.py --all --out DIR           # every chapter (NN_name/)
     python3 scripts/make_student.py --all --list              # chapters and their regions
     python3 scripts/make_student.py --export DIR              # a standalone student repository
+    python3 scripts/make_student.py --export DIR --chapters 03-05   # a staged handout (below)
     python3 scripts/make_student.py --check-export DIR        # ... holds no line of a solution
 
 --export writes a new git repository (one commit, no history) of every file this repository
@@ -28,6 +29,12 @@ replaced as above, and Markdown files whose answer-giving passages, marked
     <!-- END SOLUTION -->
 
 become `> **Hint:** <the hint>`. It configures, builds, tests and grades like this repository.
+
+--chapters NN or NN-MM makes a staged handout instead: the chapters NN..MM as TODOs, every chapter
+before them complete (solutions in, markers gone: given code), and nothing after them: later
+chapters, and the code that needs them (DEPENDS_ON below), are left out, since they call or copy
+the answers of earlier ones. scripts/grading/handout.txt names the TODO chapters; grade.sh and
+check_todos.py grade and check those only.
 --check-export fails (exit 1) if any line of a solution region that appears nowhere outside the
 regions (in this repository's tracked files) stands in a file of the export.
 
@@ -55,7 +62,11 @@ MD_BEGIN = re.compile(r"^\s*<!-- BEGIN SOLUTION:\s*(.*?)\s*-->\s*$")
 MD_END = re.compile(r"^\s*<!-- END SOLUTION -->\s*$")
 # Files the student repository leaves out: answer keys, and the tooling that checks solutions;
 # pending patches (docs/pending/), whose context lines quote the chapters' code, solutions included.
-TEACHER_ONLY = ("docs/teacher/", "docs/pending/")
+TEACHER_ONLY = ("docs/teacher/", "docs/pending/", "scripts/figures.py")  # figures.py: Python ports of answers
+# Code outside the chapter folders that needs a chapter (its number): a staged handout that ends
+# before that chapter leaves it out.
+DEPENDS_ON = {"python/": 8, "examples/": 6}
+HANDOUT_FILE = "scripts/grading/handout.txt"
 
 
 class MarkerError(Exception):
@@ -140,25 +151,71 @@ def tracked_files(root):
     return [p for p in listed.stdout.decode().split("\0") if p and (root / p).is_file()]
 
 
-def student_text(root, rel):
-    """(bytes of the student version of root/rel, regions), or (None, 0) for a teacher-only file."""
+def owner(rel):
+    """The number of the chapter a tracked file belongs to or needs, or None (shared by all)."""
+    m = re.match(r"^(\d\d)_", rel)
+    if m:
+        return int(m.group(1))
+    for folder, chapter in TAUGHT_IN.items():
+        if rel.startswith(folder + "/"):
+            return int(chapter[:2])
+    for folder, chapter in DEPENDS_ON.items():
+        if rel.startswith(folder):
+            return chapter
+    return None
+
+
+def parse_range(spec):
+    """'03-05' -> (3, 5); '08' -> (8, 8)."""
+    m = re.match(r"^(\d{1,2})(?:-(\d{1,2}))?$", spec)
+    if not m:
+        raise SystemExit(f"make_student: --chapters takes NN or NN-MM (e.g. 03-05), not {spec!r}")
+    first, last = int(m.group(1)), int(m.group(2) or m.group(1))
+    if first > last:
+        raise SystemExit(f"make_student: --chapters {spec}: the range runs backwards")
+    return first, last
+
+
+def strip_markers(text):
+    """The solution as given code: every marker line (BEGIN, STUB, END) dropped, the rest kept."""
+    keep = [ln for ln in text.splitlines(keepends=True)
+            if not (BEGIN.match(ln) or STUB.match(ln) or END.match(ln) or MD_BEGIN.match(ln) or MD_END.match(ln))]
+    return "".join(keep)
+
+
+def student_text(root, rel, stage=None):
+    """(bytes of the student version of root/rel, regions), or (None, 0) for a file the student
+    does not get. stage: (first, last) TODO chapters of a staged handout, or None: all of them."""
     if rel.startswith(TEACHER_ONLY):
         return None, 0
+    chapter = owner(rel)
+    if stage and chapter is not None and chapter > stage[1]:
+        return None, 0  # after the handout: it calls or copies the handout's answers
     data = (root / rel).read_bytes()
     suffix = Path(rel).suffix
     if suffix in SOURCE_SUFFIXES or suffix == ".md":
         text = data.decode("utf-8", "surrogateescape")
+        if stage and chapter is not None and chapter < stage[0]:
+            return strip_markers(text).encode("utf-8", "surrogateescape"), 0  # before: given code
         new, regions = (transform_markdown if suffix == ".md" else transform)(text, rel)
         if regions:
             return new.encode("utf-8", "surrogateescape"), regions
     return data, 0
 
 
-def export(root, dest):
-    """Writes the student repository to dest (new, or empty) and commits it once."""
+def export(root, dest, stage=None):
+    """Writes the student repository to dest (new, or empty) and commits it once. stage: (first,
+    last) for a staged handout (--chapters)."""
     if dest.exists() and any(dest.iterdir()):
         raise SystemExit(f"make_student: {dest} exists and is not empty")
-    plans = [(rel, *student_text(root, rel)) for rel in tracked_files(root)]  # MarkerError: nothing written
+    plans = [(rel, *student_text(root, rel, stage)) for rel in tracked_files(root)]  # MarkerError: nothing written
+    if stage:
+        todo = [d.name for d in chapter_dirs(root) if stage[0] <= int(d.name[:2]) <= stage[1]]
+        if not todo:
+            raise SystemExit(f"make_student: --chapters {stage[0]:02d}-{stage[1]:02d} names no chapter")
+        note = ("# The chapters this handout asks for (make_student.py --chapters): grade.sh and\n"
+                "# check_todos.py grade and check these only. The chapters before them are given.\n")
+        plans.append((HANDOUT_FILE, (note + "\n".join(todo) + "\n").encode(), 0))
     files = regions = 0
     for rel, data, n in plans:
         if data is None:
@@ -166,7 +223,8 @@ def export(root, dest):
         out = dest / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(data)
-        shutil.copymode(root / rel, out)
+        if (root / rel).exists():
+            shutil.copymode(root / rel, out)
         files, regions = files + 1, regions + n
     git = ["git", "-C", str(dest), "-c", "user.name=make_student", "-c", "user.email=make_student@localhost"]
     subprocess.run(git[:3] + ["init", "-q"], check=True)
@@ -175,14 +233,19 @@ def export(root, dest):
     print(f"make_student: exported {files} files, {regions} solution regions replaced -> {dest}")
 
 
-def solution_lines(root):
+def solution_lines(root, stage=None):
     """Lines (stripped) that stand inside a solution region of root's tracked files and nowhere
     outside one (teacher-only files aside): what a student copy must never contain. Short lines (braces, `#pragma unroll`)
-    are left out: they say nothing."""
+    are left out: they say nothing. stage (a staged handout): only the TODO chapters' regions are
+    secret; the chapters before them are given code, those after them are not in the handout."""
     inside, outside = set(), set()
     for rel in tracked_files(root):
         suffix = Path(rel).suffix
         if rel.startswith(TEACHER_ONLY):  # answer keys and patches quote solutions: never outside
+            continue
+        chapter = owner(rel)
+        given = stage is not None and chapter is not None and chapter < stage[0]
+        if stage is not None and chapter is not None and chapter > stage[1]:
             continue
         if suffix not in SOURCE_SUFFIXES and suffix != ".md":
             continue
@@ -198,13 +261,22 @@ def solution_lines(root):
             key = line.strip()
             if STUB.match(line) or len(key) < 16 or key.startswith("#pragma"):
                 continue
-            (inside if depth else outside).add(key)
+            (inside if depth and not given else outside).add(key)
     return inside - outside
+
+
+def handout_stage(dest):
+    """(first, last) from a staged handout's HANDOUT_FILE, or None for a whole export."""
+    path = dest / HANDOUT_FILE
+    if not path.exists():
+        return None
+    numbers = [int(ln[:2]) for ln in path.read_text().splitlines() if re.match(r"^\d\d_", ln)]
+    return (min(numbers), max(numbers)) if numbers else None
 
 
 def check_export(root, dest):
     """Exit status 1, naming file:line, if the export at dest holds a solution line."""
-    secret = solution_lines(root)
+    secret = solution_lines(root, handout_stage(dest))
     found = 0
     for path in sorted(p for p in dest.rglob("*") if p.is_file() and ".git" not in p.relative_to(dest).parts):
         try:
@@ -262,11 +334,12 @@ def main(argv=None):
     ap.add_argument("--quiet", action="store_true", help="print only what was kept or refused")
     ap.add_argument("--export", type=Path, metavar="DIR", help="write a standalone student repository to DIR")
     ap.add_argument("--check-export", type=Path, metavar="DIR", help="check that the export in DIR holds no solution")
+    ap.add_argument("--chapters", dest="stage", metavar="NN-MM", help="with --export: a staged handout of chapters NN..MM")
     args = ap.parse_args(argv)
     if args.export or args.check_export:
         try:
             if args.export:
-                export(args.root, args.export)
+                export(args.root, args.export, parse_range(args.stage) if args.stage else None)
             return check_export(args.root, args.export or args.check_export)
         except MarkerError as e:
             print(f"make_student: {e}", file=sys.stderr)
