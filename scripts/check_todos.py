@@ -236,6 +236,16 @@ def ctest_names(ctest, build, part, regex=None):
 
 
 _listed = None
+# A row of the rubric's per-chapter CPU table: | 03 | 25 | 12 |, or | 01, 02 | 12 | 12 |.
+CPU_ROW = re.compile(r"^\| ((?:\d\d, )*\d\d) \| (\d+) \| (\d+) \|", re.M)
+
+
+def cpu_counts(args):
+    """{chapter number: its CPU tests in args.build}."""
+    counts = {}
+    for name in ctest_names(args.ctest, args.build, "cpu"):
+        counts[name[:2]] = counts.get(name[:2], 0) + 1
+    return counts
 
 
 def _per_case_off(build):
@@ -324,14 +334,12 @@ def check(args, root, all_rows):
 
     if args.build:
         # The rubric's per-chapter CPU table: its "CPU tests" column is the build's count.
-        cpu_counts = {}
-        for name in ctest_names(args.ctest, args.build, "cpu"):
-            cpu_counts[name[:2]] = cpu_counts.get(name[:2], 0) + 1
-        for m in re.finditer(r"^\| ((?:\d\d, )*\d\d) \| (\d+) \| (\d+) \|", rubric, re.M):
+        counts = cpu_counts(args)
+        for m in CPU_ROW.finditer(rubric):
             for number in m.group(1).split(", "):
-                if number in cpu_counts and cpu_counts[number] != int(m.group(2)):
-                    bad(f"docs/grading_rubric.md: chapter {number} has {cpu_counts[number]} CPU tests in "
-                        f"{args.build}, the table says {m.group(2)}")
+                if number in counts and counts[number] != int(m.group(2)):
+                    bad(f"docs/grading_rubric.md: chapter {number} has {counts[number]} CPU tests in "
+                        f"{args.build}, the table says {m.group(2)} (check_todos.py --write --build regenerates it)")
         for r in rows:
             names = ctest_names(args.ctest, args.build, r["part"], r["tests"])
             where = f"{args.todos.name}:{r['line']}"
@@ -390,8 +398,18 @@ def main():
         text = path.read_text()
         if not TABLE.search(text):
             raise SystemExit(f"check_todos: {path}: no <!-- todos:begin --> ... <!-- todos:end --> to write between")
-        path.write_text(TABLE.sub(lambda m: m.group(1) + markdown_table(rows) + m.group(3), text))
+        text = TABLE.sub(lambda m: m.group(1) + markdown_table(rows) + m.group(3), text)
         print(f"check_todos: wrote the per-TODO table of {path}")
+        if args.build:  # and the CPU tests column of the per-chapter table, counted in the build
+            counts = cpu_counts(args)
+            def row(m):
+                numbers = m.group(1).split(", ")
+                if all(n in counts for n in numbers) and len({counts[n] for n in numbers}) == 1:
+                    return f"| {m.group(1)} | {counts[numbers[0]]} | {m.group(3)} |"
+                return m.group(0)
+            text = CPU_ROW.sub(row, text)
+            print(f"check_todos: wrote the CPU test counts of {args.build} into {path}")
+        path.write_text(text)
         return 0
     return check(args, root, rows)
 

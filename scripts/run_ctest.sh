@@ -19,8 +19,9 @@ passed=0 failed=0 skipped=0 total=0 finished="" failures=()
 resources=()
 junit=$(cd "$build" && pwd)/ctest_junit.xml
 counts=$(cd "$build" && pwd)/case_counts.txt  # common/harness/gtest_main.cpp appends each binary's counts
-rm -f "$junit" "$counts"
-touch "$counts"
+times=$(cd "$build" && pwd)/case_times.txt    # ... and each case's milliseconds
+rm -f "$junit" "$counts" "$times"
+touch "$counts" "$times"
 [[ -f $build/gpu_resources.json ]] && resources=(--resource-spec-file "$(cd "$build" && pwd)/gpu_resources.json")
 while IFS= read -r line; do
   if [[ -n $finished ]]; then
@@ -46,7 +47,7 @@ while IFS= read -r line; do
 # The CPU reference uses OpenMP; keep each test process from taking every core. The GPU entries
 # take one slot each of gpu_resources.json's `gpus` (cmake/Chapter.cmake): at most FA_GPU_JOBS
 # processes share the GPU while the CPU tests use the other cores.
-done < <(FA_CASE_COUNTS=$counts OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir "$build" --output-on-failure \
+done < <(FA_CASE_COUNTS=$counts FA_CASE_TIMES=$times OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir "$build" --output-on-failure \
            -j "$(nproc)" ${resources[@]+"${resources[@]}"} --output-junit "$junit" "$@" 2>&1 | tee "$log"
          echo "${PIPESTATUS[0]}" >"$status_file")
 status=$(<"$status_file")
@@ -71,6 +72,10 @@ if ((skipped)); then
     echo "   (no NVIDIA GPU on this machine: the GPU tests need one, so run them on a GPU machine;" \
          "the CPU tests alone: ctest --test-dir $build -L cpu)"
   fi
+fi
+if [[ -s $times ]]; then
+  echo "   slowest test cases (ms, binary, case; all in $times):"
+  sort -rn "$times" | head -5 | sed 's/^/     /'
 fi
 echo "   ctest's full output: $log"
 if [[ $status != 0 ]] && ((failed == 0)); then

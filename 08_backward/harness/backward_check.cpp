@@ -56,15 +56,26 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
   const float scale = p.scale();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   auto rd = [&](float x) { return round_to_dtype(x, p.dtype); };
-  // One (b, kv head) at a time: the query heads of its group add into the same dK, dV.
+  // One (b, kv head) at a time: the query heads of its group add into the same dK, dV. Its rows
+  // (head, query) run in fixed blocks of kRowBlock, in parallel, each block with dK, dV partial
+  // sums of its own that are then added in block order: the bits do not depend on the thread count.
+  constexpr int kRowBlock = 128;
   for (int b = 0; b < p.batch; ++b) {
     for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
       const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + kvh) * Sk * d;
-      std::vector<float> dk(static_cast<std::size_t>(Sk) * d, 0.0f), dv(dk.size(), 0.0f);
-      std::vector<float> s(Sk), o(d), dq(d);
-      for (int h = kvh * p.group_size(); h < (kvh + 1) * p.group_size(); ++h) {
-        const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * Sq;
-        for (int i = 0; i < Sq; ++i) {
+      const int h0 = kvh * p.group_size(), rows = p.group_size() * Sq;
+      const int blocks = (rows + kRowBlock - 1) / kRowBlock;
+      std::vector<std::vector<float>> dk_part(blocks), dv_part(blocks);
+#pragma omp parallel for schedule(dynamic)
+      for (int blk = 0; blk < blocks; ++blk) {
+        std::vector<float>& dk = dk_part[blk];
+        std::vector<float>& dv = dv_part[blk];
+        dk.assign(static_cast<std::size_t>(Sk) * d, 0.0f);
+        dv.assign(dk.size(), 0.0f);
+        std::vector<float> s(Sk), o(d), dq(d);
+        for (int r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+          const int h = h0 + r / Sq, i = r % Sq;
+          const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * Sq;
           const float* q_i = &q[(row0 + i) * d];
           const float* do_i = &dout[(row0 + i) * d];
           float m = kNegInf;
@@ -104,6 +115,15 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
           }
           for (int c = 0; c < d; ++c) out.dq[(row0 + i) * d + c] = rd(scale * dq[c]);
         }
+      }
+      std::vector<float> dk(static_cast<std::size_t>(Sk) * d, 0.0f), dv(dk.size(), 0.0f);
+      for (int blk = 0; blk < blocks; ++blk) {
+        for (std::size_t n = 0; n < dk.size(); ++n) {
+          dk[n] += dk_part[blk][n];
+          dv[n] += dv_part[blk][n];
+        }
+        std::vector<float>().swap(dk_part[blk]);  // free as we go
+        std::vector<float>().swap(dv_part[blk]);
       }
       for (std::size_t n = 0; n < dk.size(); ++n) {
         out.dk[kv0 + n] = rd(scale * dk[n]);

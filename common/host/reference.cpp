@@ -94,7 +94,8 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
   check_score_options(p, options, "reference");
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
-#pragma omp parallel for collapse(2) schedule(dynamic)
+  // Parallel over (b, h); a problem of one slice leaves the threads to Eigen's matrix products.
+#pragma omp parallel for collapse(2) schedule(dynamic) if (std::int64_t{p.batch} * p.heads > 1)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
       const int kvh = h / p.group_size();
@@ -121,38 +122,43 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
   const int d = p.head_dim, dv = p.dv();
   const float scale_log2 = p.scale() * cuda::kLog2e;                  // rounded as the kernels round it
   const double scale = static_cast<double>(scale_log2) * cuda::kLn2D;  // back to natural-log units
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < p.batch; ++b) {
-    for (int h = 0; h < p.heads; ++h) {
-      const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
-      const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
-      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
-      std::vector<double> s(p.seqlen_k), acc(dv);
-      for (int i = 0; i < p.seqlen_q; ++i) {
-        const float* q_i = &q[(row0 + i) * d];
-        double m = -kInf;
-        for (int j = 0; j < p.seqlen_k; ++j) {
-          const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
-          float dot = 0.0f;
-          for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
-          const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
-                            (!visible || visible(b, h, i, j));
-          s[j] = seen ? scale * dot : -kInf;
-          m = std::max(m, s[j]);
+  // Rows are independent: parallel over (b, h, row), so that one long head (4,096 x 4,096) takes
+  // every thread too. Each row's sums run in one thread, in key order: the same bits at any count.
+#pragma omp parallel
+  {
+    std::vector<double> s(p.seqlen_k), acc(dv);  // this thread's row
+#pragma omp for collapse(3) schedule(dynamic, 8)
+    for (int b = 0; b < p.batch; ++b) {
+      for (int h = 0; h < p.heads; ++h) {
+        for (int i = 0; i < p.seqlen_q; ++i) {
+          const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
+          const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
+          const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+          const float* q_i = &q[(row0 + i) * d];
+          double m = -kInf;
+          for (int j = 0; j < p.seqlen_k; ++j) {
+            const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
+            float dot = 0.0f;
+            for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
+            const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                              (!visible || visible(b, h, i, j));
+            s[j] = seen ? scale * dot : -kInf;
+            m = std::max(m, s[j]);
+          }
+          if (m == -kInf) {  // no visible key (problem.h): O row stays 0
+            out.lse[row0 + i] = kInf;
+            continue;
+          }
+          double l = 0;
+          for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = s[j] == -kInf ? 0.0 : std::exp(s[j] - m));
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int j = 0; j < p.seqlen_k; ++j) {
+            if (s[j] == 0.0) continue;
+            for (int c = 0; c < dv; ++c) acc[c] += s[j] * v[v0 + static_cast<std::size_t>(j) * dv + c];
+          }
+          out.lse[row0 + i] = m + std::log(l);
+          for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = acc[c] / l;
         }
-        if (m == -kInf) {  // no visible key (problem.h): O row stays 0
-          out.lse[row0 + i] = kInf;
-          continue;
-        }
-        double l = 0;
-        for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = s[j] == -kInf ? 0.0 : std::exp(s[j] - m));
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j < p.seqlen_k; ++j) {
-          if (s[j] == 0.0) continue;
-          for (int c = 0; c < dv; ++c) acc[c] += s[j] * v[v0 + static_cast<std::size_t>(j) * dv + c];
-        }
-        out.lse[row0 + i] = m + std::log(l);
-        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = acc[c] / l;
       }
     }
   }
@@ -169,42 +175,46 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
   const float scale = p.scale();
   const float softcap = static_cast<float>(options.softcap);
   constexpr float kInfF = std::numeric_limits<float>::infinity();
-#pragma omp parallel for collapse(2) schedule(dynamic)
-  for (int b = 0; b < p.batch; ++b) {
-    for (int h = 0; h < p.heads; ++h) {
-      const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
-      const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
-      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
-      const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
-      const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
-      std::vector<float> s(p.seqlen_k), acc(dv);
-      for (int i = 0; i < p.seqlen_q; ++i) {
-        const float* q_i = &q[(row0 + i) * d];
-        float m = sink;  // the options as reference.h orders them, in float
-        for (int j = 0; j < p.seqlen_k; ++j) {
-          float dot = 0.0f;
-          for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
-          const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
-                            (!visible || visible(b, h, i, j));
-          float x = scale * dot;
-          if (softcap > 0) x = softcap * std::tanh(x / softcap);
-          x += slope * static_cast<float>(j - (i + p.seqlen_k - p.seqlen_q));
-          s[j] = seen ? x : -kInfF;
-          m = std::max(m, s[j]);
+  // Parallel over (b, h, row), as fp32_score_forward: the same bits at any thread count.
+#pragma omp parallel
+  {
+    std::vector<float> s(p.seqlen_k), acc(dv);  // this thread's row
+#pragma omp for collapse(3) schedule(dynamic, 8)
+    for (int b = 0; b < p.batch; ++b) {
+      for (int h = 0; h < p.heads; ++h) {
+        for (int i = 0; i < p.seqlen_q; ++i) {
+          const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
+          const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
+          const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
+          const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
+          const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
+          const float* q_i = &q[(row0 + i) * d];
+          float m = sink;  // the options as reference.h orders them, in float
+          for (int j = 0; j < p.seqlen_k; ++j) {
+            float dot = 0.0f;
+            for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
+            const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                              (!visible || visible(b, h, i, j));
+            float x = scale * dot;
+            if (softcap > 0) x = softcap * std::tanh(x / softcap);
+            x += slope * static_cast<float>(j - (i + p.seqlen_k - p.seqlen_q));
+            s[j] = seen ? x : -kInfF;
+            m = std::max(m, s[j]);
+          }
+          if (m == -kInfF) {  // no visible key and no sink (problem.h)
+            out.lse[row0 + i] = kInf;
+            continue;  // O row stays 0
+          }
+          float l = sink == -kInfF ? 0.0f : std::exp(sink - m);  // the sink's share of the denominator
+          for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int j = 0; j < p.seqlen_k; ++j) {
+            const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
+            for (int c = 0; c < dv; ++c) acc[c] += p_ij * v[v0 + static_cast<std::size_t>(j) * dv + c];
+          }
+          for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = round_to_dtype(acc[c], p.dtype);
+          out.lse[row0 + i] = m + std::log(l);
         }
-        if (m == -kInfF) {  // no visible key and no sink (problem.h)
-          out.lse[row0 + i] = kInf;
-          continue;  // O row stays 0
-        }
-        float l = sink == -kInfF ? 0.0f : std::exp(sink - m);  // the sink's share of the denominator
-        for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int j = 0; j < p.seqlen_k; ++j) {
-          const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
-          for (int c = 0; c < dv; ++c) acc[c] += p_ij * v[v0 + static_cast<std::size_t>(j) * dv + c];
-        }
-        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = round_to_dtype(acc[c], p.dtype);
-        out.lse[row0 + i] = m + std::log(l);
       }
     }
   }
@@ -224,8 +234,9 @@ ReferenceBackward reference_backward(const Problem& p, const std::vector<float>&
                         std::vector<double>(p.kv_elems())};
   const int d = p.head_dim;
   const double scale = p.scale();
-  // Parallel over (b, kv head): the query heads of one group add into the same dK, dV.
-#pragma omp parallel for collapse(2) schedule(dynamic)
+  // Parallel over (b, kv head): the query heads of one group add into the same dK, dV. A problem of
+  // one such slice leaves the threads to Eigen's matrix products.
+#pragma omp parallel for collapse(2) schedule(dynamic) if (std::int64_t{p.batch} * p.kv_heads > 1)
   for (int b = 0; b < p.batch; ++b) {
     for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
       const Matrix kj = slice(k, b, kvh, p.kv_heads, p.seqlen_k, d);
