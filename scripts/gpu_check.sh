@@ -57,9 +57,11 @@ step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
 step "environment"
 { nvidia-smi; nvidia-smi -L; nvcc --version; cmake --version | head -1; } >"$out/env.txt" 2>&1
 # What docs/results_<gpu>.md's header names (summarize.py --results): the command and the commit
-# (git's, or FA_COMMIT where the tree came without its .git).
+# (FA_COMMIT where set, else git's).
 echo "bash scripts/gpu_check.sh $out${cmdline:+ $cmdline}" >"$out/command.txt"
-git rev-parse --short HEAD >"$out/commit.txt" 2>/dev/null || echo "${FA_COMMIT:-unknown}" >"$out/commit.txt"
+# FA_COMMIT first: a copied tree can carry a .git that is not the tree's own commit.
+if [[ -n ${FA_COMMIT:-} ]]; then echo "$FA_COMMIT" >"$out/commit.txt"
+else git rev-parse --short HEAD >"$out/commit.txt" 2>/dev/null || echo unknown >"$out/commit.txt"; fi
 head -20 "$out/env.txt"
 
 step "build"
