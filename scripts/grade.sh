@@ -89,6 +89,8 @@ if [[ -n $submission ]]; then
   [[ -n $tsv ]] && args+=(--tsv "$(cd "$(dirname "$tsv")" && pwd)/$(basename "$tsv")")
   [[ -n $todo_tsv ]] && args+=(--todo-tsv "$(cd "$(dirname "$todo_tsv")" && pwd)/$(basename "$todo_tsv")")
   [[ -n $json ]] && args+=(--json "$(cd "$(dirname "$json")" && pwd)/$(basename "$json")")
+  [[ -n $perf ]] && args+=(--perf "$(cd "$perf" && pwd)")
+  [[ -n $perf_tsv ]] && args+=(--perf-tsv "$(cd "$(dirname "$perf_tsv")" && pwd)/$(basename "$perf_tsv")")
   exec bash "$work/handout/scripts/grade.sh" "$work/handout/build" "${args[@]}" --jobs "$jobs" --timeout "$timeout" \
     --chapter-timeout "$chapter_timeout"
 fi

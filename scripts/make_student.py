@@ -203,6 +203,17 @@ def student_text(root, rel, stage=None):
     return data, 0
 
 
+def readme_with_stage(data, todo, given):
+    """The top README of a staged handout: a note under its title on what this handout holds (the
+    chapter table still lists every chapter of the course)."""
+    text = data.decode("utf-8", "surrogateescape")
+    title, _, rest = text.partition("\n")
+    note = (f"\n> **This handout**: your assignment is {', '.join(todo)} (the TODOs in their files, "
+            f"`scripts/grading/handout.txt`)" + (f"; {', '.join(given)} are given complete" if given else "")
+            + ". The chapters after them come in a later handout.\n")
+    return (title + "\n" + note + rest).encode("utf-8", "surrogateescape")
+
+
 def export(root, dest, stage=None):
     """Writes the student repository to dest (new, or empty) and commits it once. stage: (first,
     last) for a staged handout (--chapters)."""
@@ -216,6 +227,9 @@ def export(root, dest, stage=None):
         note = ("# The chapters this handout asks for (make_student.py --chapters): grade.sh and\n"
                 "# check_todos.py grade and check these only. The chapters before them are given.\n")
         plans.append((HANDOUT_FILE, (note + "\n".join(todo) + "\n").encode(), 0))
+        given = [d.name for d in chapter_dirs(root) if int(d.name[:2]) < stage[0]]
+        plans = [(rel, readme_with_stage(data, todo, given) if rel == "README.md" and data else data, n)
+                 for rel, data, n in plans]
     files = regions = 0
     for rel, data, n in plans:
         if data is None:
