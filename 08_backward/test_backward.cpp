@@ -49,7 +49,7 @@ std::vector<BackwardRefusalCase> tensor_core_refusals() {
 class TensorCoreRefuses : public ::testing::TestWithParam<BackwardRefusalCase> {};
 TEST_P(TensorCoreRefuses, BadInput) { fa::testing::check_backward_refusal(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Inputs, TensorCoreRefuses, ::testing::ValuesIn(tensor_core_refusals()),
-                         fa::testing::BackwardCaseName{});
+                         fa::testing::CaseName{});
 
 TEST(InputsDeterministic, F32IsRefused) {
   fa::Problem p = backward::chapter().defaults;

@@ -262,8 +262,9 @@ def check(args, root, all_rows):
     # A staged handout (make_student.py --chapters) holds its own chapters' TODOs, the chapters
     # before them complete and none after them: its rows are the ones checked.
     handout = root / make_student.HANDOUT_FILE
+    staged = handout.exists()
     rows = all_rows
-    if handout.exists():
+    if staged:
         chosen = {ln.strip() for ln in handout.read_text().splitlines() if re.match(r"^\d\d_", ln)}
         rows = [r for r in all_rows if r["chapter"] in chosen]
         print(f"check_todos: a staged handout: checking {', '.join(sorted(chosen))}")
@@ -317,7 +318,8 @@ def check(args, root, all_rows):
     rubric_path = root / "docs" / "grading_rubric.md"
     rubric = rubric_path.read_text()
     summary = rubric_summary(rubric)
-    for ch in sorted({r["chapter"] for r in rows} | (set() if rows is not all_rows else set(summary))):
+    # A staged handout's summary table still lists every chapter: only its own are compared.
+    for ch in sorted({r["chapter"] for r in rows} | (set() if staged else set(summary))):
         sums = tuple(sum(int(r["points"]) for r in rows if r["chapter"] == ch and r["part"] == part
                          and r["points"].isdigit()) for part in ("cpu", "gpu"))
         if ch not in summary:

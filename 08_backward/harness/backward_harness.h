@@ -23,6 +23,7 @@
 
 #include "08_backward/harness/backward.h"
 #include "common/cuda/device_memory.h"
+#include "common/harness/test_harness.h"  // CaseName: a case's test name is its own
 #include "common/host/host_data.h"
 #include "common/host/reference.h"
 
@@ -78,13 +79,6 @@ void check_backward_refusal(const BackwardRefusalCase& c);
 inline void PrintTo(const BackwardCase& c, std::ostream* os) { *os << c.name; }
 inline void PrintTo(const BackwardRefusalCase& c, std::ostream* os) { *os << c.name; }
 
-struct BackwardCaseName {
-  template <class Case>
-  std::string operator()(const ::testing::TestParamInfo<Case>& info) const {
-    return info.param.name;
-  }
-};
-
 }  // namespace fa::testing
 
 // Refusal tests are instantiated as "Inputs/...": fa_register_gtests (cmake/Chapter.cmake) labels
@@ -95,9 +89,9 @@ struct BackwardCaseName {
   class Suite : public ::testing::TestWithParam<::fa::testing::BackwardCase> {};                        \
   TEST_P(Suite, MatchesReference) { ::fa::testing::check_backward(GetParam()); }                       \
   INSTANTIATE_TEST_SUITE_P(Shapes, Suite, ::testing::ValuesIn(::fa::testing::backward_cases(chapter_expr)), \
-                           ::fa::testing::BackwardCaseName{});                                          \
+                           ::fa::testing::CaseName{});                                                  \
   class Suite##Refuses : public ::testing::TestWithParam<::fa::testing::BackwardRefusalCase> {};        \
   TEST_P(Suite##Refuses, BadInput) { ::fa::testing::check_backward_refusal(GetParam()); }              \
   INSTANTIATE_TEST_SUITE_P(Inputs, Suite##Refuses,                                                      \
                            ::testing::ValuesIn(::fa::testing::backward_refusal_cases(chapter_expr)),    \
-                           ::fa::testing::BackwardCaseName{})
+                           ::fa::testing::CaseName{})

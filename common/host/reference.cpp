@@ -72,6 +72,31 @@ void check_sizes(const Problem& p, const std::vector<float>& q, const std::vecto
     throw std::invalid_argument("reference: tensor sizes do not match " + p.describe());
 }
 
+// One thread's buffers for a row of fp32_score_forward or same_precision_forward (T: their sum type).
+template <class T>
+struct RowBuffers {
+  std::vector<T> s, acc;  // the row's scores, then probabilities; its output accumulators
+  explicit RowBuffers(const Problem& p) : s(p.seqlen_k), acc(p.dv()) {}
+};
+
+// Calls row(b, h, i, kv_slice, row0, buffers) for every query row i of every (b, h), in parallel
+// over all of them, so that one long head (4,096 x 4,096) takes every thread too. kv_slice: the
+// (b, kv head) of K and V; row0: the first row of (b, h) in Q, O and LSE. A row runs in one
+// thread, its sums in key order: the same bits at any thread count.
+template <class T, class Row>
+void for_each_row(const Problem& p, Row&& row) {
+#pragma omp parallel
+  {
+    RowBuffers<T> buffers(p);  // this thread's
+#pragma omp for collapse(3) schedule(dynamic, 8)
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads; ++h)
+        for (int i = 0; i < p.seqlen_q; ++i)
+          row(b, h, i, static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size(),
+              (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q, buffers);
+  }
+}
+
 }  // namespace
 
 void check_score_options(const Problem& p, const ScoreOptions& o, const std::string& who) {
@@ -122,46 +147,35 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
   const int d = p.head_dim, dv = p.dv();
   const float scale_log2 = p.scale() * cuda::kLog2e;                  // rounded as the kernels round it
   const double scale = static_cast<double>(scale_log2) * cuda::kLn2D;  // back to natural-log units
-  // Rows are independent: parallel over (b, h, row), so that one long head (4,096 x 4,096) takes
-  // every thread too. Each row's sums run in one thread, in key order: the same bits at any count.
-#pragma omp parallel
-  {
-    std::vector<double> s(p.seqlen_k), acc(dv);  // this thread's row
-#pragma omp for collapse(3) schedule(dynamic, 8)
-    for (int b = 0; b < p.batch; ++b) {
-      for (int h = 0; h < p.heads; ++h) {
-        for (int i = 0; i < p.seqlen_q; ++i) {
-          const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
-          const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
-          const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
-          const float* q_i = &q[(row0 + i) * d];
-          double m = -kInf;
-          for (int j = 0; j < p.seqlen_k; ++j) {
-            const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
-            float dot = 0.0f;
-            for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
-            const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
-                              (!visible || visible(b, h, i, j));
-            s[j] = seen ? scale * dot : -kInf;
-            m = std::max(m, s[j]);
-          }
-          if (m == -kInf) {  // no visible key (problem.h): O row stays 0
-            out.lse[row0 + i] = kInf;
-            continue;
-          }
-          double l = 0;
-          for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = s[j] == -kInf ? 0.0 : std::exp(s[j] - m));
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int j = 0; j < p.seqlen_k; ++j) {
-            if (s[j] == 0.0) continue;
-            for (int c = 0; c < dv; ++c) acc[c] += s[j] * v[v0 + static_cast<std::size_t>(j) * dv + c];
-          }
-          out.lse[row0 + i] = m + std::log(l);
-          for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = acc[c] / l;
-        }
-      }
+  for_each_row<double>(p, [&](int b, int h, int i, std::size_t kv_slice, std::size_t row0, RowBuffers<double>& buf) {
+    std::vector<double>& s = buf.s;
+    std::vector<double>& acc = buf.acc;
+    const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
+    const float* q_i = &q[(row0 + i) * d];
+    double m = -kInf;
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
+      float dot = 0.0f;
+      for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
+      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                        (!visible || visible(b, h, i, j));
+      s[j] = seen ? scale * dot : -kInf;
+      m = std::max(m, s[j]);
     }
-  }
+    if (m == -kInf) {  // no visible key (problem.h): O row stays 0
+      out.lse[row0 + i] = kInf;
+      return;
+    }
+    double l = 0;
+    for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = s[j] == -kInf ? 0.0 : std::exp(s[j] - m));
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      if (s[j] == 0.0) continue;
+      for (int c = 0; c < dv; ++c) acc[c] += s[j] * v[v0 + static_cast<std::size_t>(j) * dv + c];
+    }
+    out.lse[row0 + i] = m + std::log(l);
+    for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = acc[c] / l;
+  });
   return out;
 }
 
@@ -175,49 +189,39 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
   const float scale = p.scale();
   const float softcap = static_cast<float>(options.softcap);
   constexpr float kInfF = std::numeric_limits<float>::infinity();
-  // Parallel over (b, h, row), as fp32_score_forward: the same bits at any thread count.
-#pragma omp parallel
-  {
-    std::vector<float> s(p.seqlen_k), acc(dv);  // this thread's row
-#pragma omp for collapse(3) schedule(dynamic, 8)
-    for (int b = 0; b < p.batch; ++b) {
-      for (int h = 0; h < p.heads; ++h) {
-        for (int i = 0; i < p.seqlen_q; ++i) {
-          const std::size_t kv_slice = static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size();
-          const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
-          const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
-          const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
-          const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
-          const float* q_i = &q[(row0 + i) * d];
-          float m = sink;  // the options as reference.h orders them, in float
-          for (int j = 0; j < p.seqlen_k; ++j) {
-            float dot = 0.0f;
-            for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
-            const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
-                              (!visible || visible(b, h, i, j));
-            float x = scale * dot;
-            if (softcap > 0) x = softcap * std::tanh(x / softcap);
-            x += slope * static_cast<float>(j - (i + p.seqlen_k - p.seqlen_q));
-            s[j] = seen ? x : -kInfF;
-            m = std::max(m, s[j]);
-          }
-          if (m == -kInfF) {  // no visible key and no sink (problem.h)
-            out.lse[row0 + i] = kInf;
-            continue;  // O row stays 0
-          }
-          float l = sink == -kInfF ? 0.0f : std::exp(sink - m);  // the sink's share of the denominator
-          for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          for (int j = 0; j < p.seqlen_k; ++j) {
-            const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
-            for (int c = 0; c < dv; ++c) acc[c] += p_ij * v[v0 + static_cast<std::size_t>(j) * dv + c];
-          }
-          for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = round_to_dtype(acc[c], p.dtype);
-          out.lse[row0 + i] = m + std::log(l);
-        }
-      }
+  for_each_row<float>(p, [&](int b, int h, int i, std::size_t kv_slice, std::size_t row0, RowBuffers<float>& buf) {
+    std::vector<float>& s = buf.s;
+    std::vector<float>& acc = buf.acc;
+    const std::size_t kv0 = kv_slice * p.seqlen_k * d, v0 = kv_slice * p.seqlen_k * dv;
+    const float slope = options.alibi_slopes.empty() ? 0.0f : options.alibi_slopes[h];
+    const float sink = options.sink_logits.empty() ? -kInfF : options.sink_logits[h];
+    const float* q_i = &q[(row0 + i) * d];
+    float m = sink;  // the options as reference.h orders them, in float
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      float dot = 0.0f;
+      for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
+      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+                        (!visible || visible(b, h, i, j));
+      float x = scale * dot;
+      if (softcap > 0) x = softcap * std::tanh(x / softcap);
+      x += slope * static_cast<float>(j - (i + p.seqlen_k - p.seqlen_q));
+      s[j] = seen ? x : -kInfF;
+      m = std::max(m, s[j]);
     }
-  }
+    if (m == -kInfF) {  // no visible key and no sink (problem.h)
+      out.lse[row0 + i] = kInf;
+      return;  // O row stays 0
+    }
+    float l = sink == -kInfF ? 0.0f : std::exp(sink - m);  // the sink's share of the denominator
+    for (int j = 0; j < p.seqlen_k; ++j) l += (s[j] = std::exp(s[j] - m));
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int j = 0; j < p.seqlen_k; ++j) {
+      const float p_ij = round_to_dtype(s[j] / l, p.dtype);  // P in the input dtype
+      for (int c = 0; c < dv; ++c) acc[c] += p_ij * v[v0 + static_cast<std::size_t>(j) * dv + c];
+    }
+    for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = round_to_dtype(acc[c], p.dtype);
+    out.lse[row0 + i] = m + std::log(l);
+  });
   return out;
 }
 
