@@ -178,6 +178,8 @@ float seeded_normal(std::uint64_t seed, std::uint64_t n) {
 
 std::vector<float> random_normal(std::int64_t count, std::uint64_t seed, Dtype dtype) {
   std::vector<float> values(static_cast<std::size_t>(count));
+  // Element n depends on (seed, n) only, so the threads give the same values as one thread.
+#pragma omp parallel for schedule(static) if (count > (1 << 16))
   for (std::int64_t n = 0; n < count; ++n)
     values[n] = round_to_dtype(seeded_normal(seed, static_cast<std::uint64_t>(n)), dtype);
   return values;

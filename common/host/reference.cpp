@@ -26,40 +26,49 @@ Matrix slice(const std::vector<float>& t, int b, int h, int heads, int rows, int
 
 // P = softmax(scale * Q K^T) with invisible entries exactly 0, and LSE per row; `options`
 // (reference.h) change the scores and add a sink to the denominator. A row with no visible key
-// gets P = 0 and LSE = +inf (see problem.h), or LSE = sigma_h with a sink.
+// gets P = 0 and LSE = +inf (see problem.h), or LSE = sigma_h with a sink. `q` holds query rows
+// row0, row0 + 1, ... of head (b, h) (all of them, or a block of them).
 void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix& k,
                   const VisibleFn& visible, Matrix& prob, Eigen::VectorXd& lse,
-                  const ScoreOptions& options = {}) {
-  Matrix s = static_cast<double>(p.scale()) * (q * k.transpose());  // (Sq, Sk)
+                  const ScoreOptions& options = {}, int row0 = 0) {
+  Matrix s = static_cast<double>(p.scale()) * (q * k.transpose());  // (rows, Sk)
   const double slope = options.alibi_slopes.empty() ? 0.0 : options.alibi_slopes[h];
   const double sink = options.sink_logits.empty() ? -kInf : options.sink_logits[h];
-  prob.setZero(p.seqlen_q, p.seqlen_k);
-  lse.resize(p.seqlen_q);
-  for (int i = 0; i < p.seqlen_q; ++i) {
+  const int rows = static_cast<int>(q.rows());
+  prob.setZero(rows, p.seqlen_k);
+  lse.resize(rows);
+  for (int r = 0; r < rows; ++r) {
+    const int i = row0 + r;  // the query row, for the masks
     double m = sink;  // -inf without a sink
     for (int j = 0; j < p.seqlen_k; ++j) {
       const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
                         (!visible || visible(b, h, i, j));
       if (!seen) {
-        s(i, j) = -kInf;
+        s(r, j) = -kInf;
         continue;
       }
-      if (options.softcap > 0) s(i, j) = options.softcap * std::tanh(s(i, j) / options.softcap);
-      s(i, j) += slope * (j - (i + p.seqlen_k - p.seqlen_q));
-      m = std::max(m, s(i, j));
+      if (options.softcap > 0) s(r, j) = options.softcap * std::tanh(s(r, j) / options.softcap);
+      s(r, j) += slope * (j - (i + p.seqlen_k - p.seqlen_q));
+      m = std::max(m, s(r, j));
     }
     if (m == -kInf) {  // no visible key and no sink
-      lse(i) = kInf;
+      lse(r) = kInf;
       continue;
     }
     double l = sink == -kInf ? 0.0 : std::exp(sink - m);  // the sink's share of the denominator
     for (int j = 0; j < p.seqlen_k; ++j) {
-      prob(i, j) = s(i, j) == -kInf ? 0.0 : std::exp(s(i, j) - m);  // max-subtracted: no overflow
-      l += prob(i, j);
+      prob(r, j) = s(r, j) == -kInf ? 0.0 : std::exp(s(r, j) - m);  // max-subtracted: no overflow
+      l += prob(r, j);
     }
-    prob.row(i) /= l;
-    lse(i) = m + std::log(l);
+    prob.row(r) /= l;
+    lse(r) = m + std::log(l);
   }
+}
+
+// A (rows, D) block of a [B, heads, rows, D] tensor from row `first`, widened to double.
+Matrix slice_rows(const std::vector<float>& t, int b, int h, int heads, int rows, int d, int first, int count) {
+  const std::size_t offset = ((static_cast<std::size_t>(b) * heads + h) * rows + first) * d;
+  return FloatMap(t.data() + offset, count, d).cast<double>();
 }
 
 
@@ -119,20 +128,27 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
   check_score_options(p, options, "reference");
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
-  // Parallel over (b, h); a problem of one slice leaves the threads to Eigen's matrix products.
-#pragma omp parallel for collapse(2) schedule(dynamic) if (std::int64_t{p.batch} * p.heads > 1)
+  // Parallel over (b, h, block of query rows): a long head (4,096 x 4,096, or 8 million rows
+  // over two keys) takes every thread, and only a block's scores are held at a time. Each output
+  // element comes from its own row alone, so the blocks change nothing but speed and memory.
+  constexpr int kRowBlock = 256;
+  const int blocks = (p.seqlen_q + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for collapse(3) schedule(dynamic)
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
-      const int kvh = h / p.group_size();
-      Matrix prob;
-      Eigen::VectorXd lse;
-      softmax_rows(p, b, h, slice(q, b, h, p.heads, p.seqlen_q, d),
-                   slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse, options);
-      const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, dv);  // (Sq, Dv)
-      const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q;
-      for (int i = 0; i < p.seqlen_q; ++i) {
-        out.lse[row0 + i] = lse(i);
-        for (int c = 0; c < dv; ++c) out.o[(row0 + i) * dv + c] = o(i, c);
+      for (int blk = 0; blk < blocks; ++blk) {
+        const int kvh = h / p.group_size();
+        const int first = blk * kRowBlock, count = std::min(kRowBlock, p.seqlen_q - first);
+        Matrix prob;
+        Eigen::VectorXd lse;
+        softmax_rows(p, b, h, slice_rows(q, b, h, p.heads, p.seqlen_q, d, first, count),
+                     slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse, options, first);
+        const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, dv);  // (count, Dv)
+        const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q + first;
+        for (int r = 0; r < count; ++r) {
+          out.lse[row0 + r] = lse(r);
+          for (int c = 0; c < dv; ++c) out.o[(row0 + r) * dv + c] = o(r, c);
+        }
       }
     }
   }
