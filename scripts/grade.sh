@@ -82,7 +82,19 @@ if [[ -n $submission ]]; then
   gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
   cmake -S "$work/handout" -B "$work/handout/build" -DCMAKE_BUILD_TYPE=Release -DFA_TESTS_PER_CASE=ON "${gen[@]}" \
     >"$work/configure.log" 2>&1 || { tail -20 "$work/configure.log" >&2; exit 2; }
-  cmake --build "$work/handout/build" -j "$jobs" -- $([[ ${#gen[@]} -gt 0 ]] && echo "-k 0" || echo "-k") \
+  # With --chapter and Ninja, only the graded chapters' folders are built (and what they link).
+  targets=()
+  if [[ -n $only && ${#gen[@]} -gt 0 ]]; then
+    IFS=, read -ra wanted <<<"$only"
+    for w in "${wanted[@]}"; do
+      for dir in "$work/handout"/[0-9][0-9]_*/; do
+        ch=$(basename "$dir")
+        [[ $w == "$ch" || $w == "${ch:0:2}" ]] && targets+=("$ch/all")
+      done
+    done
+  fi
+  cmake --build "$work/handout/build" -j "$jobs" ${targets[@]+--target "${targets[@]}"} \
+    -- $([[ ${#gen[@]} -gt 0 ]] && echo "-k 0" || echo "-k") \
     >"$work/build.log" 2>&1 || echo "grade.sh: some of the submission does not build (see $work/build.log)" >&2
   args=()
   [[ -n $only ]] && args+=(--chapter "$only")
@@ -369,6 +381,9 @@ if todo_tsv:
 EOF
 if [[ -n $perf ]]; then
   echo
-  bash "$here/grade_perf.sh" "$build" "$perf" --grades "$results/chapters.tsv" ${perf_tsv:+--tsv "$perf_tsv"} ||
+  perf_rows=()
+  for ch in "${chapters[@]}"; do perf_rows+=(--chapter "$ch"); done  # the graded chapters' rows only
+  bash "$here/grade_perf.sh" "$build" "$perf" --grades "$results/chapters.tsv" ${perf_tsv:+--tsv "$perf_tsv"} \
+    "${perf_rows[@]}" ||
     echo "grade.sh: the performance part (grade_perf.sh) failed" >&2
 fi

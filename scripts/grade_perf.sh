@@ -11,7 +11,9 @@
 # --grades: grade.sh's --tsv file for STUDENT_BUILD. Only chapters whose GPU tests all passed are
 # timed (a fast wrong kernel earns nothing); the others score 0 and say why, and chapters whose GPU
 # tests were skipped (no GPU) say skipped. Without --grades nothing is gated, and the table says
-# so (grade.sh --perf SOLUTION_BUILD passes its own). --tsv: 'chapter r points max note' per row.
+# so (grade.sh --perf SOLUTION_BUILD passes its own). --tsv: 'chapter r points max note
+# student_tflops solution_tflops' per row (the TFLOP/s are geometric means over the cases, '-'
+# where not timed).
 # --out: keep the benchmarks' JSON files and logs there (default: a temporary folder). --chapter:
 # only these rows. Without a GPU every row says skipped, with the benchmark's reason.
 # Exit status 0 once the table is printed, 2 on bad arguments.
@@ -25,7 +27,7 @@ while (($#)); do
     --tsv) tsv=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --chapter) only+=("$2"); shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "grade_perf.sh: unknown option $1" >&2; exit 2 ;;
     *) if [[ -z $student ]]; then student=$1; elif [[ -z $solution ]]; then solution=$1;
        else echo "grade_perf.sh: one STUDENT_BUILD and one SOLUTION_BUILD" >&2; exit 2; fi; shift ;;
@@ -128,27 +130,27 @@ for row in rows:
         passed, total, skipped, why = gate[ch]
         if skipped and not passed:
             why = (no_gpu_reason(exe_solution) if exe_solution.exists() else None) or "no GPU?"
-            results.append((ch, None, 0.0, mx, f"skipped: its GPU tests were skipped ({why})"))
+            results.append((ch, None, 0.0, mx, f"skipped: its GPU tests were skipped ({why})", None, None))
             continue
         if total == 0:
-            results.append((ch, None, 0.0, mx, f"0: no GPU tests ran ({why or 'see grade.sh'})"))
+            results.append((ch, None, 0.0, mx, f"0: no GPU tests ran ({why or 'see grade.sh'})", None, None))
             continue
         if passed < total:
-            results.append((ch, None, 0.0, mx, f"0: GPU tests {passed}/{total} passed; only a correct kernel is timed"))
+            results.append((ch, None, 0.0, mx, f"0: GPU tests {passed}/{total} passed; only a correct kernel is timed", None, None))
             continue
     elif grades:
-        results.append((ch, None, 0.0, mx, "0: the chapter is not in the grades file (not built?)"))
+        results.append((ch, None, 0.0, mx, "0: the chapter is not in the grades file (not built?)", None, None))
         continue
     if not exe_solution.exists():
-        results.append((ch, None, 0.0, mx, f"NOT GRADED: the solution build has no {row['bench']}"))
+        results.append((ch, None, 0.0, mx, f"NOT GRADED: the solution build has no {row['bench']}", None, None))
         continue
     if not exe_student.exists():
-        results.append((ch, None, 0.0, mx, f"0: the student build has no {row['bench']} (not built?)"))
+        results.append((ch, None, 0.0, mx, f"0: the student build has no {row['bench']} (not built?)", None, None))
         continue
     if no_gpu is None:
         no_gpu = no_gpu_reason(exe_solution) or ""
     if no_gpu:
-        results.append((ch, None, 0.0, mx, f"skipped: {no_gpu} ({row['bench']} times nothing)"))
+        results.append((ch, None, 0.0, mx, f"skipped: {no_gpu} ({row['bench']} times nothing)", None, None))
         continue
     runs = {"student": [], "solution": []}
     for rnd in (1, 2):
@@ -164,9 +166,9 @@ for row in rows:
             runs[side].append(cases_of(Path(f"{stem}.json")))
     names = sorted({n for r in runs["solution"] for n, (t, _) in r.items() if t})
     if not names:
-        results.append((ch, None, 0.0, mx, f"NOT GRADED: the filter selects no case of the solution's benchmark ({out})"))
+        results.append((ch, None, 0.0, mx, f"NOT GRADED: the filter selects no case of the solution's benchmark ({out})", None, None))
         continue
-    ratios, notes = [], []
+    ratios, notes, tflops = [], [], {"student": [], "solution": []}
     for name in names:
         sol = statistics.median(r[name][0] for r in runs["solution"] if r.get(name, (None,))[0])
         got = [r[name][0] for r in runs["student"] if r.get(name, (None,))[0]]
@@ -176,17 +178,21 @@ for row in rows:
             ratios.append(0.0)
             continue
         ratios.append(statistics.median(got) / sol)
+        tflops["student"].append(statistics.median(got))
+        tflops["solution"].append(sol)
         print(f"grade_perf.sh: {name}: student {statistics.median(got):.2f}, solution {sol:.2f} TFLOP/s, "
               f"ratio {ratios[-1]:.3f}", file=sys.stderr)
     r = 0.0 if min(ratios) <= 0 else math.exp(sum(math.log(x) for x in ratios) / len(ratios))
     points = mx * min(1.0, max(0.0, (r - row["zero"]) / (row["full"] - row["zero"])))
     note = f"{len(ratios)} cases, student/solution min {min(ratios):.3f}, max {max(ratios):.3f}"
-    results.append((ch, r, points, mx, "; ".join([note] + notes)))
+    geo = {side: math.exp(sum(math.log(x) for x in v) / len(v)) if v and len(v) == len(names) else None
+           for side, v in tflops.items()}
+    results.append((ch, r, points, mx, "; ".join([note] + notes), geo["student"], geo["solution"]))
 
 width = max([len("chapter")] + [len(r[0]) for r in results])
 print(f"{'chapter':<{width}} | r (geomean) | performance points | notes")
 print(f"{'-' * width}-|-------------|--------------------|------")
-for ch, r, points, mx, note in results:
+for ch, r, points, mx, note, *_ in results:
     shown = f"{r:.3f}" if r is not None else "-"
     print(f"{ch:<{width}} | {shown:>11} | {points:6.1f} of {mx:<8g} | {note}")
 print(f"{'total':<{width}} | {'':>11} | {sum(x[2] for x in results):6.1f} of {sum(x[3] for x in results):<8g} | "
@@ -195,6 +201,7 @@ for w in warnings:
     print(f"grade_perf.sh: warning: {w}")
 if tsv:
     with open(tsv, "w") as f:
-        for ch, r, points, mx, note in results:
-            f.write("\t".join([ch, f"{r:.4f}" if r is not None else "-", f"{points:.2f}", f"{mx:g}", note]) + "\n")
+        for ch, r, points, mx, note, mine, theirs in results:
+            f.write("\t".join([ch, f"{r:.4f}" if r is not None else "-", f"{points:.2f}", f"{mx:g}", note,
+                               f"{mine:.3f}" if mine else "-", f"{theirs:.3f}" if theirs else "-"]) + "\n")
 EOF
