@@ -56,28 +56,40 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
   const float scale = p.scale();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   auto rd = [&](float x) { return round_to_dtype(x, p.dtype); };
-  // One (b, kv head) at a time: the query heads of its group add into the same dK, dV. Its rows
-  // (head, query) run in fixed blocks of kRowBlock, in parallel, each block with dK, dV partial
-  // sums of its own that are then added in block order: the bits do not depend on the thread count.
-  constexpr int kRowBlock = 128;
+  // One (b, kv head) at a time: the query heads of its group add into the same dK, dV. A plain
+  // backward adds each dK_j, dV_j over the group's rows (head, query) one after another in float32,
+  // and so does this one: the rows come in chunks; within a chunk, first every row's P, dS and dQ
+  // (in parallel over rows), then every key's dK_j, dV_j over the chunk's rows in order (in
+  // parallel over keys). Each sum runs in one thread in row order: the bits are those of a single
+  // loop whatever the thread count, and the error of a long sum is a plain loop's, not a blocked
+  // sum's (8 million rows into one dV_j: the kernels' own sums run in row order too).
+  constexpr int kChunk = 4096;
+  std::vector<float> p_chunk, ds_chunk;  // (chunk rows, Sk): P and dS rounded to p.dtype
   for (int b = 0; b < p.batch; ++b) {
     for (int kvh = 0; kvh < p.kv_heads; ++kvh) {
       const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + kvh) * Sk * d;
       const int h0 = kvh * p.group_size(), rows = p.group_size() * Sq;
-      const int blocks = (rows + kRowBlock - 1) / kRowBlock;
-      std::vector<std::vector<float>> dk_part(blocks), dv_part(blocks);
-#pragma omp parallel for schedule(dynamic)
-      for (int blk = 0; blk < blocks; ++blk) {
-        std::vector<float>& dk = dk_part[blk];
-        std::vector<float>& dv = dv_part[blk];
-        dk.assign(static_cast<std::size_t>(Sk) * d, 0.0f);
-        dv.assign(dk.size(), 0.0f);
-        std::vector<float> s(Sk), o(d), dq(d);
-        for (int r = blk * kRowBlock; r < std::min(rows, (blk + 1) * kRowBlock); ++r) {
+      std::vector<float> dk(static_cast<std::size_t>(Sk) * d, 0.0f), dv(dk.size(), 0.0f);
+      // Row r of the group: query row r % Sq of head h0 + r / Sq; `first` its offset in Q, dO, dQ.
+      auto row_start = [&](int r) {
+        return ((static_cast<std::size_t>(b) * p.heads + h0 + r / Sq) * Sq + r % Sq) * d;
+      };
+      for (int r0 = 0; r0 < rows; r0 += kChunk) {
+        const int n = std::min(kChunk, rows - r0);
+        p_chunk.assign(static_cast<std::size_t>(n) * Sk, 0.0f);
+        ds_chunk.assign(p_chunk.size(), 0.0f);
+#pragma omp parallel
+        {
+        std::vector<float> s(Sk), o(d), dq(d);  // this thread's
+#pragma omp for schedule(dynamic, 16)
+        for (int r = r0; r < r0 + n; ++r) {
           const int h = h0 + r / Sq, i = r % Sq;
-          const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * Sq;
-          const float* q_i = &q[(row0 + i) * d];
-          const float* do_i = &dout[(row0 + i) * d];
+          const float* q_i = &q[row_start(r)];
+          const float* do_i = &dout[row_start(r)];
+          float* p_row = &p_chunk[static_cast<std::size_t>(r - r0) * Sk];
+          float* ds_row = &ds_chunk[static_cast<std::size_t>(r - r0) * Sk];
+          std::fill(o.begin(), o.end(), 0.0f);
+          std::fill(dq.begin(), dq.end(), 0.0f);
           float m = kNegInf;
           for (int j = 0; j < Sk; ++j) {
             float dot = 0.0f;
@@ -86,44 +98,48 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
             s[j] = seen ? scale * dot : kNegInf;
             m = std::max(m, s[j]);
           }
-          if (m == kNegInf) continue;  // no visible key: every gradient term of the row is 0
-          float l = 0.0f;
-          for (int j = 0; j < Sk; ++j) l += std::exp(s[j] - m);
-          // The forward hands the backward LSE as a float32 (the API's [B, H, Sq] float tensor), and
-          // the backward recomputes P = exp(S - LSE) from it, as every FlashAttention backward does.
-          // At scores of size ~100 that one rounding of LSE (half an ulp of ~400: 1.5e-5) is most of
-          // an fp32 backward's error in P, so the yardstick pays it too.
-          const float lse = m + std::log(l);
-          for (float& x : s) x = std::exp(x - lse);  // P_ij in float32
-          std::fill(o.begin(), o.end(), 0.0f);
-          for (int j = 0; j < Sk; ++j)
-            for (int c = 0; c < d; ++c) o[c] += rd(s[j]) * v[kv0 + static_cast<std::size_t>(j) * d + c];
-          float D_i = 0.0f;
-          for (int c = 0; c < d; ++c) D_i += do_i[c] * rd(o[c]);
-          std::fill(dq.begin(), dq.end(), 0.0f);
-          for (int j = 0; j < Sk; ++j) {
-            const float* v_j = &v[kv0 + static_cast<std::size_t>(j) * d];
-            const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
-            float dp = 0.0f;
-            for (int c = 0; c < d; ++c) dp += do_i[c] * v_j[c];
-            const float p16 = rd(s[j]), ds16 = rd(s[j] * (dp - D_i));
-            for (int c = 0; c < d; ++c) {
-              dv[static_cast<std::size_t>(j) * d + c] += p16 * do_i[c];
-              dk[static_cast<std::size_t>(j) * d + c] += ds16 * q_i[c];
-              dq[c] += ds16 * k_j[c];
+          if (m != kNegInf) {  // else no visible key: every gradient term of the row is 0
+            float l = 0.0f;
+            for (int j = 0; j < Sk; ++j) l += std::exp(s[j] - m);
+            // The forward hands the backward LSE as a float32 (the API's [B, H, Sq] float tensor),
+            // and the backward recomputes P = exp(S - LSE) from it, as every FlashAttention
+            // backward does. At scores of size ~100 that one rounding of LSE (half an ulp of ~400:
+            // 1.5e-5) is most of an fp32 backward's error in P, so the yardstick pays it too.
+            const float lse = m + std::log(l);
+            for (float& x : s) x = std::exp(x - lse);  // P_ij in float32
+            for (int j = 0; j < Sk; ++j)
+              for (int c = 0; c < d; ++c) o[c] += rd(s[j]) * v[kv0 + static_cast<std::size_t>(j) * d + c];
+            float D_i = 0.0f;
+            for (int c = 0; c < d; ++c) D_i += do_i[c] * rd(o[c]);
+            for (int j = 0; j < Sk; ++j) {
+              const float* v_j = &v[kv0 + static_cast<std::size_t>(j) * d];
+              const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
+              float dp = 0.0f;
+              for (int c = 0; c < d; ++c) dp += do_i[c] * v_j[c];
+              p_row[j] = rd(s[j]);
+              ds_row[j] = rd(s[j] * (dp - D_i));
+              for (int c = 0; c < d; ++c) dq[c] += ds_row[j] * k_j[c];
             }
           }
-          for (int c = 0; c < d; ++c) out.dq[(row0 + i) * d + c] = rd(scale * dq[c]);
+          for (int c = 0; c < d; ++c) out.dq[row_start(r) + c] = rd(scale * dq[c]);
         }
-      }
-      std::vector<float> dk(static_cast<std::size_t>(Sk) * d, 0.0f), dv(dk.size(), 0.0f);
-      for (int blk = 0; blk < blocks; ++blk) {
-        for (std::size_t n = 0; n < dk.size(); ++n) {
-          dk[n] += dk_part[blk][n];
-          dv[n] += dv_part[blk][n];
         }
-        std::vector<float>().swap(dk_part[blk]);  // free as we go
-        std::vector<float>().swap(dv_part[blk]);
+#pragma omp parallel for schedule(static)
+        for (int j = 0; j < Sk; ++j) {
+          float* dk_j = &dk[static_cast<std::size_t>(j) * d];
+          float* dv_j = &dv[static_cast<std::size_t>(j) * d];
+          for (int r = r0; r < r0 + n; ++r) {
+            const float p16 = p_chunk[static_cast<std::size_t>(r - r0) * Sk + j];
+            const float ds16 = ds_chunk[static_cast<std::size_t>(r - r0) * Sk + j];
+            if (p16 == 0.0f && ds16 == 0.0f) continue;  // adds exactly 0 (a hidden key, or an empty row)
+            const float* q_r = &q[row_start(r)];
+            const float* do_r = &dout[row_start(r)];
+            for (int c = 0; c < d; ++c) {
+              dv_j[c] += p16 * do_r[c];
+              dk_j[c] += ds16 * q_r[c];
+            }
+          }
+        }
       }
       for (std::size_t n = 0; n < dk.size(); ++n) {
         out.dk[kv0 + n] = rd(scale * dk[n]);

@@ -44,8 +44,9 @@ struct NamedProblem {
 // context, every dtype x head dim: large logits (~+-500) over 70,000 keys for one query row, and
 // over 4,096 keys for 4,096 rows, where a per-tile drift of the running sum adds up over
 // thousands of key tiles. core keeps, per dtype x head dim, five of the shapes, one [B, S, H, D]
-// shape, one of the hard inputs (the kinds take turns; each runs at least once), the long single
-// row, the 4k square at one head dim, and the large grids at the first dtype.
+// shape, one of the hard inputs (the kinds take turns; each runs at least once); per dtype the 4k
+// square at one head dim and the long single row at three (the smallest, that one, the largest);
+// and batch x heads = 66,048 at the first dtype (the 8-million-row case is full only).
 // Then the hidden cases of $FA_EXTRA_TESTS_DIR/*.txt that the chapter supports, named Extra_...:
 // one per line, `batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype`, '#' starts
 // a comment; a malformed line throws std::runtime_error naming file:line.
