@@ -15,7 +15,8 @@ import re
 from collections import defaultdict
 
 # Per-dtype ceilings for "% of peak": fp32 is the H100 SXM datasheet's non-tensor FP32 rate;
-# f16/bf16 is the register-only mma.sync rate measured on our H100 (chapter 06's README).
+# f16/bf16 is the register-only mma.sync rate measured on an H100 (chapter 06's README). The H200
+# is the same GH100 chip (132 SMs, the same clocks) with more and faster memory: the same ceilings.
 PEAK_TFLOPS = {"f32": 67.0, "f16": 645.0, "bf16": 645.0}
 README_SEQLENS = (1024, 4096, 16384)
 # Chapters timed on their own shapes, not in the forward table of FlashAttention-2's shapes.
@@ -90,7 +91,7 @@ def gpu_slug(name):
     return m.group(1).lower() if m else (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "gpu")
 
 
-def results_header(folder, meta, context):
+def results_header(folder, meta, context, readmes=True):
     """(GPU name, the results file's header): what ran, where, when and how, from the run's own records."""
     def read(name):
         path = os.path.join(folder, name)
@@ -105,7 +106,7 @@ def results_header(folder, meta, context):
             ("CUDA", f"{nvcc.group(1) if nvcc else '?'} (nvcc); PyTorch's: {meta.get('cuda', '?')}"),
             ("PyTorch", meta.get("torch", "?")),
             ("command", f"`{read('command.txt') or 'bash scripts/gpu_check.sh OUTDIR'}`, then "
-                        "`python3 scripts/summarize.py OUTDIR --readmes . --results docs`")]
+                        f"`python3 scripts/summarize.py OUTDIR{' --readmes .' if readmes else ''} --results docs`")]
     lines = [f"# Results on the {meta.get('gpu', '?')}", "",
              "Every number below comes from the one run this header names: the chapters' benchmarks "
              "(Google Benchmark, CUDA events, median iteration) and PyTorch's "
@@ -172,7 +173,7 @@ def main():
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     if args.results:
-        gpu, header = results_header(folder, meta, context)
+        gpu, header = results_header(folder, meta, context, readmes=bool(args.readmes))
         path = os.path.join(args.results, f"results_{gpu_slug(gpu)}.md")
         with open(path, "w") as f:
             f.write(header + (args.note + "\n\n" if args.note else "") + text + extra)
@@ -315,7 +316,7 @@ CHAPTER_INFO = {
     "05_flash_v2": ("FlashAttention-2", "outer loop over Q in the grid, O in registers, causal tile skipping, exp2; "
                     "fp32 in 3xTF32 on the tensor cores up to D = 128 (FFMA above)"),
     "06_tensor_core": ("FlashAttention-2 on tensor cores",
-                       "mma.sync m16n8k16, ldmatrix, XOR-swizzled smem, cp.async double buffer (K/V by TMA on Hopper), P kept in registers"),
+                       "mma.sync m16n8k16, ldmatrix, XOR-swizzled smem, cp.async double buffer, P kept in registers"),
     "07_block_sparse": ("skip the blocks a mask zeroes",
                         "block mask as CSR lists; the key loop walks active blocks only (row: every block active)"),
     "08_backward": ("the backward pass (row: bf16 backward)",
@@ -387,7 +388,7 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=No
     # The root README: one row per chapter at one shape, with the plot.
     lines = [config_line(meta, "each chapter's dtype (bf16 where it has one)") + " One shape: D = 128, seqlen 4096, "
              "non-causal; each ratio is against PyTorch in the chapter's dtype (08: backward against backward).", "",
-             "| chapter | idea | key technique | dtype | TFLOP/s on H100 | " +
+             f"| chapter | idea | key technique | dtype | TFLOP/s on {meta.get('gpu', 'this GPU').replace('NVIDIA ', '')} | " +
              " | ".join(f"x PyTorch {b}" for b in backends) + " |",
              "|---|---|---|---|---|" + "---|" * len(backends)]
     rows = {}
