@@ -1,5 +1,5 @@
 // Chapter 07's forward: the checks, then one launch of the head dim's configuration with the
-// mask's CSR arrays. The kernel is block_sparse.cuh.
+// mask's CSR arrays. The kernel is block_sparse.cuh; dispatch.cuh picks its configuration.
 #include "07_block_sparse/block_sparse.h"
 
 #include <cuda_bf16.h>
@@ -11,7 +11,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "07_block_sparse/block_sparse.cuh"
+#include "07_block_sparse/dispatch.cuh"
 
 namespace block_sparse {
 namespace {
@@ -22,32 +22,6 @@ std::vector<std::uint8_t> bytes_of(const std::vector<int>& values) {
   std::vector<std::uint8_t> bytes(values.size() * sizeof(int));
   if (!values.empty()) std::memcpy(bytes.data(), values.data(), bytes.size());
   return bytes;
-}
-
-// The tiles per key block: 06's configuration for the head dim's tile width (tensor_core.cu's
-// choice: 32, 64, 96, 128, 192, 256), with Bc = 32 or 64 dividing both block sizes. At D = 64
-// 06 takes Bc = 128; a 64-key block then needs Bc = 64, so D = 64 keeps the 128 x 64 tiles with
-// Q_i in registers (06's step v4).
-// bshd: [B, S, H, D] tensors (06's BlockInputs reads them).
-template <class T, int kD, bool kPadded>
-void launch_for(int block_k, bool bshd, const Params& prm, cudaStream_t stream) {
-  using C = ChapterConfig<T, kD, kPadded>;
-  if constexpr (C::Bc == 128) {
-    using C64 = Config<T, kD, 64, 2, 2, true, /*kQInRegs=*/true, /*kLazyRescale=*/false, kPadded>;
-    if (block_k == 64) return launch<C64, 1>(prm, bshd, stream);
-    return launch<C, 1>(prm, bshd, stream);
-  } else {
-    static_assert(64 % C::Bc == 0, "a key block is whole kernel tiles");
-    if (block_k == 64) return launch<C, 64 / C::Bc>(prm, bshd, stream);
-    return launch<C, 128 / C::Bc>(prm, bshd, stream);
-  }
-}
-
-template <class T>
-void dispatch(const fa::Problem& p, int block_k, const Params& prm, cudaStream_t stream) {
-  with_tile(p.head_dim, [&](auto kd, auto padded) {  // 06's tile for the head dim
-    launch_for<T, decltype(kd)::value, decltype(padded)::value>(block_k, p.layout == fa::Layout::bshd, prm, stream);
-  });
 }
 
 void dense_forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
@@ -94,8 +68,8 @@ void forward(const fa::Problem& p, const DeviceBlockMask& mask, const void* q, c
   check_fits(mask.shape(), p, kChapter);
   const Params prm = make_params(p, q, k, v, o, lse, mask.row_offsets(), mask.col_indices(), kChapter);
   const int block_k = mask.shape().block_k;  // 64 or 128: check_fits refused the rest
-  if (p.dtype == fa::Dtype::bf16) dispatch<__nv_bfloat16>(p, block_k, prm, stream);
-  else dispatch<__half>(p, block_k, prm, stream);
+  if (p.dtype == fa::Dtype::bf16) dispatch_bf16(p, block_k, prm, stream);
+  else dispatch_f16(p, block_k, prm, stream);
 }
 
 }  // namespace block_sparse

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "common/fa2_tiles/block.cuh"
+#include "07_block_sparse/block_mask.h"  // kBlockQ
 #include "07_block_sparse/sparse_tiles.h"
 #include "common/cuda/cuda_check.h"
 #include "common/device/grid.cuh"
