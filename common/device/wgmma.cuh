@@ -59,7 +59,10 @@ __device__ __forceinline__ void setmaxnreg_inc() {
 // d (64 x 64 fp32) = A B + (accumulate ? d : 0), A and B in shared memory (descriptors).
 // kTransB = 0: B is K-major (its N rows hold K contiguous elements: K_j for S = Q K^T);
 // kTransB = 1: B is MN-major (its K rows hold N contiguous elements: V_j for O += P V).
-template <class T, int kTransB>
+// kTransA likewise for A: 0, K-major (its M rows hold K contiguous elements, Q_i); 1, MN-major
+// (its K rows hold M contiguous elements: a tile stored transposed, as a backward's dS^T is when
+// it feeds dQ = dS K). Only the shared-memory form transposes A (f16 and bf16 only).
+template <class T, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss_m64n64k16(float (&d)[32], std::uint64_t desc_a, std::uint64_t desc_b,
                                                    bool accumulate) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
@@ -71,12 +74,12 @@ __device__ __forceinline__ void wgmma_ss_m64n64k16(float (&d)[32], std::uint64_t
         " %8, %9, %10, %11, %12, %13, %14, %15,"
         " %16, %17, %18, %19, %20, %21, %22, %23,"
         " %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, %35;\n}\n"
+        "%32, %33, p, 1, 1, %36, %35;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB), "n"(kTransA));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
@@ -85,12 +88,12 @@ __device__ __forceinline__ void wgmma_ss_m64n64k16(float (&d)[32], std::uint64_t
         " %8, %9, %10, %11, %12, %13, %14, %15,"
         " %16, %17, %18, %19, %20, %21, %22, %23,"
         " %24, %25, %26, %27, %28, %29, %30, %31}, "
-        "%32, %33, p, 1, 1, 0, %35;\n}\n"
+        "%32, %33, p, 1, 1, %36, %35;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
           "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB), "n"(kTransA));
   }
 }
 
@@ -135,7 +138,7 @@ __device__ __forceinline__ void wgmma_rs_m64n64k16(float (&d)[32], const std::ui
 // shared-memory traffic of A, half the instructions (S_ij = Q_i K_j^T with Bc = 128; O_i += P_ij V_j
 // with D = 128). B's 128 columns: K-major, 128 rows (16 groups of 8 rows, the stride byte offset
 // apart); MN-major, two 64-column atoms (the leading byte offset apart).
-template <class T, int kTransB>
+template <class T, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[64], std::uint64_t desc_a, std::uint64_t desc_b,
                                                     bool accumulate) {
   static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
@@ -151,7 +154,7 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[64], std::uint64_
         " %40, %41, %42, %43, %44, %45, %46, %47,"
         " %48, %49, %50, %51, %52, %53, %54, %55,"
         " %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, %67;\n}\n"
+        "%64, %65, p, 1, 1, %68, %67;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -160,7 +163,7 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[64], std::uint64_
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB), "n"(kTransA));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
@@ -173,7 +176,7 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[64], std::uint64_
         " %40, %41, %42, %43, %44, %45, %46, %47,"
         " %48, %49, %50, %51, %52, %53, %54, %55,"
         " %56, %57, %58, %59, %60, %61, %62, %63}, "
-        "%64, %65, p, 1, 1, 0, %67;\n}\n"
+        "%64, %65, p, 1, 1, %68, %67;\n}\n"
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
           "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
           "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
@@ -182,7 +185,7 @@ __device__ __forceinline__ void wgmma_ss_m64n128k16(float (&d)[64], std::uint64_
           "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB));
+        : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB), "n"(kTransA));
   }
 }
 
@@ -238,11 +241,11 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const std::u
 }
 
 // The width as a parameter: d (64 x kN) = A B (+ d), kN = 64 or 128, one instruction.
-template <class T, int kN, int kTransB>
+template <class T, int kN, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b, bool accumulate) {
   static_assert(kN == 64 || kN == 128);
-  if constexpr (kN == 64) wgmma_ss_m64n64k16<T, kTransB>(d, desc_a, desc_b, accumulate);
-  else wgmma_ss_m64n128k16<T, kTransB>(d, desc_a, desc_b, accumulate);
+  if constexpr (kN == 64) wgmma_ss_m64n64k16<T, kTransB, kTransA>(d, desc_a, desc_b, accumulate);
+  else wgmma_ss_m64n128k16<T, kTransB, kTransA>(d, desc_a, desc_b, accumulate);
 }
 template <class T, int kN, int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,

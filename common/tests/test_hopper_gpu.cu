@@ -1,10 +1,11 @@
 // GPU tests of the Hopper vocabulary (common/device/wgmma.cuh, wgmma_layout.h) before any chapter
 // builds on it: one warpgroup multiplies 64 x 64 bf16 tiles, stored in shared memory in the
-// 128-byte-swizzled layouts, with wgmma; the result must match a float64 product. Three forms,
-// the three that FlashAttention-3's forward uses:
+// 128-byte-swizzled layouts, with wgmma; the result must match a float64 product. Four forms,
+// the three that FlashAttention-3's forward uses and the one its backward adds:
 //   KK: A K-major, B K-major, both from shared memory       (S = Q K^T)
 //   RK: A from registers, B K-major                        (the same product, A as fragments)
 //   KN: A K-major, B MN-major (imm-trans-b = 1)             (O = P V, V stored keys x columns)
+//   NK: A MN-major (imm-trans-a = 1), B K-major            (A stored transposed: dS^T for dQ = dS K)
 // And TMA (common/device/tma.cuh): a 64 x 64 box, in bounds and hanging over the tensor's edge,
 // lands in the layout kmajor_sw128_offset describes, zeros outside the tensor.
 // Built for sm_90a only; skipped without a GPU of compute capability 9.0.
@@ -30,17 +31,21 @@ namespace fa::cuda {
 namespace {
 
 constexpr int kM = 64, kN = 64, kK = 64;  // C (kM x kN) = A (kM x kK) B (kK x kN)
-enum class Form { KK, RK, KN };
+enum class Form { KK, RK, KN, NK };
 
-// a: [kM, kK] row-major. b: KK/RK: [kN, kK] row-major (B^T, like K_j); KN: [kK, kN] row-major
+// a: [kM, kK] row-major. b: KK/RK/NK: [kN, kK] row-major (B^T, like K_j); KN: [kK, kN] row-major
 // (like V_j). c: [kM, kN] fp32. One block of 128 threads: one warpgroup.
 template <Form kForm>
 __global__ void __launch_bounds__(128) wgmma_tile_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c) {
-  __shared__ __align__(1024) unsigned char A_s[kM * kK * 2];  // (kM, kK) K-major, 128-byte swizzle
+  __shared__ __align__(1024) unsigned char A_s[kM * kK * 2];  // (kM, kK) K-major, or (kK, kM) MN-major
   __shared__ __align__(1024) unsigned char B_s[kN * kK * 2];  // (kN, kK) K-major, or (kK, kN) MN-major
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  for (int i = tid; i < kM * kK; i += 128)
-    *reinterpret_cast<__nv_bfloat16*>(A_s + kmajor_sw128_offset(i / kK, i % kK, kM)) = a[i];
+  for (int i = tid; i < kM * kK; i += 128) {
+    if constexpr (kForm == Form::NK)  // A^T: row k holds A's column k (M contiguous elements)
+      *reinterpret_cast<__nv_bfloat16*>(A_s + kmajor_sw128_offset(i % kK, i / kK, kK)) = a[i];
+    else
+      *reinterpret_cast<__nv_bfloat16*>(A_s + kmajor_sw128_offset(i / kK, i % kK, kM)) = a[i];
+  }
   constexpr int kBRows = kForm == Form::KN ? kK : kN, kBCols = kForm == Form::KN ? kN : kK;
   for (int i = tid; i < kBRows * kBCols; i += 128)
     *reinterpret_cast<__nv_bfloat16*>(B_s + kmajor_sw128_offset(i / kBCols, i % kBCols, kBRows)) = b[i];
@@ -67,8 +72,10 @@ __global__ void __launch_bounds__(128) wgmma_tile_kernel(const __nv_bfloat16* a,
       wgmma_ss_m64n64k16<__nv_bfloat16, 0>(d, kmajor_sw128_desc(A_u, kM, 16 * ks), kmajor_sw128_desc(B_u, kN, 16 * ks), ks > 0);
     else if constexpr (kForm == Form::RK)
       wgmma_rs_m64n64k16<__nv_bfloat16, 0>(d, a_frag[ks], kmajor_sw128_desc(B_u, kN, 16 * ks), ks > 0);
-    else
+    else if constexpr (kForm == Form::KN)
       wgmma_ss_m64n64k16<__nv_bfloat16, 1>(d, kmajor_sw128_desc(A_u, kM, 16 * ks), mnmajor_sw128_desc(B_u, kK, 16 * ks, 0), ks > 0);
+    else
+      wgmma_ss_m64n64k16<__nv_bfloat16, 0, 1>(d, mnmajor_sw128_desc(A_u, kK, 16 * ks, 0), kmajor_sw128_desc(B_u, kN, 16 * ks), ks > 0);
   }
   wgmma_commit();
   wgmma_wait<0>();  // d is final
@@ -170,6 +177,7 @@ TEST(HopperTma, BoxLandsInThe128ByteSwizzleWithZerosOutside) {
 TEST(HopperWgmma, KMajorTimesKMajor) { check_form<Form::KK>(); }
 TEST(HopperWgmma, RegistersTimesKMajor) { check_form<Form::RK>(); }
 TEST(HopperWgmma, KMajorTimesMNMajor) { check_form<Form::KN>(); }
+TEST(HopperWgmma, MNMajorTimesKMajor) { check_form<Form::NK>(); }
 
 }  // namespace
 }  // namespace fa::cuda
