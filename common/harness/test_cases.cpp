@@ -120,8 +120,8 @@ int core_square_dim(const std::vector<int>& head_dims) {
 // core: which hard inputs (kHardInputs[kind]) run at the `instance`-th of `instances` (dtype,
 // head dim) pairs. Each pair runs one kind, the kinds taking turns, and a chapter with fewer than
 // four pairs runs the kinds left over at its pairs too: every instantiation meets a hard input
-// (besides the long-context large logits, which every pair runs), every kind runs at least once,
-// and the float64 reference is paid for a quarter of the cases. full runs every kind everywhere.
+// (besides the long-context large logits, below), every kind runs at least once, and the float64
+// reference is paid for a quarter of the cases. full runs every kind everywhere.
 bool core_hard_input(std::size_t kind, int instance, int instances) {
   const int k = static_cast<int>(kind), kinds = static_cast<int>(std::size(kHardInputs));
   return k == instance % kinds || k % std::max(instances, 1) == instance;
