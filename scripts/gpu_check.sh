@@ -69,28 +69,28 @@ head -20 "$out/env.txt"
 step "build"
 [[ -x /usr/local/cuda/bin/nvcc ]] && export PATH="/usr/local/cuda/bin:$PATH"
 gen=(); command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S . -B $bdir -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure.log" 2>&1 ||
+cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 # Keep going past a broken target, so one chapter's compile error does not hide the others' results.
 keep_going=(-k 0); ((${#gen[@]})) || keep_going=(-k)
 targets=(); ((${#gen[@]})) && targets=("${build_targets[@]}")
-cmake --build $bdir -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} -- "${keep_going[@]}" >"$out/build.log" 2>&1 ||
+cmake --build "$bdir" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} -- "${keep_going[@]}" >"$out/build.log" 2>&1 ||
   { echo "BUILD FAILED (continuing with what was built):"; grep -E "error|FAILED" "$out/build.log" | head -30; }
 
 tests_rc=skipped
 san_rc=skipped
 if want tests; then
 step "tests (core tier)"
-bash scripts/run_ctest.sh $bdir --timeout 600 "${ctest_extra[@]}" >"$out/tests.log" 2>&1
+bash scripts/run_ctest.sh "$bdir" --timeout 600 "${ctest_extra[@]}" >"$out/tests.log" 2>&1
 tests_rc=$?
-cp $bdir/ctest.log "$out/ctest.log"
+cp "$bdir"/ctest.log "$out/ctest.log"
 grep -E "^== |failed" "$out/tests.log" | head -40
 fi
 if want tests-full; then
 step "tests (full tier)"
-FA_TEST_TIER=full bash scripts/run_ctest.sh $bdir -LE '^core$' --timeout 900 "${ctest_extra[@]}" >"$out/tests_full.log" 2>&1
+FA_TEST_TIER=full bash scripts/run_ctest.sh "$bdir" -LE '^core$' --timeout 900 "${ctest_extra[@]}" >"$out/tests_full.log" 2>&1
 tests_rc=$?
-cp $bdir/ctest.log "$out/ctest_full.log"
+cp "$bdir"/ctest.log "$out/ctest_full.log"
 grep -E "^== |failed" "$out/tests_full.log" | head -40
 fi
 
@@ -99,7 +99,7 @@ step "compute-sanitizer"
 small=(--batch 1 --heads 4 --kv-heads 2 --seqlen-q 77 --seqlen-k 131 --head-dim 64 --causal --iters 1)
 san_rc=0
 : >"$out/sanitizer.log"
-for exe in $bdir/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
+for exe in "$bdir"/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
   [[ $exe == *_tests || $exe == *_bench ]] && continue
   [[ -x $exe ]] || continue
   name=$(basename "$exe")
@@ -127,25 +127,25 @@ want ncu && {
 step "bank conflicts (Nsight Compute) for 02_tiled"
 ncu --clock-control none --metrics \
   l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,gpu__time_duration.sum \
-  $bdir/02_tiled/02_tiled --batch 1 --heads 4 --seqlen 1024 --iters 1 --no-check >"$out/ncu_02.txt" 2>&1 ||
+  "$bdir"/02_tiled/02_tiled --batch 1 --heads 4 --seqlen 1024 --iters 1 --no-check >"$out/ncu_02.txt" 2>&1 ||
   echo "ncu failed (see ncu_02.txt)"
-if [[ -x $bdir/06_tensor_core/06_tensor_core ]]; then
+if [[ -x "$bdir"/06_tensor_core/06_tensor_core ]]; then
   step "bank conflicts (Nsight Compute) for 06_tensor_core"
   ncu --clock-control none --metrics \
     l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,smsp__sass_inst_executed_op_ldsm.sum,smsp__sass_inst_executed_op_ldgsts.sum,gpu__time_duration.sum \
-    $bdir/06_tensor_core/06_tensor_core --batch 2 --heads 16 --seqlen 2048 --head-dim 128 --iters 1 --no-check \
+    "$bdir"/06_tensor_core/06_tensor_core --batch 2 --heads 16 --seqlen 2048 --head-dim 128 --iters 1 --no-check \
     >"$out/ncu_06.txt" 2>&1 || echo "ncu failed (see ncu_06.txt)"
   # The same counters for the step without the swizzle (the README's before/after).
   ncu --clock-control none -k regex:tensor_core_kernel --launch-count 1 --metrics \
     l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum,gpu__time_duration.sum \
-    $bdir/06_tensor_core/06_tensor_core_steps_bench --step v1_plain --benchmark_filter='fwd/.*/D128/full/seqlen:2048/' \
+    "$bdir"/06_tensor_core/06_tensor_core_steps_bench --step v1_plain --benchmark_filter='fwd/.*/D128/full/seqlen:2048/' \
     >"$out/ncu_06_v1_plain.txt" 2>&1 || echo "ncu failed (see ncu_06_v1_plain.txt)"
 fi
 }
 
 if want assignments; then
   step "assignments: student stubs fail their GPU tests, solutions pass"
-  bash scripts/check_assignments.sh $bdir "$out" >"$out/assignments.log" 2>&1
+  bash scripts/check_assignments.sh "$bdir" "$out" >"$out/assignments.log" 2>&1
   cat "$out/assignments.md" 2>/dev/null || tail -20 "$out/assignments.log"
 fi
 
@@ -154,7 +154,7 @@ step "tour"
 : >"$out/tour.jsonl"
 for dir in [0-9][0-9]_*/; do
   ch=${dir%/}
-  [[ -x $bdir/$ch/$ch ]] && $bdir/$ch/$ch --json 2>&1 | tee -a "$out/tour.log" | grep '^{' >>"$out/tour.jsonl"
+  [[ -x "$bdir"/$ch/$ch ]] && "$bdir"/$ch/$ch --json 2>&1 | tee -a "$out/tour.log" | grep '^{' >>"$out/tour.jsonl"
 done
 awk -f scripts/tour_table.awk "$out/tour.jsonl" | tee "$out/tour.md"
 fi
@@ -181,7 +181,7 @@ if want pytorch; then
 fi
 if want bench; then
   step "benchmarks"
-  bash scripts/bench_all.sh $bdir "$out" --max-seqlen-naive "$naive_max" "${bench_chapters[@]}" >>"$out/bench_all.log" 2>&1 ||
+  bash scripts/bench_all.sh "$bdir" "$out" --max-seqlen-naive "$naive_max" "${bench_chapters[@]}" >>"$out/bench_all.log" 2>&1 ||
     { echo "some benchmarks failed:"; grep -iE "error|fail" "$out/bench_all.log" | head; }
   grep "^==" "$out/bench_all.log"
   if [[ -f $out/bench_07_block_sparse.json ]]; then
@@ -194,13 +194,13 @@ if want bench; then
   fi
 fi
 
-if want decode && [[ -x $bdir/10_decoding/10_decoding_bench ]]; then
+if want decode && [[ -x "$bdir"/10_decoding/10_decoding_bench ]]; then
   # Chapter 10's decode rows (GB/s, L2 flushed) and PyTorch's FLASH and cuDNN on the same rows.
   # Three rounds, the chapter and PyTorch taking turns: at batch 8 the two differ by less than
   # calls do (10 README), so each row's median over interleaved rounds is what the table shows.
   step "decoding: 10_decoding against PyTorch, ${DECODE_ROUNDS:-3} interleaved rounds"
   for r in $(seq 1 "${DECODE_ROUNDS:-3}"); do
-    $bdir/10_decoding/10_decoding_bench --benchmark_filter=decode/ --benchmark_out="$out/bench_decode_$r.json" \
+    "$bdir"/10_decoding/10_decoding_bench --benchmark_filter=decode/ --benchmark_out="$out/bench_decode_$r.json" \
       --benchmark_out_format=json >"$out/bench_decode_$r.log" 2>&1 || tail -5 "$out/bench_decode_$r.log"
     PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch_decode.py --out "$out/pytorch_decode_$r.json" \
       >"$out/pytorch_decode_$r.log" 2>&1 || tail -5 "$out/pytorch_decode_$r.log"

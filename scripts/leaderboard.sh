@@ -70,11 +70,10 @@ board = []
 for name in names:
     grades = [r for r in rows(out / f"{name}.grades.tsv") if r[0].startswith(chapter)]
     perf = [r for r in rows(out / f"{name}.perf.tsv") if r[0].startswith(chapter)]
+    tests = "not graded (see the log)"
     if grades:
         passed, total, skipped = (int(x) for x in grades[0][1:4])
         tests = f"{passed}/{total}" + (f" ({skipped} skipped)" if skipped else "")
-    else:
-        passed, total, tests = 0, 0, "not graded (see the log)"
     r = mine = theirs = None
     points, note = "-", "not timed"
     if perf:

@@ -18,10 +18,11 @@ using FloatMap = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dy
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// One (rows, D) slice of a [B, heads, rows, D] tensor, widened to double.
-Matrix slice(const std::vector<float>& t, int b, int h, int heads, int rows, int d) {
-  const std::size_t offset = (static_cast<std::size_t>(b) * heads + h) * rows * d;
-  return FloatMap(t.data() + offset, rows, d).cast<double>();
+// Rows first .. first + count - 1 of one (b, h) slice of a [B, heads, rows, D] tensor, widened
+// to double; without them, the whole slice.
+Matrix slice(const std::vector<float>& t, int b, int h, int heads, int rows, int d, int first = 0, int count = -1) {
+  const std::size_t offset = ((static_cast<std::size_t>(b) * heads + h) * rows + first) * d;
+  return FloatMap(t.data() + offset, count < 0 ? rows : count, d).cast<double>();
 }
 
 // P = softmax(scale * Q K^T) with invisible entries exactly 0, and LSE per row; `options`
@@ -63,12 +64,6 @@ void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix&
     prob.row(r) /= l;
     lse(r) = m + std::log(l);
   }
-}
-
-// A (rows, D) block of a [B, heads, rows, D] tensor from row `first`, widened to double.
-Matrix slice_rows(const std::vector<float>& t, int b, int h, int heads, int rows, int d, int first, int count) {
-  const std::size_t offset = ((static_cast<std::size_t>(b) * heads + h) * rows + first) * d;
-  return FloatMap(t.data() + offset, count, d).cast<double>();
 }
 
 
@@ -141,7 +136,7 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
         const int first = blk * kRowBlock, count = std::min(kRowBlock, p.seqlen_q - first);
         Matrix prob;
         Eigen::VectorXd lse;
-        softmax_rows(p, b, h, slice_rows(q, b, h, p.heads, p.seqlen_q, d, first, count),
+        softmax_rows(p, b, h, slice(q, b, h, p.heads, p.seqlen_q, d, first, count),
                      slice(k, b, kvh, p.kv_heads, p.seqlen_k, d), visible, prob, lse, options, first);
         const Matrix o = prob * slice(v, b, kvh, p.kv_heads, p.seqlen_k, dv);  // (count, Dv)
         const std::size_t row0 = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q + first;
