@@ -13,106 +13,21 @@
 // ms_median, extra_mem_MiB (device memory beyond the tensors: the D_i workspace).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <functional>
-#include <memory>
 #include <iostream>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "07_block_sparse/block_sparse.h"
 #include "08_backward/backward.h"
+#include "08_backward/harness/backward_bench.h"  // Tensors, register_case, register_dense, take_flags
 #include "common/cuda/cuda_check.h"
-#include "common/cuda/device_memory.h"
-#include "common/cuda/gpu_timer.h"
 
 namespace {
 
 namespace bs = block_sparse;
-namespace cuda = fa::cuda;
-
-struct Tensors {
-  cuda::DeviceBuffer q, k, v, o, lse, dout, dq, dk, dv;
-  explicit Tensors(const fa::Problem& p)
-      : q(p.q_elems() * fa::dtype_size(p.dtype)), k(p.kv_elems() * fa::dtype_size(p.dtype)),
-        v(p.kv_elems() * fa::dtype_size(p.dtype)), o(p.o_elems() * fa::dtype_size(p.dtype)),
-        lse(p.lse_elems() * sizeof(float)), dout(p.o_elems() * fa::dtype_size(p.dtype)),
-        dq(p.q_elems() * fa::dtype_size(p.dtype)), dk(p.kv_elems() * fa::dtype_size(p.dtype)),
-        dv(p.kv_elems() * fa::dtype_size(p.dtype)) {
-    // Random inputs, never zeros: zeros hide wrong indexing and can run faster than real data.
-    cuda::fill_random(q.get(), p.q_elems(), p.dtype, 1, nullptr);
-    cuda::fill_random(k.get(), p.kv_elems(), p.dtype, 2, nullptr);
-    cuda::fill_random(v.get(), p.kv_elems(), p.dtype, 3, nullptr);
-    cuda::fill_random(dout.get(), p.o_elems(), p.dtype, 4, nullptr);
-  }
-  std::size_t bytes() const {
-    std::size_t io = 0;
-    for (const cuda::DeviceBuffer* b : {&q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv}) io += b->bytes();
-    return io;
-  }
-};
-using Launch = std::function<void(Tensors&)>;
-
-// Times `backward` (after one `forward` for O and LSE and one warm-up) with CUDA events.
-void run_case(benchmark::State& state, const fa::Problem& p, double flops, const Launch& forward,
-              const Launch& backward) {
-  cuda::release_workspace();
-  cuda::reset_peak();
-  const std::size_t base = cuda::memory_stats().current;
-  Tensors t(p);
-  try {
-    forward(t);
-    backward(t);  // warm-up; also allocates the workspace, outside the timed loop
-    FA_CUDA_CHECK(cudaDeviceSynchronize());
-  } catch (const std::invalid_argument& e) {
-    state.SkipWithError(e.what());
-    return;
-  }
-  cuda::GpuTimer timer;
-  std::vector<double> seconds;
-  for (auto _ : state) {
-    timer.start();
-    backward(t);
-    const double s = timer.stop_ms() * 1e-3;
-    state.SetIterationTime(s);
-    seconds.push_back(s);
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-  const double median = seconds[seconds.size() / 2];
-  state.counters["TFLOPS"] = flops / median / 1e12;
-  state.counters["ms_median"] = median * 1e3;
-  state.counters["extra_mem_MiB"] = (cuda::memory_stats().peak - base - t.bytes()) / 1048576.0;
-  state.counters["seqlen"] = p.seqlen_q;
-  state.counters["head_dim"] = p.head_dim;
-  state.counters["causal"] = p.causal;
-  cuda::release_workspace();
-}
-
-void register_case(const std::string& name, const fa::Problem& p, double flops, Launch forward, Launch backward,
-                   std::function<void(benchmark::State&)> extra = {}) {
-  benchmark::RegisterBenchmark(name.c_str(),
-                               [=](benchmark::State& s) {
-                                 run_case(s, p, flops, forward, backward);
-                                 if (extra) extra(s);
-                               })
-      ->UseManualTime()
-      ->Unit(benchmark::kMillisecond)
-      ->MinTime(0.3);
-}
-
-fa::Problem fa2_shape(int seqlen, int d, bool causal, fa::Dtype dtype) {
-  fa::Problem p;
-  p.batch = 16384 / seqlen;
-  p.heads = p.kv_heads = 2048 / d;
-  p.seqlen_q = p.seqlen_k = seqlen;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = dtype;
-  return p;
-}
+using namespace fa::backward_bench;
 
 // The block-sparse backward against density: random 128 x 128 block masks, bf16, non-causal.
 void register_sparse(int max_seqlen) {
@@ -156,71 +71,26 @@ void register_sparse(int max_seqlen) {
 
 int main(int argc, char** argv) {
   const fa::BackwardChapter& chapter = backward::chapter();
-  int max_seqlen = 16384;
-  for (int a = 1; a + 1 < argc; ++a) {  // our one flag, removed before Google Benchmark sees argv
-    if (std::strcmp(argv[a], "--max-seqlen") == 0) {
-      max_seqlen = std::atoi(argv[a + 1]);
-      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
-      argc -= 2;
-      break;
-    }
-  }
-  std::vector<int> head_dims = {64, 128};  // --head-dims 64,96,128: heads = 2048 / D each
-  for (int a = 1; a + 1 < argc; ++a) {
-    if (std::strcmp(argv[a], "--head-dims") == 0) {
-      head_dims.clear();
-      std::stringstream dims(argv[a + 1]);
-      for (std::string d; std::getline(dims, d, ',');) head_dims.push_back(std::atoi(d.c_str()));
-      for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
-      argc -= 2;
-      break;
-    }
-  }
+  const Flags flags = take_flags(argc, argv);
   const std::string reason = fa::cuda::unavailable_reason();
   if (!reason.empty()) {
     std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
     return 0;
   }
-  struct Variant {
-    fa::Dtype dtype;
-    fa::BackwardFn backward;
-    std::string chapter;
-    const fa::BackwardChapter* pair;  // its forward, and the head dims it takes
-  };
-  const std::string& name = chapter.support.chapter;
   // f32: the chapter's pair (3xTF32 up to D = 128, backward.h: fp32_on_tensor_cores) and the FFMA
-  // kernels alone, the lesson (05's chapter kernel as the forward).
-  const fa::BackwardChapter& ffma = backward::fp32_chapter();
-  const Variant variants[] = {{fa::Dtype::f32, chapter.backward, name, &chapter},
-                              {fa::Dtype::f32, ffma.backward, name + "_ffma", &ffma},
-                              {fa::Dtype::bf16, chapter.backward, name, &chapter},
-                              {fa::Dtype::f16, chapter.backward, name, &chapter},
-                              {fa::Dtype::bf16, chapter.deterministic, name + "_deterministic", &chapter}};
-  for (const Variant& variant : variants) {
-    const fa::BackwardChapter& pair = *variant.pair;
-    for (int d : head_dims) {
-      if (variant.dtype != fa::Dtype::f32 && !fa::supports_head_dim(backward::tensor_core_support(), d)) continue;
-      if (!fa::supports_head_dim(pair.support, d)) continue;
-      for (bool causal : {false, true}) {
-        for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
-          const fa::Problem p = fa2_shape(seqlen, d, causal, variant.dtype);
-          const std::string bench = "bwd/" + variant.chapter + "/" + fa::dtype_name(variant.dtype) + "/D" + std::to_string(d) +
-                                    (causal ? "/causal" : "/full") + "/seqlen:" + std::to_string(seqlen);
-          const fa::BackwardFn backward_fn = variant.backward;
-          register_case(
-              bench, p, fa::backward_flops(p),
-              [&pair, p](Tensors& t) {
-                pair.forward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), nullptr);
-              },
-              [backward_fn, p](Tensors& t) {
-                backward_fn(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), t.dout.get(), t.dq.get(),
-                            t.dk.get(), t.dv.get(), nullptr);
-              });
-        }
-      }
-    }
-  }
-  register_sparse(max_seqlen);
+  // kernels alone, the lesson (05's chapter kernel as the forward). f16/bf16: the head dims the
+  // tensor-core backward takes.
+  const std::string& name = chapter.support.chapter;
+  std::vector<int> tc_dims;
+  for (int d : flags.head_dims)
+    if (fa::supports_head_dim(backward::tensor_core_support(), d)) tc_dims.push_back(d);
+  register_dense(name, fa::Dtype::f32, chapter.backward, chapter, flags.head_dims, flags.max_seqlen);
+  register_dense(name + "_ffma", fa::Dtype::f32, backward::fp32_chapter().backward, backward::fp32_chapter(),
+                 flags.head_dims, flags.max_seqlen);
+  register_dense(name, fa::Dtype::bf16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
+  register_dense(name, fa::Dtype::f16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
+  register_dense(name + "_deterministic", fa::Dtype::bf16, chapter.deterministic, chapter, tc_dims, flags.max_seqlen);
+  register_sparse(flags.max_seqlen);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

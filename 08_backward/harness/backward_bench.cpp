@@ -1,0 +1,132 @@
+#include "08_backward/harness/backward_bench.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/gpu_timer.h"
+
+namespace fa::backward_bench {
+
+Tensors::Tensors(const Problem& p)
+    : q(p.q_elems() * dtype_size(p.dtype)), k(p.kv_elems() * dtype_size(p.dtype)),
+      v(p.kv_elems() * dtype_size(p.dtype)), o(p.o_elems() * dtype_size(p.dtype)), lse(p.lse_elems() * sizeof(float)),
+      dout(p.o_elems() * dtype_size(p.dtype)), dq(p.q_elems() * dtype_size(p.dtype)),
+      dk(p.kv_elems() * dtype_size(p.dtype)), dv(p.kv_elems() * dtype_size(p.dtype)) {
+  // Random inputs, never zeros: zeros hide wrong indexing and can run faster than real data.
+  cuda::fill_random(q.get(), p.q_elems(), p.dtype, 1, nullptr);
+  cuda::fill_random(k.get(), p.kv_elems(), p.dtype, 2, nullptr);
+  cuda::fill_random(v.get(), p.kv_elems(), p.dtype, 3, nullptr);
+  cuda::fill_random(dout.get(), p.o_elems(), p.dtype, 4, nullptr);
+}
+
+std::size_t Tensors::bytes() const {
+  std::size_t io = 0;
+  for (const cuda::DeviceBuffer* b : {&q, &k, &v, &o, &lse, &dout, &dq, &dk, &dv}) io += b->bytes();
+  return io;
+}
+
+void run_case(benchmark::State& state, const Problem& p, double flops, const Launch& forward, const Launch& backward) {
+  cuda::release_workspace();
+  cuda::reset_peak();
+  const std::size_t base = cuda::memory_stats().current;
+  Tensors t(p);
+  try {
+    forward(t);
+    backward(t);  // warm-up; also allocates the workspace, outside the timed loop
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+  } catch (const std::invalid_argument& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  cuda::GpuTimer timer;
+  std::vector<double> seconds;
+  for (auto _ : state) {
+    timer.start();
+    backward(t);
+    const double s = timer.stop_ms() * 1e-3;
+    state.SetIterationTime(s);
+    seconds.push_back(s);
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  state.counters["TFLOPS"] = flops / median / 1e12;
+  state.counters["ms_median"] = median * 1e3;
+  state.counters["extra_mem_MiB"] = (cuda::memory_stats().peak - base - t.bytes()) / 1048576.0;
+  state.counters["seqlen"] = p.seqlen_q;
+  state.counters["head_dim"] = p.head_dim;
+  state.counters["causal"] = p.causal;
+  cuda::release_workspace();
+}
+
+void register_case(const std::string& name, const Problem& p, double flops, Launch forward, Launch backward,
+                   std::function<void(benchmark::State&)> extra) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [=](benchmark::State& s) {
+                                 run_case(s, p, flops, forward, backward);
+                                 if (extra) extra(s);
+                               })
+      ->UseManualTime()
+      ->Unit(benchmark::kMillisecond)
+      ->MinTime(0.3);
+}
+
+Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype) {
+  Problem p;
+  p.batch = 16384 / seqlen;
+  p.heads = p.kv_heads = 2048 / d;
+  p.seqlen_q = p.seqlen_k = seqlen;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = dtype;
+  return p;
+}
+
+void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
+                    const std::vector<int>& head_dims, int max_seqlen) {
+  const BackwardChapter* forward_of = &pair;
+  for (int d : head_dims) {
+    if (!supports_head_dim(pair.support, d)) continue;
+    for (bool causal : {false, true}) {
+      for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
+        const Problem p = fa2_shape(seqlen, d, causal, dtype);
+        const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) +
+                                 (causal ? "/causal" : "/full") + "/seqlen:" + std::to_string(seqlen);
+        register_case(
+            name, p, backward_flops(p),
+            [forward_of, p](Tensors& t) {
+              forward_of->forward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), nullptr);
+            },
+            [backward, p](Tensors& t) {
+              backward(p, t.q.get(), t.k.get(), t.v.get(), t.o.get(), t.lse.as<float>(), t.dout.get(), t.dq.get(),
+                       t.dk.get(), t.dv.get(), nullptr);
+            });
+      }
+    }
+  }
+}
+
+Flags take_flags(int& argc, char** argv) {
+  Flags f;
+  for (int a = 1; a + 1 < argc;) {
+    const bool max = std::strcmp(argv[a], "--max-seqlen") == 0, dims = std::strcmp(argv[a], "--head-dims") == 0;
+    if (!max && !dims) {
+      ++a;
+      continue;
+    }
+    if (max) f.max_seqlen = std::atoi(argv[a + 1]);
+    if (dims) {
+      f.head_dims.clear();
+      std::stringstream list(argv[a + 1]);
+      for (std::string d; std::getline(list, d, ',');) f.head_dims.push_back(std::atoi(d.c_str()));
+    }
+    for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
+    argc -= 2;
+  }
+  return f;
+}
+
+}  // namespace fa::backward_bench

@@ -1,0 +1,50 @@
+// The benchmark pieces every backward chapter's bench shares (08's and 11's): the tensors of one
+// problem (random, never zeros), one timed case (CUDA events, the median iteration), the dense
+// rows on FlashAttention-2's benchmark shapes, and the flags --max-seqlen and --head-dims.
+// Counters of a row: TFLOPS (fa::backward_flops over the median iteration), ms_median,
+// extra_mem_MiB (device memory beyond the tensors: the chapter's workspace), seqlen, head_dim,
+// causal. Only the backward is timed; O and LSE come from one forward run before the loop.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "08_backward/harness/backward.h"
+#include "common/cuda/device_memory.h"
+
+namespace fa::backward_bench {
+
+struct Tensors {
+  cuda::DeviceBuffer q, k, v, o, lse, dout, dq, dk, dv;
+  explicit Tensors(const Problem& p);
+  std::size_t bytes() const;
+};
+using Launch = std::function<void(Tensors&)>;
+
+// Times `backward` (after one `forward` for O and LSE and one warm-up) with CUDA events.
+void run_case(benchmark::State& state, const Problem& p, double flops, const Launch& forward, const Launch& backward);
+
+// Registers run_case as a manually timed benchmark `name`; `extra` runs after it (counters, cleanup).
+void register_case(const std::string& name, const Problem& p, double flops, Launch forward, Launch backward,
+                   std::function<void(benchmark::State&)> extra = {});
+
+// FlashAttention-2's benchmark shapes: batch = 16k / seqlen, heads = 2048 / D.
+Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype);
+
+// The rows bwd/<label>/<dtype>/D<d>/{full,causal}/seqlen:<512 .. max_seqlen> of `backward`, with
+// `pair`'s forward for O and LSE, at the head dims of `head_dims` that `pair` supports.
+void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
+                    const std::vector<int>& head_dims, int max_seqlen);
+
+// Takes --max-seqlen N (default 16384) and --head-dims 64,128 (the default) out of argv, before
+// Google Benchmark sees it.
+struct Flags {
+  int max_seqlen = 16384;
+  std::vector<int> head_dims = {64, 128};
+};
+Flags take_flags(int& argc, char** argv);
+
+}  // namespace fa::backward_bench

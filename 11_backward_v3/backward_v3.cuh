@@ -1,0 +1,288 @@
+// Chapter 11 -- FlashAttention-3's backward on Hopper: the five products of 08's backward on wgmma,
+// the tiles brought in by the copy engine, and the work split between a producer and two consumer
+// warpgroups.
+//
+// One block owns one key tile j of Bc = 128 keys of one (batch, KV head) and walks every query tile
+// i (Br = 64 rows) of every query head sharing that KV head, as 08 does (08_backward/README.md:
+// Algorithm). What changes is where each product runs:
+//   * the producer (warpgroup 0, one thread) loads K_j and V_j once, then Q_i, dO_i and the query
+//     tile's LSE and D_i into a ring of kStages stages by TMA, counted on "full" mbarriers; the
+//     consumers' warps free a stage on its "empty" mbarrier;
+//   * consumer warpgroup w (1 + w) owns keys 64 w .. 64 w + 63 of the tile. Per query tile it
+//     computes the transposed scores, keys as rows (FlashAttention-3's SdP_swapAB):
+//         S^T  = K_w Q_i^T        dP^T = V_w dO_i^T         (64 x 64, both operands in shared memory)
+//         P^T  = exp2(S^T scale log2(e) - LSE_i log2(e)),   dS^T = P^T o (dP^T - D_i)
+//     so that P^T and dS^T are already the A operands of the two products that stay in registers
+//     across the whole walk:
+//         dV_w += P^T dO_i        dK_w += dS^T Q_i          (A from registers: the RS form)
+//   * dQ_i += dS K_j needs every key of the tile: both warpgroups store dS^T into shared memory
+//     (one 128 x 64 tile), meet at a named barrier, and multiply it as wgmma's A operand read
+//     transposed (MN-major, imm-trans-a) with K_j as B (MN-major). At D = 128 warpgroup w computes
+//     columns 64 w .. 64 w + 63 over all 128 keys; at D = 64 it computes all 64 columns over its
+//     own 64 keys. Either way a warpgroup's partial dQ is a 64 x 64 fp32 tile, which it writes to
+//     shared memory in its accumulator order and the copy engine adds into a fp32 dQ accumulator
+//     in global memory (cp.reduce.async.bulk .add.f32: one 16 KiB instruction, atomic per element
+//     in L2). The accumulator keeps that order (a 16 KiB chunk per query tile and 64 columns), and
+//     convert_dq_kernel (backward_v3.cu) turns it into dQ.
+// dK_j and dV_j leave once, at the end, from registers: each belongs to one block.
+#pragma once
+
+#include <cstdint>
+
+#include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "common/device/mma.cuh"     // pack2, barrier_sync
+#include "common/device/tiles.h"     // query_tile_begin, needs_mask
+#include "common/device/tma.cuh"
+#include "common/device/wgmma.cuh"
+#include "common/device/wgmma_layout.h"
+
+namespace backward_v3 {
+
+using namespace fa::cuda;
+
+struct Params {
+  const float* lse2;   // [B * H][Tr * Br]: LSE log2(e), +inf past Sq (P = 0 there)
+  const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
+  float* dq_accum;     // [B * H][Tr][kD / 64][4096]: the partial dQ tiles, in accumulator order
+  void* dk;            // [B, Hkv, Sk, D]
+  void* dv;
+  std::int64_t batch_kv_heads;
+  int seqlen_q, seqlen_k, group_size, Tr;
+  bool causal;
+  float scale, scale_log2;
+};
+
+template <class T_, int kD_, int kStages_ = 2>
+struct Config {
+  using T = T_;
+  static constexpr int kD = kD_;
+  static constexpr int Bc = 128, Br = 64;  // keys a block (two warpgroups of 64), query rows a step
+  static constexpr int kStages = kStages_;
+  static constexpr int kThreads = 3 * 128;
+  static constexpr int kConsumerWarps = 8;
+  static constexpr int kChunks = kD / 64;  // 64-column chunks of a dQ tile in the accumulator
+  static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
+  static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
+  static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), one atom
+  static constexpr std::uint32_t kDqBytes = 64 * 64 * 4;   // one warpgroup's partial dQ, fp32
+  static constexpr std::uint32_t kVecBytes = Br * 4;       // LSE or D_i of a query tile
+  static constexpr std::uint32_t kK = 0, kV = kKVBytes;
+  static constexpr std::uint32_t kQ = 2 * kKVBytes;                  // + stage * kRowBytes
+  static constexpr std::uint32_t kDO = kQ + kStages * kRowBytes;     // + stage * kRowBytes
+  static constexpr std::uint32_t kDs = kDO + kStages * kRowBytes;    // + (step % 2) * kDsBytes
+  static constexpr std::uint32_t kDq = kDs + 2 * kDsBytes;           // + w * kDqBytes
+  static constexpr std::uint32_t kLse = kDq + 2 * kDqBytes;          // + stage * kVecBytes
+  static constexpr std::uint32_t kDrow = kLse + kStages * kVecBytes;  // + stage * kVecBytes
+  static constexpr int kSmemBytes = kDrow + kStages * kVecBytes + 1024;  // + room to align to 1024
+  static constexpr std::uint32_t kStageTx = 2 * kRowBytes + 2 * kVecBytes;  // bytes a stage's barrier counts
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+};
+
+template <int kStages>
+struct Barriers {
+  std::uint64_t full_kv, full[kStages], empty[kStages];
+};
+
+// The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i, dO_i,
+// LSE_i and D_i into stage step % kStages, once the consumers have freed its previous use.
+template <class C>
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                        const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
+                                        const Params& prm, int j, std::int64_t kv_bh) {
+  mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
+  flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
+  const int i0 = query_tile_begin(j, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+  int step = 0;
+  for (int hq = 0; hq < prm.group_size; ++hq) {
+    const std::int64_t bh = kv_bh * prm.group_size + hq;
+    for (int i = i0; i < prm.Tr; ++i, ++step) {
+      const int stage = step % C::kStages, use = step / C::kStages;
+      const std::uint32_t full = smem_u32(&bars.full[stage]);
+      if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
+      mbarrier_arrive_expect_tx(full, C::kStageTx);
+      flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, full);
+      flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, full);
+      const std::int64_t row0 = (bh * prm.Tr + i) * C::Br;
+      bulk_load(base + C::kLse + stage * C::kVecBytes, prm.lse2 + row0, C::kVecBytes, full);
+      bulk_load(base + C::kDrow + stage * C::kVecBytes, prm.D_row + row0, C::kVecBytes, full);
+    }
+  }
+}
+
+// The m16n8k16 A fragment of k-step kk (16 columns) from a 64-column accumulator (wgmma.cuh's
+// layout): registers 8 kk .. 8 kk + 7, paired and rounded to T.
+template <class T>
+__device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float (&d)[32], int kk) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
+}
+
+// Consumer warpgroup kW: keys 64 kW .. 64 kW + 63 of the tile; dK_j and dV_j of those keys in
+// registers across the walk, written at the end.
+template <class C, int kW>
+__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
+                                        unsigned char* base_p, int j, std::int64_t kv_bh) {
+  using T = typename C::T;
+  constexpr int kD = C::kD, Br = C::Br, Bc = C::Bc;
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int key0 = j * Bc + 64 * kW + 16 * warp + g;  // this lane's first key (the second: + 8)
+  const std::uint32_t K_w = base + C::kK + kW * 64 * 128, V_w = base + C::kV + kW * 64 * 128;  // the group's rows
+  float dv[kD / 2], dk[kD / 2];
+#pragma unroll
+  for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
+  const int i0 = query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+  mbarrier_wait(smem_u32(&bars.full_kv), 0);
+  int step = 0;
+  for (int hq = 0; hq < prm.group_size; ++hq) {
+    const std::int64_t bh = kv_bh * prm.group_size + hq;
+    for (int i = i0; i < prm.Tr; ++i, ++step) {
+      const int stage = step % C::kStages;
+      const std::uint32_t Q_s = base + C::kQ + stage * C::kRowBytes, dO_s = base + C::kDO + stage * C::kRowBytes;
+      mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
+
+      // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD.
+      float s[32], dp[32];
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks)
+        wgmma_ss<T, 64, 0>(s, kmajor_sw128_desc(K_w, Bc, 16 * ks), kmajor_sw128_desc(Q_s, Br, 16 * ks), ks > 0);
+#pragma unroll
+      for (int ks = 0; ks < kD / 16; ++ks)
+        wgmma_ss<T, 64, 0>(dp, kmajor_sw128_desc(V_w, Bc, 16 * ks), kmajor_sw128_desc(dO_s, Br, 16 * ks), ks > 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+
+      // P^T and dS^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2,
+      // whose LSE and D_i the producer brought with the tile.
+      const float* lse_s = reinterpret_cast<const float*>(base_p + C::kLse + stage * C::kVecBytes);
+      const float* D_s = reinterpret_cast<const float*>(base_p + C::kDrow + stage * C::kVecBytes);
+      const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+#pragma unroll
+      for (int c = 0; c < 8; ++c) {
+        const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
+        const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = 4 * c + e;
+          const float l2 = e % 2 ? lse.y : lse.x, d_i = e % 2 ? Dq.y : Dq.x;
+          float p = exp2f(s[r] * prm.scale_log2 - l2);
+          if (masked) {
+            const int key = key0 + 8 * (e / 2), q = i * Br + 8 * c + 2 * t + e % 2;
+            if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
+              p = 0.0f;
+          }
+          s[r] = p;
+          dp[r] = p * (dp[r] - d_i);
+        }
+      }
+      std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments, k-step by k-step (16 queries)
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        to_a_fragment<T>(pa[kk], s, kk);
+        to_a_fragment<T>(dsa[kk], dp, kk);
+      }
+      // dS^T into this step's buffer: rows 64 kW + 16 warp + g (+ 8) of the (Bc, Br) tile.
+      unsigned char* ds_p = base_p + C::kDs + step % 2 * C::kDsBytes;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const int row = 64 * kW + 16 * warp + g + 8 * (r % 2), col = 16 * kk + 8 * (r / 2) + 2 * t;
+          *reinterpret_cast<std::uint32_t*>(ds_p + kmajor_sw128_offset(row, col, Bc)) = dsa[kk][r];
+        }
+      }
+      fence_proxy_async();  // the stores, before wgmma reads them
+
+      // dV_w += P^T dO_i and dK_w += dS^T Q_i: 64 keys x kD, contracted over the 64 queries.
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dv, pa[kk], mnmajor_sw128_desc(dO_s, Br, 16 * kk, 0), true);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dk, dsa[kk], mnmajor_sw128_desc(Q_s, Br, 16 * kk, 0), true);
+      wgmma_commit();
+
+      barrier_sync<1>(256);  // both halves of dS^T are stored
+      // dQ partial: (64 queries, 64 columns) = dS (64 x keys) K_j (keys x columns).
+      const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
+      float dq[32];
+      constexpr int kKeySteps = kD == 128 ? Bc / 16 : 4;  // D 128: all 128 keys; D 64: the group's 64
+#pragma unroll
+      for (int kk = 0; kk < kKeySteps; ++kk) {
+        const int k0 = 16 * (kD == 128 ? kk : 4 * kW + kk), n0 = kD == 128 ? 64 * kW : 0;
+        wgmma_ss<T, 64, 1, 1>(dq, mnmajor_sw128_desc(ds_u, Bc, k0, 0), mnmajor_sw128_desc(base + C::kK, Bc, k0, n0),
+                              kk > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i, dO_i, LSE, D_i are read
+
+      // The partial dQ through shared memory to the copy engine's add.
+      float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + kW * C::kDqBytes);
+      if (tid == 0) bulk_wait_read<0>();  // the previous step's add has read the buffer
+      barrier_sync<2 + kW>(128);
+#pragma unroll
+      for (int c = 0; c < 8; ++c)
+        *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
+      fence_proxy_async();
+      barrier_sync<2 + kW>(128);
+      if (tid == 0) {
+        float* dst = prm.dq_accum + ((bh * prm.Tr + i) * C::kChunks + (kD == 128 ? kW : 0)) * 4096;
+        bulk_reduce_add_f32(dst, smem_u32(dq_p), C::kDqBytes);
+        bulk_commit();
+      }
+    }
+  }
+  if (tid == 0) bulk_wait<0>();  // the last add is done before the block's shared memory goes
+
+  // dK_j = scale dS^T Q summed, dV_j: rows key0 (+ 8), columns 8 c + 2 t (+ 1).
+  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * kD;
+  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * kD;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + 8 * h;
+    if (key >= prm.seqlen_k) continue;
+#pragma unroll
+    for (int c = 0; c < kD / 8; ++c) {
+      const std::int64_t at = std::int64_t{key} * kD + 8 * c + 2 * t;
+      *reinterpret_cast<std::uint32_t*>(dk_g + at) =
+          pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
+      *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+    }
+  }
+}
+
+// grid: (key tiles, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups.
+template <class C>
+__global__ void __launch_bounds__(C::kThreads, 1)
+    backward_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
+                       const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
+                       const Params prm) {
+  const std::int64_t kv_bh = grid_row();
+  if (kv_bh >= prm.batch_kv_heads) return;  // a spare row of the grid
+  const int j = blockIdx.x;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) Barriers<C::kStages> bars;
+  const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  if (threadIdx.x == 0) {
+    mbarrier_init(smem_u32(&bars.full_kv), 1);
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(smem_u32(&bars.full[s]), 1);
+      mbarrier_init(smem_u32(&bars.empty[s]), C::kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (threadIdx.x == 0) produce<C>(&q_map, &k_map, &v_map, &do_map, bars, base, prm, j, kv_bh);
+    return;
+  }
+  setmaxnreg_inc<C::kConsumerRegs>();
+  unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));
+  if (warpgroup == 1) consume<C, 0>(prm, bars, base, base_p, j, kv_bh);
+  else consume<C, 1>(prm, bars, base, base_p, j, kv_bh);
+}
+
+}  // namespace backward_v3
