@@ -133,6 +133,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
   const int i0 = query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
   mbarrier_wait(smem_u32(&bars.full_kv), 0);
+  __syncwarp();  // the lanes leave the wait's loop apart: wgmma and bar.sync want the warp whole
   int step = 0;
   for (int hq = 0; hq < prm.group_size; ++hq) {
     const std::int64_t bh = kv_bh * prm.group_size + hq;
@@ -140,6 +141,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       const int stage = step % C::kStages;
       const std::uint32_t Q_s = base + C::kQ + stage * C::kRowBytes, dO_s = base + C::kDO + stage * C::kRowBytes;
       mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
+      __syncwarp();
 
       // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD.
       float s[32], dp[32];
@@ -202,6 +204,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dk, dsa[kk], mnmajor_sw128_desc(Q_s, Br, 16 * kk, 0), true);
       wgmma_commit();
 
+      __syncwarp();
       barrier_sync<1>(256);  // both halves of dS^T are stored
       // dQ partial: (64 queries, 64 columns) = dS (64 x keys) K_j (keys x columns).
       const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
@@ -215,11 +218,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       }
       wgmma_commit();
       wgmma_wait<0>();
+      __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
       if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i, dO_i, LSE, D_i are read
 
       // The partial dQ through shared memory to the copy engine's add.
       float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + kW * C::kDqBytes);
       if (tid == 0) bulk_wait_read<0>();  // the previous step's add has read the buffer
+      __syncwarp();
       barrier_sync<2 + kW>(128);
 #pragma unroll
       for (int c = 0; c < 8; ++c)
