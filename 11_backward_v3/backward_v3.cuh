@@ -5,9 +5,11 @@
 // One block owns one key tile j of Bc = 128 keys of one (batch, KV head) and walks every query tile
 // i (Br = 64 rows) of every query head sharing that KV head, as 08 does (08_backward/README.md:
 // Algorithm). What changes is where each product runs:
-//   * the producer (warpgroup 0, one thread) loads K_j and V_j once, then Q_i, dO_i and the query
-//     tile's LSE and D_i into a ring of kStages stages by TMA, counted on "full" mbarriers; the
-//     consumers' warps free a stage on its "empty" mbarrier;
+//   * the producer (warpgroup 0, one thread) loads K_j and V_j once, then Q_i and dO_i into a ring
+//     of kStages stages by TMA, counted on "full" mbarriers; the consumers' warps free a stage on
+//     its "empty" mbarrier. The query tile's LSE and D_i (256 bytes each) come another way: a
+//     consumer warp reads the next step's from global memory during a step and stores them into
+//     its group's own buffer at the step's end, so only ordinary loads and stores touch them;
 //   * consumer warpgroup w (1 + w) owns keys 64 w .. 64 w + 63 of the tile. Per query tile it
 //     computes the transposed scores, keys as rows (FlashAttention-3's SdP_swapAB):
 //         S^T  = K_w Q_i^T        dP^T = V_w dO_i^T         (64 x 64, both operands in shared memory)
@@ -65,16 +67,15 @@ struct Config {
   static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
   static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), one atom
   static constexpr std::uint32_t kDqBytes = 64 * 64 * 4;   // one warpgroup's partial dQ, fp32
-  static constexpr std::uint32_t kVecBytes = Br * 4;       // LSE or D_i of a query tile
+  static constexpr std::uint32_t kVecBytes = 2 * Br * 4;   // LSE and D_i of a query tile
   static constexpr std::uint32_t kK = 0, kV = kKVBytes;
   static constexpr std::uint32_t kQ = 2 * kKVBytes;                  // + stage * kRowBytes
   static constexpr std::uint32_t kDO = kQ + kStages * kRowBytes;     // + stage * kRowBytes
   static constexpr std::uint32_t kDs = kDO + kStages * kRowBytes;    // + (step % 2) * kDsBytes
   static constexpr std::uint32_t kDq = kDs + 2 * kDsBytes;           // + w * kDqBytes
-  static constexpr std::uint32_t kLse = kDq + 2 * kDqBytes;          // + stage * kVecBytes
-  static constexpr std::uint32_t kDrow = kLse + kStages * kVecBytes;  // + stage * kVecBytes
-  static constexpr int kSmemBytes = kDrow + kStages * kVecBytes + 1024;  // + room to align to 1024
-  static constexpr std::uint32_t kStageTx = 2 * kRowBytes + 2 * kVecBytes;  // bytes a stage's barrier counts
+  static constexpr std::uint32_t kVec = kDq + 2 * kDqBytes;          // + (2 w + step % 2) * kVecBytes
+  static constexpr int kSmemBytes = kVec + 4 * kVecBytes + 1024;     // + room to align to 1024
+  static constexpr std::uint32_t kStageTx = 2 * kRowBytes;           // bytes a stage's barrier counts
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 };
 
@@ -83,8 +84,20 @@ struct Barriers {
   std::uint64_t full_kv, full[kStages], empty[kStages];
 };
 
-// The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i, dO_i,
-// LSE_i and D_i into stage step % kStages, once the consumers have freed its previous use.
+// A block's steps: every query head hq of the KV head, and for each, the query tiles i0 .. Tr - 1
+// that see key tile j (causal: from query_tile_begin), in that order.
+struct Walk {
+  std::int64_t bh0;  // the first query head's b * H + h
+  int i0, tiles, steps;
+  __device__ Walk(const Params& prm, int j, std::int64_t kv_bh, int Br, int Bc)
+      : bh0(kv_bh * prm.group_size), i0(query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal)),
+        tiles(prm.Tr - i0), steps(prm.group_size * (prm.Tr - i0)) {}
+  __device__ int i(int step) const { return i0 + step % tiles; }
+  __device__ std::int64_t bh(int step) const { return bh0 + step / tiles; }
+};
+
+// The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i and dO_i
+// into stage step % kStages, once the consumers have freed its previous use.
 template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
@@ -92,21 +105,15 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
   flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
   flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
-  const int i0 = query_tile_begin(j, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
-  int step = 0;
-  for (int hq = 0; hq < prm.group_size; ++hq) {
-    const std::int64_t bh = kv_bh * prm.group_size + hq;
-    for (int i = i0; i < prm.Tr; ++i, ++step) {
-      const int stage = step % C::kStages, use = step / C::kStages;
-      const std::uint32_t full = smem_u32(&bars.full[stage]);
-      if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
-      mbarrier_arrive_expect_tx(full, C::kStageTx);
-      flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, full);
-      flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, full);
-      const std::int64_t row0 = (bh * prm.Tr + i) * C::Br;
-      bulk_load(base + C::kLse + stage * C::kVecBytes, prm.lse2 + row0, C::kVecBytes, full);
-      bulk_load(base + C::kDrow + stage * C::kVecBytes, prm.D_row + row0, C::kVecBytes, full);
-    }
+  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
+  for (int step = 0; step < walk.steps; ++step) {
+    const int stage = step % C::kStages, use = step / C::kStages, i = walk.i(step);
+    const std::int64_t bh = walk.bh(step);
+    const std::uint32_t full = smem_u32(&bars.full[stage]);
+    if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
+    mbarrier_arrive_expect_tx(full, C::kStageTx);
+    flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, full);
+    flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, full);
   }
 }
 
@@ -118,124 +125,142 @@ __device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float
   for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
 }
 
-// Consumer warpgroup kW: keys 64 kW .. 64 kW + 63 of the tile; dK_j and dV_j of those keys in
-// registers across the walk, written at the end.
-template <class C, int kW>
+// Consumer warpgroup w (0 or 1): keys 64 w .. 64 w + 63 of the tile; dK_j and dV_j of those keys
+// in registers across the walk, written at the end. w is a run-time value, so that both groups run
+// the same instructions: the named barrier they share is then one bar.sync, as an aligned barrier
+// must be (compute-sanitizer's synccheck checks it).
+template <class C>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
-                                        unsigned char* base_p, int j, std::int64_t kv_bh) {
+                                        unsigned char* base_p, int j, std::int64_t kv_bh, int w) {
   using T = typename C::T;
   constexpr int kD = C::kD, Br = C::Br, Bc = C::Bc;
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int key0 = j * Bc + 64 * kW + 16 * warp + g;  // this lane's first key (the second: + 8)
-  const std::uint32_t K_w = base + C::kK + kW * 64 * 128, V_w = base + C::kV + kW * 64 * 128;  // the group's rows
+  const int key0 = j * Bc + 64 * w + 16 * warp + g;  // this lane's first key (the second: + 8)
+  const std::uint32_t K_w = base + C::kK + w * 64 * 128, V_w = base + C::kV + w * 64 * 128;  // the group's rows
+  const int group_bar = 2 + w;  // the group's own named barrier
   float dv[kD / 2], dk[kD / 2];
 #pragma unroll
   for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
-  const int i0 = query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+  const Walk walk(prm, j, kv_bh, Br, Bc);
+
+  // LSE and D_i of a step, in buffer step % 2 of the group: warp 0 brings them, lane l < 16 four
+  // floats of LSE, lane l >= 16 four of D_i.
+  float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * w * C::kVecBytes);
+  auto vec_load = [&](int step) {
+    const std::int64_t row0 = (walk.bh(step) * prm.Tr + walk.i(step)) * Br + 4 * (lane % 16);
+    return *reinterpret_cast<const float4*>((lane < 16 ? prm.lse2 : prm.D_row) + row0);
+  };
+  auto vec_store = [&](int step, float4 v) {
+    *reinterpret_cast<float4*>(vec_p + step % 2 * 2 * Br + (lane < 16 ? 0 : Br) + 4 * (lane % 16)) = v;
+  };
+  if (warp == 0 && walk.steps > 0) vec_store(0, vec_load(0));
+  barrier_sync(group_bar, 128);
   mbarrier_wait(smem_u32(&bars.full_kv), 0);
   __syncwarp();  // the lanes leave the wait's loop apart: wgmma and bar.sync want the warp whole
-  int step = 0;
-  for (int hq = 0; hq < prm.group_size; ++hq) {
-    const std::int64_t bh = kv_bh * prm.group_size + hq;
-    for (int i = i0; i < prm.Tr; ++i, ++step) {
-      const int stage = step % C::kStages;
-      const std::uint32_t Q_s = base + C::kQ + stage * C::kRowBytes, dO_s = base + C::kDO + stage * C::kRowBytes;
-      mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
-      __syncwarp();
 
-      // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD.
-      float s[32], dp[32];
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_ss<T, 64, 0>(s, kmajor_sw128_desc(K_w, Bc, 16 * ks), kmajor_sw128_desc(Q_s, Br, 16 * ks), ks > 0);
-#pragma unroll
-      for (int ks = 0; ks < kD / 16; ++ks)
-        wgmma_ss<T, 64, 0>(dp, kmajor_sw128_desc(V_w, Bc, 16 * ks), kmajor_sw128_desc(dO_s, Br, 16 * ks), ks > 0);
-      wgmma_commit();
-      wgmma_wait<0>();
+  for (int step = 0; step < walk.steps; ++step) {
+    const int stage = step % C::kStages, i = walk.i(step);
+    const std::int64_t bh = walk.bh(step);
+    const std::uint32_t Q_s = base + C::kQ + stage * C::kRowBytes, dO_s = base + C::kDO + stage * C::kRowBytes;
+    float4 vec_next{};  // warp 0: the next step's LSE or D_i, stored at this step's end
+    if (warp == 0 && step + 1 < walk.steps) vec_next = vec_load(step + 1);
+    mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
+    __syncwarp();
 
-      // P^T and dS^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2,
-      // whose LSE and D_i the producer brought with the tile.
-      const float* lse_s = reinterpret_cast<const float*>(base_p + C::kLse + stage * C::kVecBytes);
-      const float* D_s = reinterpret_cast<const float*>(base_p + C::kDrow + stage * C::kVecBytes);
-      const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD.
+    float s[32], dp[32];
+    wgmma_fence();
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
-        const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss<T, 64, 0>(s, kmajor_sw128_desc(K_w, Bc, 16 * ks), kmajor_sw128_desc(Q_s, Br, 16 * ks), ks > 0);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = 4 * c + e;
-          const float l2 = e % 2 ? lse.y : lse.x, d_i = e % 2 ? Dq.y : Dq.x;
-          float p = exp2f(s[r] * prm.scale_log2 - l2);
-          if (masked) {
-            const int key = key0 + 8 * (e / 2), q = i * Br + 8 * c + 2 * t + e % 2;
-            if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
-              p = 0.0f;
-          }
-          s[r] = p;
-          dp[r] = p * (dp[r] - d_i);
+    for (int ks = 0; ks < kD / 16; ++ks)
+      wgmma_ss<T, 64, 0>(dp, kmajor_sw128_desc(V_w, Bc, 16 * ks), kmajor_sw128_desc(dO_s, Br, 16 * ks), ks > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+
+    // P^T and dS^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2.
+    const float* lse_s = vec_p + step % 2 * 2 * Br;
+    const float* D_s = lse_s + Br;
+    const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
+      const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = 4 * c + e;
+        const float l2 = e % 2 ? lse.y : lse.x, d_i = e % 2 ? Dq.y : Dq.x;
+        float p = exp2f(s[r] * prm.scale_log2 - l2);
+        if (masked) {
+          const int key = key0 + 8 * (e / 2), q = i * Br + 8 * c + 2 * t + e % 2;
+          if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
+            p = 0.0f;
         }
+        s[r] = p;
+        dp[r] = p * (dp[r] - d_i);
       }
-      std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments, k-step by k-step (16 queries)
+    }
+    std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments, k-step by k-step (16 queries)
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        to_a_fragment<T>(pa[kk], s, kk);
-        to_a_fragment<T>(dsa[kk], dp, kk);
+    for (int kk = 0; kk < 4; ++kk) {
+      to_a_fragment<T>(pa[kk], s, kk);
+      to_a_fragment<T>(dsa[kk], dp, kk);
+    }
+    // dS^T into this step's buffer: rows 64 w + 16 warp + g (+ 8) of the (Bc, Br) tile.
+    unsigned char* ds_p = base_p + C::kDs + step % 2 * C::kDsBytes;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = 64 * w + 16 * warp + g + 8 * (r % 2), col = 16 * kk + 8 * (r / 2) + 2 * t;
+        *reinterpret_cast<std::uint32_t*>(ds_p + kmajor_sw128_offset(row, col, Bc)) = dsa[kk][r];
       }
-      // dS^T into this step's buffer: rows 64 kW + 16 warp + g (+ 8) of the (Bc, Br) tile.
-      unsigned char* ds_p = base_p + C::kDs + step % 2 * C::kDsBytes;
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const int row = 64 * kW + 16 * warp + g + 8 * (r % 2), col = 16 * kk + 8 * (r / 2) + 2 * t;
-          *reinterpret_cast<std::uint32_t*>(ds_p + kmajor_sw128_offset(row, col, Bc)) = dsa[kk][r];
-        }
-      }
-      fence_proxy_async();  // the stores, before wgmma reads them
+    }
+    fence_proxy_async();  // the stores, before wgmma reads them
 
-      // dV_w += P^T dO_i and dK_w += dS^T Q_i: 64 keys x kD, contracted over the 64 queries.
-      wgmma_fence();
+    // dV_w += P^T dO_i and dK_w += dS^T Q_i: 64 keys x kD, contracted over the 64 queries.
+    wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dv, pa[kk], mnmajor_sw128_desc(dO_s, Br, 16 * kk, 0), true);
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dv, pa[kk], mnmajor_sw128_desc(dO_s, Br, 16 * kk, 0), true);
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dk, dsa[kk], mnmajor_sw128_desc(Q_s, Br, 16 * kk, 0), true);
-      wgmma_commit();
+    for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dk, dsa[kk], mnmajor_sw128_desc(Q_s, Br, 16 * kk, 0), true);
+    wgmma_commit();
 
-      __syncwarp();
-      barrier_sync<1>(256);  // both halves of dS^T are stored
-      // dQ partial: (64 queries, 64 columns) = dS (64 x keys) K_j (keys x columns).
-      const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
-      float dq[32];
-      constexpr int kKeySteps = kD == 128 ? Bc / 16 : 4;  // D 128: all 128 keys; D 64: the group's 64
+    __syncwarp();
+    barrier_sync<1>(256);  // both halves of dS^T are stored
+    // dQ partial: (64 queries, 64 columns) = dS (64 x keys) K_j (keys x columns). D = 128: all 128
+    // keys, columns 64 w ..; D = 64: the group's own 64 keys, all columns.
+    const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
+    constexpr int kKeySteps = kD == 128 ? Bc / 16 : 4;
+    const int k_first = kD == 128 ? 0 : 64 * w, n0 = kD == 128 ? 64 * w : 0;
+    float dq[32];
 #pragma unroll
-      for (int kk = 0; kk < kKeySteps; ++kk) {
-        const int k0 = 16 * (kD == 128 ? kk : 4 * kW + kk), n0 = kD == 128 ? 64 * kW : 0;
-        wgmma_ss<T, 64, 1, 1>(dq, mnmajor_sw128_desc(ds_u, Bc, k0, 0), mnmajor_sw128_desc(base + C::kK, Bc, k0, n0),
-                              kk > 0);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
-      if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i, dO_i, LSE, D_i are read
+    for (int kk = 0; kk < kKeySteps; ++kk) {
+      const int k0 = k_first + 16 * kk;
+      wgmma_ss<T, 64, 1, 1>(dq, mnmajor_sw128_desc(ds_u, Bc, k0, 0), mnmajor_sw128_desc(base + C::kK, Bc, k0, n0),
+                            kk > 0);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
+    if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i and dO_i are read
 
-      // The partial dQ through shared memory to the copy engine's add.
-      float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + kW * C::kDqBytes);
-      if (tid == 0) bulk_wait_read<0>();  // the previous step's add has read the buffer
-      __syncwarp();
-      barrier_sync<2 + kW>(128);
+    // The partial dQ through shared memory to the copy engine's add.
+    float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + w * C::kDqBytes);
+    if (tid == 0) bulk_wait_read<0>();  // the previous step's add has read the buffer
+    __syncwarp();
+    barrier_sync(group_bar, 128);  // ... and every thread is past the previous step
 #pragma unroll
-      for (int c = 0; c < 8; ++c)
-        *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
-      fence_proxy_async();
-      barrier_sync<2 + kW>(128);
-      if (tid == 0) {
-        float* dst = prm.dq_accum + ((bh * prm.Tr + i) * C::kChunks + (kD == 128 ? kW : 0)) * 4096;
-        bulk_reduce_add_f32(dst, smem_u32(dq_p), C::kDqBytes);
-        bulk_commit();
-      }
+    for (int c = 0; c < 8; ++c)
+      *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
+    if (warp == 0 && step + 1 < walk.steps) vec_store(step + 1, vec_next);  // its buffer was read in step - 1
+    fence_proxy_async();
+    barrier_sync(group_bar, 128);
+    if (tid == 0) {
+      float* dst = prm.dq_accum + ((bh * prm.Tr + i) * C::kChunks + (kD == 128 ? w : 0)) * 4096;
+      bulk_reduce_add_f32(dst, smem_u32(dq_p), C::kDqBytes);
+      bulk_commit();
     }
   }
   if (tid == 0) bulk_wait<0>();  // the last add is done before the block's shared memory goes
@@ -286,8 +311,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));
-  if (warpgroup == 1) consume<C, 0>(prm, bars, base, base_p, j, kv_bh);
-  else consume<C, 1>(prm, bars, base, base_p, j, kv_bh);
+  consume<C>(prm, bars, base, base_p, j, kv_bh, warpgroup - 1);
 }
 
 }  // namespace backward_v3

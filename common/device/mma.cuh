@@ -47,6 +47,10 @@ template <int kId>
 __device__ __forceinline__ void barrier_sync(int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
 }
+// The same with the id in a register: a group that picks its own barrier at run time.
+__device__ __forceinline__ void barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 template <int kId>
 __device__ __forceinline__ void barrier_arrive(int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");

@@ -115,19 +115,6 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap
 #endif
 }
 
-// A plain bulk copy (no tensor map): `bytes` contiguous bytes of global memory (a multiple of 16;
-// both addresses 16-byte aligned) to shared address dst, counted on barrier bar like a TMA box. For
-// short vectors that ride along with a tile (a backward's LSE and D_i of a query tile).
-__device__ __forceinline__ void bulk_load(std::uint32_t dst, const void* src, std::uint32_t bytes, std::uint32_t bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-#else
-  __trap();
-#endif
-}
-
 // The other direction, a box of shared memory (in the map's 128-byte swizzle) to global memory at
 // (column c0, row c1, matrix c2); rows past the matrix's end are not written. Tracked in the
 // calling thread's bulk group (bulk_commit / bulk_wait_read below). The generic-proxy stores that
