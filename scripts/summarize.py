@@ -323,20 +323,24 @@ CHAPTER_INFO = {
                     "recompute P from LSE, dK/dV in registers, dQ by atomics; deterministic and block-sparse modes"),
     "09_flash_v3": ("FlashAttention-3's forward on Hopper",
                     "wgmma from shared-memory descriptors, TMA boxes counted on mbarriers, P fed back from registers"),
+    "11_backward_v3": ("FlashAttention-3's backward on Hopper (row: bf16 backward)",
+                       "wgmma with the scores keys-as-rows (P^T, dS^T feed dV, dK from registers), TMA, "
+                       "dQ added by the copy engine"),
 }
 ROOT_KEY = (128, False, 4096)  # the root table's shape: D = 128, non-causal, seqlen 4096
 
 
 def root_extra_rows(sparse1, bwd, torch_fwd, torch_bwd, backends):
-    """{chapter: (dtype, TFLOP/s, [ratio per backend])} for 07 (density 1.0) and 08 (bf16 backward)."""
+    """{chapter: (dtype, TFLOP/s, [ratio per backend])} for 07 (density 1.0), 08 and 11 (bf16 backward)."""
     rows = {}
     key = ("bf16",) + ROOT_KEY
     if key in sparse1:
         tf = sparse1[key]["TFLOPS"]
         rows["07_block_sparse"] = ("bf16", tf, [torch_fwd.get(key, {}).get(b, {}).get("tflops") for b in backends])
-    if "08_backward" in bwd.get(key, {}):
-        tf = bwd[key]["08_backward"]["TFLOPS"]
-        rows["08_backward"] = ("bf16", tf, [torch_bwd.get(key, {}).get(b, {}).get("tflops") for b in backends])
+    for chapter in ("08_backward", "11_backward_v3"):
+        if chapter in bwd.get(key, {}):
+            tf = bwd[key][chapter]["TFLOPS"]
+            rows[chapter] = ("bf16", tf, [torch_bwd.get(key, {}).get(b, {}).get("tflops") for b in backends])
     return rows
 
 
