@@ -96,7 +96,7 @@ fi
 
 if want sanitizer; then
 step "compute-sanitizer"
-small=(--batch 1 --heads 4 --kv-heads 2 --seqlen-q 77 --seqlen-k 131 --head-dim 64 --causal --iters 1)
+small=(--batch 1 --heads 4 --kv-heads 2 --seqlen-q 77 --seqlen-k 131 --causal --iters 1)  # --head-dim below
 san_rc=0
 : >"$out/sanitizer.log"
 for exe in "$bdir"/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
@@ -104,13 +104,18 @@ for exe in "$bdir"/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
   [[ -x $exe ]] || continue
   name=$(basename "$exe")
   chosen "$name" || continue
-  for tool in memcheck racecheck synccheck; do
-    if compute-sanitizer --tool "$tool" --error-exitcode 99 "$exe" "${small[@]}" >>"$out/sanitizer.log" 2>&1; then
-      echo "sanitizer $tool $name: clean" | tee -a "$out/sanitizer_summary.txt"
-    else
-      echo "sanitizer $tool $name: FAILED (see sanitizer.log)" | tee -a "$out/sanitizer_summary.txt"
-      san_rc=1
-    fi
+  # 09 and 11 run another kernel at D = 128 (09: the warp-specialized one; 11: dQ over all keys):
+  # both head dims there.
+  dims=(64); [[ $name == 09_flash_v3 || $name == 11_backward_v3 ]] && dims=(64 128)
+  for d in "${dims[@]}"; do
+    for tool in memcheck racecheck synccheck; do
+      if compute-sanitizer --tool "$tool" --error-exitcode 99 "$exe" "${small[@]}" --head-dim "$d" >>"$out/sanitizer.log" 2>&1; then
+        echo "sanitizer $tool $name (D $d): clean" | tee -a "$out/sanitizer_summary.txt"
+      else
+        echo "sanitizer $tool $name (D $d): FAILED (see sanitizer.log)" | tee -a "$out/sanitizer_summary.txt"
+        san_rc=1
+      fi
+    done
   done
   # memcheck on a grid beyond 65,535 blocks along y (batch x heads = 66,048; spare blocks exit).
   many=(--batch 129 --heads 512 --kv-heads 128 --seqlen-q 3 --seqlen-k 130 --head-dim 64 --iters 1 --no-check)
