@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
   int max_seqlen;
   try {
     dtype = fa::parse_dtype(fa::bench::take_flag(argc, argv, "--dtype", "bf16"));
-    max_seqlen = std::stoi(fa::bench::take_flag(argc, argv, "--max-seqlen", "32768"));
+    max_seqlen = fa::bench::take_int_flag(argc, argv, "--max-seqlen", 32768);
   } catch (const std::exception& e) {
     std::cerr << "07_block_sparse benchmark: " << e.what() << "\n";
     return 2;

@@ -27,8 +27,6 @@ namespace tc_host {
 
 using namespace tc;
 
-constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 // The block's shared memory: the tiles, and the dQ tile of kBulkDq where the GPU runs the sm_90
 // code that uses it (an A100's 164 KiB would not take it; its sm_80 code keeps the REDs).
 template <class C>
@@ -69,9 +67,9 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   // larger Br, so neither kernel's add_dq checks a row); deterministic mode adds one turn counter
   // per query tile [B, H, Tr].
   const int dq_rows = ceil_div(p.seqlen_q, Dense::Br) * Dense::Br;
-  const std::size_t d_bytes = align256(p.lse_elems() * sizeof(float));
-  const std::size_t acc_bytes = align256(std::size_t(p.batch) * p.heads * dq_rows * kD * sizeof(float));
-  const std::size_t turn_bytes = deterministic ? align256(std::size_t(p.batch) * p.heads * Tr * sizeof(int)) : 0;
+  const std::size_t d_bytes = fa::cuda::workspace_part(p.lse_elems() * sizeof(float));
+  const std::size_t acc_bytes = fa::cuda::workspace_part(std::size_t(p.batch) * p.heads * dq_rows * kD * sizeof(float));
+  const std::size_t turn_bytes = deterministic ? fa::cuda::workspace_part(std::size_t(p.batch) * p.heads * Tr * sizeof(int)) : 0;
   auto* ws = static_cast<unsigned char*>(
       fa::cuda::workspace(d_bytes + acc_bytes + turn_bytes, "08_backward's D_i, fp32 dQ accumulator and turns"));
   auto* D_row = reinterpret_cast<float*>(ws);

@@ -14,15 +14,14 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
-#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "07_block_sparse/block_sparse.h"
 #include "08_backward/backward.h"
-#include "08_backward/harness/backward_bench.h"  // Tensors, register_case, register_dense, take_flags
-#include "common/cuda/cuda_check.h"
+#include "08_backward/harness/backward_bench.h"  // Tensors, register_case, register_dense, main
+#include "common/harness/bench_harness.h"      // fa2_shape
 
 namespace {
 
@@ -34,7 +33,7 @@ void register_sparse(int max_seqlen) {
   for (int d : {64, 128}) {
     for (int seqlen : {4096, 16384}) {
       if (seqlen > max_seqlen) continue;
-      const fa::Problem p = fa2_shape(seqlen, d, false, fa::Dtype::bf16);
+      const fa::Problem p = fa::bench::fa2_shape(seqlen, d, false, fa::Dtype::bf16);
       for (double density : {1.0, 0.5, 0.25, 0.1}) {
         const bs::BlockMask mask =
             bs::make_mask(p, 128, {{.pattern = bs::Pattern::random, .density = density, .seed = 42}});
@@ -71,28 +70,21 @@ void register_sparse(int max_seqlen) {
 
 int main(int argc, char** argv) {
   const fa::BackwardChapter& chapter = backward::chapter();
-  const Flags flags = take_flags(argc, argv);
-  const std::string reason = fa::cuda::unavailable_reason();
-  if (!reason.empty()) {
-    std::cerr << chapter.support.chapter << " benchmark: nothing to time: " << reason << "\n";
-    return 0;
-  }
-  // f32: the chapter's pair (3xTF32 up to D = 128, backward.h: fp32_on_tensor_cores) and the FFMA
-  // kernels alone, the lesson (05's chapter kernel as the forward). f16/bf16: the head dims the
-  // tensor-core backward takes.
-  const std::string& name = chapter.support.chapter;
-  std::vector<int> tc_dims;
-  for (int d : flags.head_dims)
-    if (fa::supports_head_dim(backward::tensor_core_support(), d)) tc_dims.push_back(d);
-  register_dense(name, fa::Dtype::f32, chapter.backward, chapter, flags.head_dims, flags.max_seqlen);
-  register_dense(name + "_ffma", fa::Dtype::f32, backward::fp32_chapter().backward, backward::fp32_chapter(),
-                 flags.head_dims, flags.max_seqlen);
-  register_dense(name, fa::Dtype::bf16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
-  register_dense(name, fa::Dtype::f16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
-  register_dense(name + "_deterministic", fa::Dtype::bf16, chapter.deterministic, chapter, tc_dims, flags.max_seqlen);
-  register_sparse(flags.max_seqlen);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return fa::backward_bench::main(chapter.support, argc, argv, [&](const Flags& flags) {
+    // f32: the chapter's pair (3xTF32 up to D = 128, backward.h: fp32_on_tensor_cores) and the
+    // FFMA kernels alone, the lesson (05's chapter kernel as the forward). f16/bf16: the head dims
+    // the tensor-core backward takes.
+    const std::string& name = chapter.support.chapter;
+    std::vector<int> tc_dims;
+    for (int d : flags.head_dims)
+      if (fa::supports_head_dim(backward::tensor_core_support(), d)) tc_dims.push_back(d);
+    register_dense(name, fa::Dtype::f32, chapter.backward, chapter, flags.head_dims, flags.max_seqlen);
+    register_dense(name + "_ffma", fa::Dtype::f32, backward::fp32_chapter().backward, backward::fp32_chapter(),
+                   flags.head_dims, flags.max_seqlen);
+    register_dense(name, fa::Dtype::bf16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
+    register_dense(name, fa::Dtype::f16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
+    register_dense(name + "_deterministic", fa::Dtype::bf16, chapter.deterministic, chapter, tc_dims,
+                   flags.max_seqlen);
+    register_sparse(flags.max_seqlen);
+  });
 }

@@ -74,8 +74,6 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * kD + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
 }
 
-constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-
 template <class T, int kD>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
          const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
@@ -83,8 +81,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   const int Tr = ceil_div(p.seqlen_q, C::Br);
   const std::int64_t bh = std::int64_t{p.batch} * p.heads;
   const std::int64_t padded_rows = bh * Tr * C::Br;
-  const std::size_t vec_bytes = align256(padded_rows * sizeof(float));
-  const std::size_t acc_bytes = align256(padded_rows * kD * sizeof(float));
+  const std::size_t vec_bytes = fa::cuda::workspace_part(padded_rows * sizeof(float));
+  const std::size_t acc_bytes = fa::cuda::workspace_part(padded_rows * kD * sizeof(float));
   auto* ws = static_cast<unsigned char*>(
       fa::cuda::workspace(2 * vec_bytes + acc_bytes, "11_backward_v3's LSE, D_i and fp32 dQ accumulator"));
   auto* lse2 = reinterpret_cast<float*>(ws);

@@ -1,13 +1,10 @@
 #include "08_backward/harness/backward_bench.h"
 
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <sstream>
+#include <iostream>
 #include <stdexcept>
 
 #include "common/cuda/cuda_check.h"
-#include "common/cuda/gpu_timer.h"
+#include "common/harness/bench_harness.h"  // median_seconds, fa2_shape, take_flag
 
 namespace fa::backward_bench {
 
@@ -42,17 +39,7 @@ void run_case(benchmark::State& state, const Problem& p, double flops, const Lau
     state.SkipWithError(e.what());
     return;
   }
-  cuda::GpuTimer timer;
-  std::vector<double> seconds;
-  for (auto _ : state) {
-    timer.start();
-    backward(t);
-    const double s = timer.stop_ms() * 1e-3;
-    state.SetIterationTime(s);
-    seconds.push_back(s);
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + seconds.size() / 2, seconds.end());
-  const double median = seconds[seconds.size() / 2];
+  const double median = bench::median_seconds(state, [&] { backward(t); }, [] {});
   state.counters["TFLOPS"] = flops / median / 1e12;
   state.counters["ms_median"] = median * 1e3;
   state.counters["extra_mem_MiB"] = (cuda::memory_stats().peak - base - t.bytes()) / 1048576.0;
@@ -74,17 +61,6 @@ void register_case(const std::string& name, const Problem& p, double flops, Laun
       ->MinTime(0.3);
 }
 
-Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype) {
-  Problem p;
-  p.batch = 16384 / seqlen;
-  p.heads = p.kv_heads = 2048 / d;
-  p.seqlen_q = p.seqlen_k = seqlen;
-  p.head_dim = d;
-  p.causal = causal;
-  p.dtype = dtype;
-  return p;
-}
-
 void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
                     const std::vector<int>& head_dims, int max_seqlen) {
   const BackwardChapter* forward_of = &pair;
@@ -92,7 +68,7 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
     if (!supports_head_dim(pair.support, d)) continue;
     for (bool causal : {false, true}) {
       for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
-        const Problem p = fa2_shape(seqlen, d, causal, dtype);
+        const Problem p = bench::fa2_shape(seqlen, d, causal, dtype);
         const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) +
                                  (causal ? "/causal" : "/full") + "/seqlen:" + std::to_string(seqlen);
         register_case(
@@ -109,24 +85,25 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
   }
 }
 
-Flags take_flags(int& argc, char** argv) {
-  Flags f;
-  for (int a = 1; a + 1 < argc;) {
-    const bool max = std::strcmp(argv[a], "--max-seqlen") == 0, dims = std::strcmp(argv[a], "--head-dims") == 0;
-    if (!max && !dims) {
-      ++a;
-      continue;
-    }
-    if (max) f.max_seqlen = std::atoi(argv[a + 1]);
-    if (dims) {
-      f.head_dims.clear();
-      std::stringstream list(argv[a + 1]);
-      for (std::string d; std::getline(list, d, ',');) f.head_dims.push_back(std::atoi(d.c_str()));
-    }
-    for (int b = a; b + 2 <= argc; ++b) argv[b] = argv[b + 2];
-    argc -= 2;
+int main(const Support& support, int argc, char** argv, const std::function<void(const Flags&)>& register_rows) {
+  Flags flags;
+  try {
+    flags.max_seqlen = bench::take_int_flag(argc, argv, "--max-seqlen", 16384);
+    flags.head_dims = bench::take_ints_flag(argc, argv, "--head-dims", "64,128");
+  } catch (const std::exception& e) {
+    std::cerr << support.chapter << " benchmark: " << e.what() << "\n";
+    return 2;
   }
-  return f;
+  const std::string reason = unavailable_reason(support);
+  if (!reason.empty()) {
+    std::cerr << support.chapter << " benchmark: nothing to time: " << reason << "\n";
+    return 0;
+  }
+  register_rows(flags);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
 }
 
 }  // namespace fa::backward_bench

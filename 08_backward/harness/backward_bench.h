@@ -31,20 +31,21 @@ void run_case(benchmark::State& state, const Problem& p, double flops, const Lau
 void register_case(const std::string& name, const Problem& p, double flops, Launch forward, Launch backward,
                    std::function<void(benchmark::State&)> extra = {});
 
-// FlashAttention-2's benchmark shapes: batch = 16k / seqlen, heads = 2048 / D.
-Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype);
-
-// The rows bwd/<label>/<dtype>/D<d>/{full,causal}/seqlen:<512 .. max_seqlen> of `backward`, with
+// The rows bwd/<label>/<dtype>/D<d>/{full,causal}/seqlen:<512 .. max_seqlen> (FlashAttention-2's
+// shapes, bench::fa2_shape) of `backward`, with
 // `pair`'s forward for O and LSE, at the head dims of `head_dims` that `pair` supports.
 void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
                     const std::vector<int>& head_dims, int max_seqlen);
 
-// Takes --max-seqlen N (default 16384) and --head-dims 64,128 (the default) out of argv, before
-// Google Benchmark sees it.
+// The flags of a backward benchmark: --max-seqlen N (default 16384), --head-dims 64,128 (the default).
 struct Flags {
-  int max_seqlen = 16384;
-  std::vector<int> head_dims = {64, 128};
+  int max_seqlen;
+  std::vector<int> head_dims;
 };
-Flags take_flags(int& argc, char** argv);
+
+// The main() of a backward chapter's benchmark: takes the flags out of argv (exit 2, naming the
+// flag, for a bad one); where no GPU, or none of the chapter's min_compute_capability, is present,
+// says so (exit 0); else registers the rows with `register_rows` and runs Google Benchmark.
+int main(const Support& support, int argc, char** argv, const std::function<void(const Flags&)>& register_rows);
 
 }  // namespace fa::backward_bench

@@ -77,6 +77,9 @@ class Stream {
 // throws std::invalid_argument with the bytes needed and the bytes free.
 void* workspace(std::size_t bytes, const std::string& what);
 void release_workspace();
+// A chapter that carves several arrays out of the workspace (08, 11) rounds each to 256 bytes, so
+// that every part starts aligned for vector and bulk-copy access.
+constexpr std::size_t workspace_part(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 // Standard-normal values rounded to `dtype`, generated on the device from a counter-based
 // hash (for benchmarks, whose inputs never need a CPU copy).

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -55,14 +56,8 @@ void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const
     if (!supports_head_dim(chapter.support, d)) continue;
     for (bool causal : {false, true}) {
       for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
-        Problem p;
-        p.batch = 16384 / seqlen;
-        p.heads = p.kv_heads = 2048 / d;
-        p.seqlen_q = p.seqlen_k = seqlen;
-        p.head_dim = d;
+        Problem p = fa2_shape(seqlen, d, causal, dtype);
         p.head_dim_v = chapter.support.head_dim_v;  // a chapter or step with V's head dim of its own
-        p.causal = causal;
-        p.dtype = dtype;
         const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +
                                  std::to_string(d) + (causal ? "/causal" : "/full") + "/seqlen:" +
                                  std::to_string(seqlen);
@@ -78,6 +73,17 @@ void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const
 
 }  // namespace
 
+Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype) {
+  Problem p;
+  p.batch = 16384 / seqlen;
+  p.heads = p.kv_heads = 2048 / d;
+  p.seqlen_q = p.seqlen_k = seqlen;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = dtype;
+  return p;
+}
+
 std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
   for (int a = 1; a + 1 < argc; ++a) {
     if (std::strcmp(argv[a], name) == 0) {
@@ -88,6 +94,32 @@ std::string take_flag(int& argc, char** argv, const char* name, const std::strin
     }
   }
   return fallback;
+}
+
+namespace {
+int positive(const std::string& text, const char* name) {
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || value <= 0)
+    throw std::invalid_argument(std::string(name) + " takes a positive number, not '" + text + "'");
+  return value;
+}
+}  // namespace
+
+int take_int_flag(int& argc, char** argv, const char* name, int fallback) {
+  return positive(take_flag(argc, argv, name, std::to_string(fallback)), name);
+}
+
+std::vector<int> take_ints_flag(int& argc, char** argv, const char* name, const std::string& fallback) {
+  std::vector<int> values;
+  std::stringstream list(take_flag(argc, argv, name, fallback));
+  for (std::string v; std::getline(list, v, ',');) values.push_back(positive(v, name));
+  return values;
 }
 
 int steps_main(const std::vector<Step>& steps, int argc, char** argv) {
@@ -112,9 +144,8 @@ int main(const Chapter& chapter, int argc, char** argv, const std::vector<const 
   try {
     const std::string only = take_flag(argc, argv, "--dtype", "all");
     if (only != "all") dtypes = {parse_dtype(only)};
-    max_seqlen = std::stoi(take_flag(argc, argv, "--max-seqlen", "16384"));
-    std::stringstream dims(take_flag(argc, argv, "--head-dims", "64,128"));
-    for (std::string d; std::getline(dims, d, ',');) head_dims.push_back(std::stoi(d));
+    max_seqlen = take_int_flag(argc, argv, "--max-seqlen", 16384);
+    head_dims = take_ints_flag(argc, argv, "--head-dims", "64,128");
   } catch (const std::exception& e) {
     std::cerr << chapter.support.chapter << " benchmark: " << e.what() << "\n";
     return 2;

@@ -49,8 +49,16 @@ int main(const Chapter& chapter, int argc, char** argv, const std::vector<const 
 // of steps, "  name: what" per line, exit 2); the other flags are main()'s.
 int steps_main(const std::vector<Step>& steps, int argc, char** argv);
 
+// FlashAttention-2's benchmark shape at one seqlen: batch = 16k / seqlen, heads = 2048 / D, Sq = Sk.
+Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype);
+
 // Removes `name VALUE` from argv and returns VALUE (or `fallback` when absent), so that what
 // is left can go to Google Benchmark; for benchmarks with flags of their own.
 std::string take_flag(int& argc, char** argv, const char* name, const std::string& fallback);
+
+// The same for a positive number (--max-seqlen) or a comma-separated list of them (--head-dims);
+// throws std::invalid_argument naming the flag when a value is not one.
+int take_int_flag(int& argc, char** argv, const char* name, int fallback);
+std::vector<int> take_ints_flag(int& argc, char** argv, const char* name, const std::string& fallback);
 
 }  // namespace fa::bench

@@ -2,8 +2,21 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
+
+#include "common/cuda/cuda_check.h"
 
 namespace fa {
+
+std::string unavailable_reason(const Support& s) {
+  const std::string reason = cuda::unavailable_reason();
+  if (!reason.empty()) return reason;
+  const int min_cc = s.min_compute_capability;
+  if (min_cc > 0 && cuda::compute_capability() < min_cc)
+    return s.chapter + " needs compute capability " + std::to_string(min_cc / 10) + "." + std::to_string(min_cc % 10) +
+           " or newer";
+  return "";
+}
 
 void check_forward_args(const Support& s, const Problem& p, const void* q, const void* k,
                         const void* v, const void* o, const void* lse) {

@@ -21,6 +21,10 @@ namespace fa {
 using ForwardFn = void (*)(const Problem& p, const void* q, const void* k, const void* v, void* o,
                            float* lse, cudaStream_t stream);
 
+// Why this machine cannot run a chapter with support `s` ("" when it can): no usable GPU, or one
+// older than s.min_compute_capability. Its GPU tests skip and its benchmark times nothing, saying this.
+std::string unavailable_reason(const Support& s);
+
 // Throws std::invalid_argument for an invalid problem, a dtype or head_dim the chapter does
 // not support, or a null pointer. Messages start with the chapter's name.
 void check_forward_args(const Support& s, const Problem& p, const void* q, const void* k,
