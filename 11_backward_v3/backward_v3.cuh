@@ -32,6 +32,7 @@
 #include <cstdint>
 
 #include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "common/device/math.cuh"    // fast_exp2
 #include "common/device/mma.cuh"     // pack2, barrier_sync
 #include "common/device/tiles.h"     // query_tile_begin, needs_mask
 #include "common/device/tma.cuh"
@@ -86,14 +87,20 @@ struct Barriers {
 
 // A block's steps: every query head hq of the KV head, and for each, the query tiles i0 .. Tr - 1
 // that see key tile j (causal: from query_tile_begin), in that order.
+// Walk::Place is a step's (query head, query tile); next() moves to the following step without a
+// division (the consumers' per-step instructions are on the tensor cores' critical path).
 struct Walk {
+  struct Place {
+    std::int64_t bh;  // b * H + h of the step's query head
+    int i;            // its query tile
+  };
   std::int64_t bh0;  // the first query head's b * H + h
-  int i0, tiles, steps;
+  int i0, Tr, steps;
   __device__ Walk(const Params& prm, int j, std::int64_t kv_bh, int Br, int Bc)
       : bh0(kv_bh * prm.group_size), i0(query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal)),
-        tiles(prm.Tr - i0), steps(prm.group_size * (prm.Tr - i0)) {}
-  __device__ int i(int step) const { return i0 + step % tiles; }
-  __device__ std::int64_t bh(int step) const { return bh0 + step / tiles; }
+        Tr(prm.Tr), steps(prm.group_size * (prm.Tr - i0)) {}
+  __device__ Place first() const { return {bh0, i0}; }
+  __device__ Place next(Place at) const { return at.i + 1 < Tr ? Place{at.bh, at.i + 1} : Place{at.bh + 1, i0}; }
 };
 
 // The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i and dO_i
@@ -106,9 +113,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
   flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
   const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
-  for (int step = 0; step < walk.steps; ++step) {
-    const int stage = step % C::kStages, use = step / C::kStages, i = walk.i(step);
-    const std::int64_t bh = walk.bh(step);
+  Walk::Place at = walk.first();
+  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
+    const int stage = step % C::kStages, use = step / C::kStages, i = at.i;
+    const std::int64_t bh = at.bh;
     const std::uint32_t full = smem_u32(&bars.full[stage]);
     if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
     mbarrier_arrive_expect_tx(full, C::kStageTx);
@@ -146,67 +154,92 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   // LSE and D_i of a step, in buffer step % 2 of the group: warp 0 brings them, lane l < 16 four
   // floats of LSE, lane l >= 16 four of D_i.
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * w * C::kVecBytes);
-  auto vec_load = [&](int step) {
-    const std::int64_t row0 = (walk.bh(step) * prm.Tr + walk.i(step)) * Br + 4 * (lane % 16);
-    return *reinterpret_cast<const float4*>((lane < 16 ? prm.lse2 : prm.D_row) + row0);
+  const float* vec_src = (lane < 16 ? prm.lse2 : prm.D_row) + 4 * (lane % 16);
+  auto vec_load = [&](Walk::Place at) {
+    return *reinterpret_cast<const float4*>(vec_src + (at.bh * prm.Tr + at.i) * Br);
   };
   auto vec_store = [&](int step, float4 v) {
     *reinterpret_cast<float4*>(vec_p + step % 2 * 2 * Br + (lane < 16 ? 0 : Br) + 4 * (lane % 16)) = v;
   };
-  if (warp == 0 && walk.steps > 0) vec_store(0, vec_load(0));
+  if (warp == 0 && walk.steps > 0) vec_store(0, vec_load(walk.first()));
   barrier_sync(group_bar, 128);
   mbarrier_wait(smem_u32(&bars.full_kv), 0);
   __syncwarp();  // the lanes leave the wait's loop apart: wgmma and bar.sync want the warp whole
 
+  // The descriptors, built once: a k-step, a stage and the dS^T buffer only move their start
+  // address (desc_advance). Byte offsets of k-step ks: K-major 32 ks within an atom, then atoms of
+  // rows x 128 bytes; MN-major 16 rows of 128 bytes.
+  const std::uint64_t K_desc = kmajor_sw128_desc(K_w, Bc, 0), V_desc = kmajor_sw128_desc(V_w, Bc, 0);
+  const std::uint64_t Q_desc = kmajor_sw128_desc(base + C::kQ, Br, 0), dO_desc = kmajor_sw128_desc(base + C::kDO, Br, 0);
+  const std::uint64_t Q_mn = mnmajor_sw128_desc(base + C::kQ, Br, 0, 0), dO_mn = mnmajor_sw128_desc(base + C::kDO, Br, 0, 0);
+  auto kstep = [](int ks, int rows) { return static_cast<std::uint32_t>(ks / 4 * rows * 128 + ks % 4 * 32); };
+
+  Walk::Place at = walk.first();
   for (int step = 0; step < walk.steps; ++step) {
-    const int stage = step % C::kStages, i = walk.i(step);
-    const std::int64_t bh = walk.bh(step);
-    const std::uint32_t Q_s = base + C::kQ + stage * C::kRowBytes, dO_s = base + C::kDO + stage * C::kRowBytes;
+    const int stage = step % C::kStages, i = at.i;
+    const std::int64_t bh = at.bh;
+    const Walk::Place next = walk.next(at);
+    const std::uint32_t stage_bytes = stage * C::kRowBytes;
     float4 vec_next{};  // warp 0: the next step's LSE or D_i, stored at this step's end
-    if (warp == 0 && step + 1 < walk.steps) vec_next = vec_load(step + 1);
+    if (warp == 0 && step + 1 < walk.steps) vec_next = vec_load(next);
     mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
     __syncwarp();
 
-    // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD.
+    // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD, as two
+    // commit groups, so that P^T is computed while dP^T is still on the tensor cores.
     float s[32], dp[32];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, 64, 0>(s, kmajor_sw128_desc(K_w, Bc, 16 * ks), kmajor_sw128_desc(Q_s, Br, 16 * ks), ks > 0);
+      wgmma_ss<T, 64, 0>(s, desc_advance(K_desc, kstep(ks, Bc)), desc_advance(Q_desc, stage_bytes + kstep(ks, Br)),
+                         ks > 0);
+    wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, 64, 0>(dp, kmajor_sw128_desc(V_w, Bc, 16 * ks), kmajor_sw128_desc(dO_s, Br, 16 * ks), ks > 0);
+      wgmma_ss<T, 64, 0>(dp, desc_advance(V_desc, kstep(ks, Bc)), desc_advance(dO_desc, stage_bytes + kstep(ks, Br)),
+                         ks > 0);
     wgmma_commit();
-    wgmma_wait<0>();
 
-    // P^T and dS^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2.
+    // P^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2.
     const float* lse_s = vec_p + step % 2 * 2 * Br;
     const float* D_s = lse_s + Br;
     const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    wgmma_wait<1>();  // S^T is done
 #pragma unroll
     for (int c = 0; c < 8; ++c) {
       const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
-      const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = 4 * c + e;
-        const float l2 = e % 2 ? lse.y : lse.x, d_i = e % 2 ? Dq.y : Dq.x;
-        float p = exp2f(s[r] * prm.scale_log2 - l2);
+        float p = fast_exp2(s[r] * prm.scale_log2 - (e % 2 ? lse.y : lse.x));
         if (masked) {
           const int key = key0 + 8 * (e / 2), q = i * Br + 8 * c + 2 * t + e % 2;
           if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
             p = 0.0f;
         }
         s[r] = p;
-        dp[r] = p * (dp[r] - d_i);
       }
     }
+    // dV_w += P^T dO_i: 64 keys x kD, contracted over the 64 queries (A from registers: RS), issued
+    // before dS^T is computed.
     std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments, k-step by k-step (16 queries)
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      to_a_fragment<T>(pa[kk], s, kk);
-      to_a_fragment<T>(dsa[kk], dp, kk);
+    for (int kk = 0; kk < 4; ++kk) to_a_fragment<T>(pa[kk], s, kk);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_rs<T, kD, 1>(dv, pa[kk], desc_advance(dO_mn, stage_bytes + 16 * 128 * kk), true);
+    wgmma_commit();
+
+    wgmma_wait<1>();  // dP^T is done (dV may still run)
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - (e % 2 ? Dq.y : Dq.x));
     }
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) to_a_fragment<T>(dsa[kk], dp, kk);
     // dS^T into this step's buffer: rows 64 w + 16 warp + g (+ 8) of the (Bc, Br) tile.
     unsigned char* ds_p = base_p + C::kDs + step % 2 * C::kDsBytes;
 #pragma unroll
@@ -219,12 +252,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     }
     fence_proxy_async();  // the stores, before wgmma reads them
 
-    // dV_w += P^T dO_i and dK_w += dS^T Q_i: 64 keys x kD, contracted over the 64 queries.
+    // dK_w += dS^T Q_i, like dV.
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dv, pa[kk], mnmajor_sw128_desc(dO_s, Br, 16 * kk, 0), true);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs<T, kD, 1>(dk, dsa[kk], mnmajor_sw128_desc(Q_s, Br, 16 * kk, 0), true);
+    for (int kk = 0; kk < 4; ++kk)
+      wgmma_rs<T, kD, 1>(dk, dsa[kk], desc_advance(Q_mn, stage_bytes + 16 * 128 * kk), true);
     wgmma_commit();
 
     __syncwarp();
@@ -235,12 +267,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     constexpr int kKeySteps = kD == 128 ? Bc / 16 : 4;
     const int k_first = kD == 128 ? 0 : 64 * w, n0 = kD == 128 ? 64 * w : 0;
     float dq[32];
+    const std::uint64_t dS_desc = mnmajor_sw128_desc(ds_u, Bc, k_first, 0);
+    const std::uint64_t Kn_desc = mnmajor_sw128_desc(base + C::kK, Bc, k_first, n0);
 #pragma unroll
-    for (int kk = 0; kk < kKeySteps; ++kk) {
-      const int k0 = k_first + 16 * kk;
-      wgmma_ss<T, 64, 1, 1>(dq, mnmajor_sw128_desc(ds_u, Bc, k0, 0), mnmajor_sw128_desc(base + C::kK, Bc, k0, n0),
-                            kk > 0);
-    }
+    for (int kk = 0; kk < kKeySteps; ++kk)
+      wgmma_ss<T, 64, 1, 1>(dq, desc_advance(dS_desc, 16 * 128 * kk), desc_advance(Kn_desc, 16 * 128 * kk), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
     __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
@@ -262,6 +293,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       bulk_reduce_add_f32(dst, smem_u32(dq_p), C::kDqBytes);
       bulk_commit();
     }
+    at = next;
   }
   if (tid == 0) bulk_wait<0>();  // the last add is done before the block's shared memory goes
 

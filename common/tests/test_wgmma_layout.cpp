@@ -109,5 +109,23 @@ TEST(WgmmaLayout, MNMajorDescriptorStepsDownKAndAcrossAtoms) {
     }
 }
 
+// Advancing a descriptor by a byte offset gives the descriptor built at that address, for every
+// k-step and stage offset a kernel uses, up to the top of shared memory (227 KiB on sm_90).
+TEST(WgmmaLayout, AdvancedDescriptorEqualsTheRebuiltOne) {
+  for (std::uint32_t tile : {0x0u, 0x4000u, 0x20000u})
+    for (int rows : {64, 128})
+      for (int k0 = 0; k0 < 256; k0 += 16) {
+        const std::uint32_t k_bytes = static_cast<std::uint32_t>(k0 / 64 * rows * 128 + k0 % 64 * 2);
+        EXPECT_EQ(desc_advance(kmajor_sw128_desc(tile, rows, 0), k_bytes), kmajor_sw128_desc(tile, rows, k0))
+            << tile << ", " << rows << ", " << k0;
+        if (k0 < rows)
+          EXPECT_EQ(desc_advance(mnmajor_sw128_desc(tile, rows, 0, 64), static_cast<std::uint32_t>(k0) * 128u),
+                    mnmajor_sw128_desc(tile, rows, k0, 64));
+      }
+  // The last 16-byte step below 227 KiB still lands in the start-address field alone.
+  const std::uint64_t d = kmajor_sw128_desc(0, 64, 0);
+  EXPECT_EQ(desc_advance(d, 227 * 1024 - 16), kmajor_sw128_desc(227 * 1024 - 16, 64, 0));
+}
+
 }  // namespace
 }  // namespace fa::cuda
