@@ -53,20 +53,22 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
 // dQ = scale x the accumulator, whose 16 KiB chunks hold a (64 rows, 64 columns) tile in the order
 // the consumers wrote it: float4 number 128 c + tid of a chunk is thread tid's registers
 // 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
-template <class T, int kD>
+// A query tile of Br rows has two chunks: columns 0-63 and 64-127 at D = 128 (Br = 64), rows
+// 0-63 and 64-127 at D = 64 (Br = 128).
+template <class T, int kD, int Br>
 __global__ void __launch_bounds__(256)
     convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr,
                       float scale) {
   const std::int64_t f = std::int64_t{blockIdx.x} * 256 + threadIdx.x;
   if (f >= quads) return;
-  constexpr int kChunks = kD / 64;
   const std::int64_t chunk = f / 1024;
   const int within = static_cast<int>(f % 1024), c = within / 128, tid = within % 128;
-  const int col = 64 * static_cast<int>(chunk % kChunks) + 8 * c + 2 * (tid % 4);
-  const std::int64_t tile = chunk / kChunks;
+  const int half = static_cast<int>(chunk % 2);
+  const int col = (kD == 128 ? 64 * half : 0) + 8 * c + 2 * (tid % 4);
+  const std::int64_t tile = chunk / 2;
   const int i = static_cast<int>(tile % Tr);
   const std::int64_t bh = tile / Tr;
-  const int row = 64 * i + 16 * (tid / 32) + tid % 32 / 4;
+  const int row = Br * i + (kD == 64 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
   const float4 v = acc[f];
   if (row < Sq)
     *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * kD + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
@@ -111,7 +113,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   FA_CHECK_LAUNCH();
 
   const std::int64_t quads = padded_rows * kD / 4;
-  convert_dq_kernel<T, kD><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
+  convert_dq_kernel<T, kD, C::Br><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
       reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.scale());
   FA_CHECK_LAUNCH();
 }

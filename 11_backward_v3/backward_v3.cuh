@@ -46,7 +46,8 @@ using namespace fa::cuda;
 struct Params {
   const float* lse2;   // [B * H][Tr * Br]: LSE log2(e), +inf past Sq (P = 0 there)
   const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
-  float* dq_accum;     // [B * H][Tr][kD / 64][4096]: the partial dQ tiles, in accumulator order
+  float* dq_accum;     // [B * H][Tr][2][4096]: the partial dQ tiles, two 64 x 64 chunks a query
+                       // tile, in accumulator order (Config::kChunkRows)
   void* dk;            // [B, Hkv, Sk, D]
   void* dv;
   std::int64_t batch_kv_heads;
@@ -59,14 +60,18 @@ template <class T_, int kD_, int kStages_ = 2>
 struct Config {
   using T = T_;
   static constexpr int kD = kD_;
-  static constexpr int Bc = 128, Br = 64;  // keys a block (two warpgroups of 64), query rows a step
+  // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
+  // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.
+  static constexpr int Bc = 128, Br = kD == 64 ? 128 : 64;
   static constexpr int kStages = kStages_;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;
-  static constexpr int kChunks = kD / 64;  // 64-column chunks of a dQ tile in the accumulator
+  // A step's dQ tile (Br, kD) is two 64 x 64 chunks, one per warpgroup: D = 128 splits the
+  // columns, D = 64 the rows.
+  static constexpr bool kChunkRows = kD == 64;
   static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
   static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
-  static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), one atom
+  static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), Br / 64 atoms
   static constexpr std::uint32_t kDqBytes = 64 * 64 * 4;   // one warpgroup's partial dQ, fp32
   static constexpr std::uint32_t kVecBytes = 2 * Br * 4;   // LSE and D_i of a query tile
   static constexpr std::uint32_t kK = 0, kV = kKVBytes;
@@ -125,10 +130,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   }
 }
 
-// The m16n8k16 A fragment of k-step kk (16 columns) from a 64-column accumulator (wgmma.cuh's
+// The m16n8k16 A fragment of k-step kk (16 columns) from an accumulator of n columns (wgmma.cuh's
 // layout): registers 8 kk .. 8 kk + 7, paired and rounded to T.
-template <class T>
-__device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float (&d)[32], int kk) {
+template <class T, int kRegs>
+__device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float (&d)[kRegs], int kk) {
 #pragma unroll
   for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
 }
@@ -151,17 +156,29 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
   const Walk walk(prm, j, kv_bh, Br, Bc);
 
-  // LSE and D_i of a step, in buffer step % 2 of the group: warp 0 brings them, lane l < 16 four
-  // floats of LSE, lane l >= 16 four of D_i.
+  // LSE and D_i of a step, in buffer step % 2 of the group (Br floats of LSE, then Br of D_i):
+  // warp 0 brings them, four floats a lane and a quad q = lane + 32 u.
+  constexpr int kVecQuads = 2 * Br / 4 / 32;
+  using Vec = float4[kVecQuads];
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * w * C::kVecBytes);
-  const float* vec_src = (lane < 16 ? prm.lse2 : prm.D_row) + 4 * (lane % 16);
-  auto vec_load = [&](Walk::Place at) {
-    return *reinterpret_cast<const float4*>(vec_src + (at.bh * prm.Tr + at.i) * Br);
+  auto vec_load = [&](Walk::Place at, Vec& v) {
+    const std::int64_t row0 = (at.bh * prm.Tr + at.i) * Br;
+#pragma unroll
+    for (int u = 0; u < kVecQuads; ++u) {
+      const int q = lane + 32 * u;
+      v[u] = *reinterpret_cast<const float4*>(q < Br / 4 ? prm.lse2 + row0 + 4 * q : prm.D_row + row0 + 4 * q - Br);
+    }
   };
-  auto vec_store = [&](int step, float4 v) {
-    *reinterpret_cast<float4*>(vec_p + step % 2 * 2 * Br + (lane < 16 ? 0 : Br) + 4 * (lane % 16)) = v;
+  auto vec_store = [&](int step, const Vec& v) {
+#pragma unroll
+    for (int u = 0; u < kVecQuads; ++u)
+      *reinterpret_cast<float4*>(vec_p + step % 2 * 2 * Br + 4 * (lane + 32 * u)) = v[u];
   };
-  if (warp == 0 && walk.steps > 0) vec_store(0, vec_load(walk.first()));
+  if (warp == 0 && walk.steps > 0) {
+    Vec v;
+    vec_load(walk.first(), v);
+    vec_store(0, v);
+  }
   barrier_sync(group_bar, 128);
   mbarrier_wait(smem_u32(&bars.full_kv), 0);
   __syncwarp();  // the lanes leave the wait's loop apart: wgmma and bar.sync want the warp whole
@@ -174,29 +191,37 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   const std::uint64_t Q_mn = mnmajor_sw128_desc(base + C::kQ, Br, 0, 0), dO_mn = mnmajor_sw128_desc(base + C::kDO, Br, 0, 0);
   auto kstep = [](int ks, int rows) { return static_cast<std::uint32_t>(ks / 4 * rows * 128 + ks % 4 * 32); };
 
+  // Where this lane's row of a 16 x 16 block of dS^T goes in the first atom of the buffer, for
+  // the four k-steps of an atom: stmatrix's matrix lane / 8 is rows + 8 (m % 2), columns + 8 (m / 2)
+  // of the block, as the A fragment's registers are.
+  std::uint32_t ds_row[4];
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+    ds_row[kk] = kmajor_sw128_offset(64 * w + 16 * warp + 8 * (lane / 8 % 2) + lane % 8, 16 * kk + 8 * (lane / 16), Bc);
+
   Walk::Place at = walk.first();
   for (int step = 0; step < walk.steps; ++step) {
     const int stage = step % C::kStages, i = at.i;
     const std::int64_t bh = at.bh;
     const Walk::Place next = walk.next(at);
     const std::uint32_t stage_bytes = stage * C::kRowBytes;
-    float4 vec_next{};  // warp 0: the next step's LSE or D_i, stored at this step's end
-    if (warp == 0 && step + 1 < walk.steps) vec_next = vec_load(next);
+    Vec vec_next;  // warp 0: the next step's LSE and D_i, stored at this step's end
+    if (warp == 0 && step + 1 < walk.steps) vec_load(next, vec_next);
     mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
     __syncwarp();
 
-    // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x 64 queries each, contracted over kD, as two
+    // S^T = K_w Q_i^T and dP^T = V_w dO_i^T: 64 keys x Br queries each, contracted over kD, as two
     // commit groups, so that P^T is computed while dP^T is still on the tensor cores.
-    float s[32], dp[32];
+    float s[Br / 2], dp[Br / 2];
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, 64, 0>(s, desc_advance(K_desc, kstep(ks, Bc)), desc_advance(Q_desc, stage_bytes + kstep(ks, Br)),
+      wgmma_ss<T, Br, 0>(s, desc_advance(K_desc, kstep(ks, Bc)), desc_advance(Q_desc, stage_bytes + kstep(ks, Br)),
                          ks > 0);
     wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, 64, 0>(dp, desc_advance(V_desc, kstep(ks, Bc)), desc_advance(dO_desc, stage_bytes + kstep(ks, Br)),
+      wgmma_ss<T, Br, 0>(dp, desc_advance(V_desc, kstep(ks, Bc)), desc_advance(dO_desc, stage_bytes + kstep(ks, Br)),
                          ks > 0);
     wgmma_commit();
 
@@ -206,7 +231,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
     wgmma_wait<1>();  // S^T is done
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < Br / 8; ++c) {
       const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
@@ -220,57 +245,62 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         s[r] = p;
       }
     }
-    // dV_w += P^T dO_i: 64 keys x kD, contracted over the 64 queries (A from registers: RS), issued
-    // before dS^T is computed.
-    std::uint32_t pa[4][4], dsa[4][4];  // P^T and dS^T as A fragments, k-step by k-step (16 queries)
+    // dV_w += P^T dO_i: 64 keys x kD, contracted over the Br queries (A from registers: RS). At
+    // Br = 64 it is issued before dS^T is computed, and runs meanwhile; at Br = 128 P^T's fragments
+    // would not fit in the registers beside P^T, dP^T, dV and dK, so it waits until dS^T is done.
+    constexpr int kQSteps = Br / 16;
+    const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
+    constexpr bool kEarlyDV = Br == 64;
+    std::uint32_t pa[kQSteps][4], dsa[kQSteps][4];  // P^T and dS^T as A fragments, a k-step (16 queries) each
+    auto issue_dv = [&] {
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) to_a_fragment<T>(pa[kk], s, kk);
-    wgmma_fence();
+      for (int kk = 0; kk < kQSteps; ++kk) to_a_fragment<T>(pa[kk], s, kk);
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wgmma_rs<T, kD, 1>(dv, pa[kk], desc_advance(dO_mn, stage_bytes + 16 * 128 * kk), true);
-    wgmma_commit();
-
-    wgmma_wait<1>();  // dP^T is done (dV may still run)
+      for (int kk = 0; kk < kQSteps; ++kk)
+        wgmma_rs<T, kD, 1>(dv, pa[kk], desc_advance(dO_mn, stage_bytes + 16 * 128 * kk), true);
+      wgmma_commit();
+    };
+    if constexpr (kEarlyDV) {
+      issue_dv();
+      wgmma_wait<1>();  // dP^T is done (dV may still run)
+    } else {
+      wgmma_wait<0>();  // dP^T is done
+    }
 #pragma unroll
-    for (int c = 0; c < 8; ++c) {
+    for (int c = 0; c < Br / 8; ++c) {
       const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
 #pragma unroll
       for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - (e % 2 ? Dq.y : Dq.x));
     }
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) to_a_fragment<T>(dsa[kk], dp, kk);
-    // dS^T into this step's buffer: rows 64 w + 16 warp + g (+ 8) of the (Bc, Br) tile.
-    unsigned char* ds_p = base_p + C::kDs + step % 2 * C::kDsBytes;
+    for (int kk = 0; kk < kQSteps; ++kk) to_a_fragment<T>(dsa[kk], dp, kk);
+    // dS^T into this step's buffer, a 16 x 16 block a k-step by stmatrix (ds_row: this lane's row
+    // address within an atom; the next atom of 64 queries is Bc rows further).
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int row = 64 * w + 16 * warp + g + 8 * (r % 2), col = 16 * kk + 8 * (r / 2) + 2 * t;
-        *reinterpret_cast<std::uint32_t*>(ds_p + kmajor_sw128_offset(row, col, Bc)) = dsa[kk][r];
-      }
-    }
+    for (int kk = 0; kk < kQSteps; ++kk)
+      stmatrix_x4(ds_u + ds_row[kk % 4] + kk / 4 * Bc * 128, dsa[kk]);
     fence_proxy_async();  // the stores, before wgmma reads them
+    if constexpr (!kEarlyDV) issue_dv();  // dP^T's registers are free now
 
     // dK_w += dS^T Q_i, like dV.
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
+    for (int kk = 0; kk < kQSteps; ++kk)
       wgmma_rs<T, kD, 1>(dk, dsa[kk], desc_advance(Q_mn, stage_bytes + 16 * 128 * kk), true);
     wgmma_commit();
 
     __syncwarp();
     barrier_sync<1>(256);  // both halves of dS^T are stored
-    // dQ partial: (64 queries, 64 columns) = dS (64 x keys) K_j (keys x columns). D = 128: all 128
-    // keys, columns 64 w ..; D = 64: the group's own 64 keys, all columns.
-    const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
-    constexpr int kKeySteps = kD == 128 ? Bc / 16 : 4;
-    const int k_first = kD == 128 ? 0 : 64 * w, n0 = kD == 128 ? 64 * w : 0;
+    // dQ partial: chunk w of the step's dQ tile, 64 queries x 64 columns = dS (queries x all Bc
+    // keys) K_j (keys x columns). D = 128: every query, columns 64 w ..; D = 64 (Br = 128):
+    // queries 64 w .., every column. dS is dS^T read transposed: its queries are wgmma's M.
+    const int m0 = C::kChunkRows ? 64 * w : 0, n0 = C::kChunkRows ? 0 : 64 * w;
     float dq[32];
-    const std::uint64_t dS_desc = mnmajor_sw128_desc(ds_u, Bc, k_first, 0);
-    const std::uint64_t Kn_desc = mnmajor_sw128_desc(base + C::kK, Bc, k_first, n0);
+    const std::uint64_t dS_desc = mnmajor_sw128_desc(ds_u, Bc, 0, m0);
+    const std::uint64_t Kn_desc = mnmajor_sw128_desc(base + C::kK, Bc, 0, n0);
 #pragma unroll
-    for (int kk = 0; kk < kKeySteps; ++kk)
+    for (int kk = 0; kk < Bc / 16; ++kk)
       wgmma_ss<T, 64, 1, 1>(dq, desc_advance(dS_desc, 16 * 128 * kk), desc_advance(Kn_desc, 16 * 128 * kk), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
@@ -289,7 +319,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     fence_proxy_async();
     barrier_sync(group_bar, 128);
     if (tid == 0) {
-      float* dst = prm.dq_accum + ((bh * prm.Tr + i) * C::kChunks + (kD == 128 ? w : 0)) * 4096;
+      float* dst = prm.dq_accum + ((bh * prm.Tr + i) * 2 + w) * 4096;
       bulk_reduce_add_f32(dst, smem_u32(dq_p), C::kDqBytes);
       bulk_commit();
     }

@@ -40,6 +40,16 @@ __device__ __forceinline__ void wgmma_wait() {
 // (wgmma, TMA stores) only after this fence.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// stmatrix (sm_90): the store twin of ldmatrix.x4 (mma.cuh). Lanes 8i .. 8i + 7 give the
+// addresses of the 8 rows (16 bytes each) of matrix i, and register ri of lane l holds row l / 4,
+// elements 2 (l % 4) and 2 (l % 4) + 1 of matrix i: so an m16n8k16 A fragment (a0..a3) is stored
+// as one 16 x 16 block by one instruction, where st.shared would take four per lane.
+__device__ __forceinline__ void stmatrix_x4(std::uint32_t addr, const std::uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // Register reallocation between warpgroups (warp specialization): a warpgroup that only issues
 // copies gives registers back (dec), the ones that compute take them (inc). Every warp of the
 // warpgroup executes the same setmaxnreg; kRegs is a multiple of 8 in [24, 256], and the block's
