@@ -48,6 +48,7 @@ struct Params {
   const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
   float* dq_accum;     // [B * H][Tr][2][4096]: the partial dQ tiles, two 64 x 64 chunks a query
                        // tile, in accumulator order (Config::kChunkRows)
+  int* dq_turn;        // [B * H][Tr][2], zeroed: the deterministic kernel's turn per dQ chunk
   void* dk;            // [B, Hkv, Sk, D]
   void* dv;
   std::int64_t batch_kv_heads;
@@ -56,14 +57,21 @@ struct Params {
   float scale, scale_log2;
 };
 
-template <class T_, int kD_, int kStages_ = 2>
+// kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
+template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true>
 struct Config {
   using T = T_;
   static constexpr int kD = kD_;
   // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
   // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.
-  static constexpr int Bc = 128, Br = kD == 64 ? 128 : 64;
-  static constexpr int kStages = kStages_;
+  static constexpr int Bc = 128, Br = kBr_;
+  static_assert(Br == 64 || (Br == 128 && kD == 64), "a step of 128 rows fits the registers at D = 64 only");
+  // kOverlap: S^T and dP^T in two commit groups, so that P^T is computed while dP^T is still on the
+  // tensor cores; at Br = 64 dV's wgmma is also issued before dS^T is computed (kEarlyDV). At
+  // Br = 128, P^T's fragments would not fit in the registers beside P^T, dP^T, dV and dK, so dV
+  // waits until dS^T is done.
+  static constexpr bool kOverlap = kOverlap_, kEarlyDV = kOverlap_ && Br == 64;
+  static constexpr int kStages = 2;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;
   // A step's dQ tile (Br, kD) is two 64 x 64 chunks, one per warpgroup: D = 128 splits the
@@ -138,11 +146,30 @@ __device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float
   for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
 }
 
+// The deterministic mode's order (08's wait_turn / pass_turn, one thread instead of a block): the
+// key tiles that visit a query tile are 0 .. jmax (all of them, or causal's first ones), so key
+// tile j adds its chunk when the chunk's counter reads j, and sets it to j + 1 once the add is
+// complete. Tiles of a lower j belong to blocks launched earlier (the grid's x is j), which are
+// running or done: the wait cannot deadlock. The adds are the copy engine's (the async proxy),
+// the counter a generic-proxy atomic: fence.proxy.async orders the two.
+__device__ __forceinline__ void wait_turn(const int* turn, int rank) {
+  while (*reinterpret_cast<const volatile int*>(turn) != rank) {
+  }
+  __threadfence();  // acquire: the previous tile's add is ordered before ours
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+__device__ __forceinline__ void pass_turn(int* turn, int rank) {
+  bulk_wait<0>();  // the add is complete in global memory
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  __threadfence();  // release: visible device-wide before the turn passes
+  atomicExch(turn, rank + 1);
+}
+
 // Consumer warpgroup w (0 or 1): keys 64 w .. 64 w + 63 of the tile; dK_j and dV_j of those keys
 // in registers across the walk, written at the end. w is a run-time value, so that both groups run
 // the same instructions: the named barrier they share is then one bar.sync, as an aligned barrier
 // must be (compute-sanitizer's synccheck checks it).
-template <class C>
+template <class C, bool kTurns>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
                                         unsigned char* base_p, int j, std::int64_t kv_bh, int w) {
   using T = typename C::T;
@@ -218,7 +245,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_ss<T, Br, 0>(s, desc_advance(K_desc, kstep(ks, Bc)), desc_advance(Q_desc, stage_bytes + kstep(ks, Br)),
                          ks > 0);
-    wgmma_commit();
+    if constexpr (C::kOverlap) wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
       wgmma_ss<T, Br, 0>(dp, desc_advance(V_desc, kstep(ks, Bc)), desc_advance(dO_desc, stage_bytes + kstep(ks, Br)),
@@ -229,7 +256,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const float* lse_s = vec_p + step % 2 * 2 * Br;
     const float* D_s = lse_s + Br;
     const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
-    wgmma_wait<1>();  // S^T is done
+    if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
+    else wgmma_wait<0>();  // S^T and dP^T are done
 #pragma unroll
     for (int c = 0; c < Br / 8; ++c) {
       const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
@@ -245,12 +273,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         s[r] = p;
       }
     }
-    // dV_w += P^T dO_i: 64 keys x kD, contracted over the Br queries (A from registers: RS). At
-    // Br = 64 it is issued before dS^T is computed, and runs meanwhile; at Br = 128 P^T's fragments
-    // would not fit in the registers beside P^T, dP^T, dV and dK, so it waits until dS^T is done.
+    // dV_w += P^T dO_i: 64 keys x kD, contracted over the Br queries (A from registers: RS), issued
+    // before dS^T is computed (kEarlyDV) or after.
     constexpr int kQSteps = Br / 16;
     const std::uint32_t ds_u = base + C::kDs + step % 2 * C::kDsBytes;
-    constexpr bool kEarlyDV = Br == 64;
+    constexpr bool kEarlyDV = C::kEarlyDV;
     std::uint32_t pa[kQSteps][4], dsa[kQSteps][4];  // P^T and dS^T as A fragments, a k-step (16 queries) each
     auto issue_dv = [&] {
 #pragma unroll
@@ -264,7 +291,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     if constexpr (kEarlyDV) {
       issue_dv();
       wgmma_wait<1>();  // dP^T is done (dV may still run)
-    } else {
+    } else if constexpr (C::kOverlap) {
       wgmma_wait<0>();  // dP^T is done
     }
 #pragma unroll
@@ -319,9 +346,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     fence_proxy_async();
     barrier_sync(group_bar, 128);
     if (tid == 0) {
-      float* dst = prm.dq_accum + ((bh * prm.Tr + i) * 2 + w) * 4096;
-      bulk_reduce_add_f32(dst, smem_u32(dq_p), C::kDqBytes);
+      const std::int64_t chunk = (bh * prm.Tr + i) * 2 + w;
+      if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, j);
+      bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, smem_u32(dq_p), C::kDqBytes);
       bulk_commit();
+      if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, j);
     }
     at = next;
   }
@@ -344,8 +373,9 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   }
 }
 
-// grid: (key tiles, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups.
-template <class C>
+// grid: (key tiles, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups. kTurns: the
+// deterministic mode (dQ's adds in key-tile order).
+template <class C, bool kTurns>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                        const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
@@ -373,7 +403,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));
-  consume<C>(prm, bars, base, base_p, j, kv_bh, warpgroup - 1);
+  consume<C, kTurns>(prm, bars, base, base_p, j, kv_bh, warpgroup - 1);
 }
 
 }  // namespace backward_v3

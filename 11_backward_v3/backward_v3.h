@@ -17,6 +17,12 @@ namespace backward_v3 {
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream);
 
+// The same with dQ identical bit for bit from run to run: key tile j adds its part of a dQ tile
+// after key tile j - 1 (a counter per 64 x 64 chunk, 2 B H Tr more ints of scratch), which costs
+// time where the key tiles of one query tile would otherwise add at once (the README's table).
+void backward_deterministic(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
+                            const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream);
+
 // The chapter: its forward (O and LSE) is chapter 09's.
 const fa::BackwardChapter& chapter();
 

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <string>
 #include <vector>
 
 #include "common/harness/chapter.h"
@@ -46,6 +47,14 @@ struct BackwardChapter {
   // up to 128, 3xTF32), whose P = exp(S - LSE) is right only with the LSE of its own scores (08
   // README, Pitfalls), as a user runs it.
   bool (*tests_own_forward)(const Problem& p) = nullptr;
+};
+
+// A step of a backward chapter's README table (11_backward_v3/steps/): a configuration of the
+// chapter's kernel, run by the same tests (FA_BACKWARD_STEP_TESTS) and benchmarks as the chapter.
+struct BackwardStep {
+  std::string name;  // "v1_serial"
+  std::string what;  // one line for the README table
+  BackwardChapter chapter;
 };
 
 }  // namespace fa

@@ -19,6 +19,30 @@ std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter) {
   return cases;
 }
 
+std::vector<BackwardCase> backward_step_cases(const std::vector<BackwardStep>& steps) {
+  struct NamedShape {
+    Shape shape;
+    const char* name;
+    bool core;  // in the core tier too
+  };
+  const NamedShape shapes[] = {{{2, 4, 2, 1013, 1013, true}, "GQA_Sq1013_causal", true},
+                               {{1, 2, 2, 300, 77, false}, "Sq300_Sk77", true},
+                               {{1, 2, 1, 127, 300, true}, "MQA_Sq127_Sk300_causal", false},
+                               {{3, 2, 2, 77, 1013, false}, "Sq77_Sk1013", false}};
+  const bool full = test_tier() == Tier::full;
+  std::vector<BackwardCase> cases;
+  for (const BackwardStep& step : steps)
+    for (Dtype dtype : step.chapter.support.dtypes)
+      for (int d : step.chapter.test_head_dims)
+        for (const NamedShape& s : shapes) {
+          if (!full && !s.core) continue;
+          cases.push_back({.chapter = &step.chapter,
+                           .problem = problem_of(s.shape, d, dtype),
+                           .name = step.name + "_D" + std::to_string(d) + "_" + s.name + "_" + dtype_name(dtype)});
+        }
+  return cases;
+}
+
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter) {
   std::vector<BackwardRefusalCase> cases;
   for (BadProblem& b : bad_problems(chapter.support, chapter.defaults))

@@ -48,6 +48,9 @@ struct BackwardRefusalCase {
 // see no key under causal masking); MHA, GQA and MQA; causal and not; the hard inputs and the
 // grids beyond 65,535 blocks (test_cases.h).
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
+// A few shapes (GQA, Sq != Sk, causal; two in the core tier, four in the full) for every step,
+// head dim and dtype: the step-by-step versions are checked like the chapter, on fewer shapes.
+std::vector<BackwardCase> backward_step_cases(const std::vector<BackwardStep>& steps);
 std::vector<BackwardRefusalCase> backward_refusal_cases(const BackwardChapter& chapter);
 
 // O and LSE as a forward stores them (O in p.dtype, LSE in float, +inf for a row that sees no
@@ -94,4 +97,11 @@ inline void PrintTo(const BackwardRefusalCase& c, std::ostream* os) { *os << c.n
   TEST_P(Suite##Refuses, BadInput) { ::fa::testing::check_backward_refusal(GetParam()); }              \
   INSTANTIATE_TEST_SUITE_P(Inputs, Suite##Refuses,                                                      \
                            ::testing::ValuesIn(::fa::testing::backward_refusal_cases(chapter_expr)),    \
+                           ::fa::testing::CaseName{})
+
+// The steps of a chapter's README table against the reference, on backward_step_cases' shapes.
+#define FA_BACKWARD_STEP_TESTS(steps_expr)                                                                  \
+  class BackwardSteps : public ::testing::TestWithParam<::fa::testing::BackwardCase> {};                   \
+  TEST_P(BackwardSteps, MatchesReference) { ::fa::testing::check_backward(GetParam()); }                   \
+  INSTANTIATE_TEST_SUITE_P(Versions, BackwardSteps, ::testing::ValuesIn(::fa::testing::backward_step_cases(steps_expr)), \
                            ::fa::testing::CaseName{})

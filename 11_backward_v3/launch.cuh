@@ -1,0 +1,157 @@
+// Chapter 11's host side as templates, for the chapter (backward_v3.cu) and its steps (steps/):
+// the preparation kernel (D_i and the padded LSE), the main kernel's launch (backward_v3.cuh) and
+// the conversion of the fp32 dQ accumulator.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "09_flash_v3/launch.cuh"  // make_maps: Q, K, V as [B * H][S][D] boxes
+#include "11_backward_v3/backward_v3.cuh"
+#include "common/cuda/cuda_check.h"
+#include "common/cuda/device_memory.h"
+#include "common/device/grid.cuh"
+#include "common/device/launch.h"
+#include "common/device/warp_reduce.cuh"
+#include "08_backward/harness/backward.h"  // check_backward_args
+#include "common/host/problem.h"
+
+namespace backward_v3 {
+
+namespace detail {
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr int kPrepWarps = 8;  // padded rows a block of prepare_kernel, one warp each
+
+// One warp a row of the padded [B * H][Tr * Br] vectors: D_i = rowsum(dO_i o O_i) and LSE_i
+// log2(e) for rows below Sq; past Sq, D = 0 and LSE = +inf, so those rows' P is exactly 0.
+template <class T>
+__global__ void __launch_bounds__(32 * kPrepWarps)
+    prepare_kernel(const T* __restrict__ o, const T* __restrict__ dout, const float* __restrict__ lse,
+                   float* __restrict__ lse2, float* __restrict__ D_row, std::int64_t padded_rows, int padded_len,
+                   int Sq, int D) {
+  const std::int64_t row = std::int64_t{blockIdx.x} * kPrepWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= padded_rows) return;  // the whole warp: the shuffles see 32 lanes
+  const std::int64_t bh = row / padded_len;
+  const int r = static_cast<int>(row % padded_len);
+  float acc = 0.0f;
+  if (r < Sq) {
+    const std::int64_t at = (bh * Sq + r) * D;
+    for (int c = lane; c < D; c += 32) acc = fmaf(static_cast<float>(dout[at + c]), static_cast<float>(o[at + c]), acc);
+  }
+  acc = fa::cuda::warp_sum(acc);
+  if (lane == 0) {
+    D_row[row] = acc;
+    lse2[row] = r < Sq ? lse[bh * Sq + r] * kLog2e : INFINITY;  // +inf stays +inf
+  }
+}
+
+// dQ = scale x the accumulator, whose 16 KiB chunks hold a (64 rows, 64 columns) tile in the order
+// the consumers wrote it: float4 number 128 c + tid of a chunk is thread tid's registers
+// 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
+// A query tile of Br rows has two chunks: columns 0-63 and 64-127 at D = 128 (Br = 64), rows
+// 0-63 and 64-127 at D = 64 (Br = 128).
+template <class T, int kD, int Br>
+__global__ void __launch_bounds__(256)
+    convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr,
+                      float scale) {
+  const std::int64_t f = std::int64_t{blockIdx.x} * 256 + threadIdx.x;
+  if (f >= quads) return;
+  const std::int64_t chunk = f / 1024;
+  const int within = static_cast<int>(f % 1024), c = within / 128, tid = within % 128;
+  const int half = static_cast<int>(chunk % 2);
+  const int col = (kD == 128 ? 64 * half : 0) + 8 * c + 2 * (tid % 4);
+  const std::int64_t tile = chunk / 2;
+  const int i = static_cast<int>(tile % Tr);
+  const std::int64_t bh = tile / Tr;
+  const int row = Br * i + (kD == 64 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
+  const float4 v = acc[f];
+  if (row < Sq)
+    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * kD + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
+  if (row + 8 < Sq)
+    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * kD + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+}
+
+// The three kernels on `stream`, for configuration C; kTurns: the deterministic mode.
+template <class C, bool kTurns>
+void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+         const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
+  using T = typename C::T;
+  constexpr int kD = C::kD;
+  const int Tr = ceil_div(p.seqlen_q, C::Br);
+  const std::int64_t bh = std::int64_t{p.batch} * p.heads;
+  const std::int64_t padded_rows = bh * Tr * C::Br;
+  const std::size_t vec_bytes = fa::cuda::workspace_part(padded_rows * sizeof(float));
+  const std::size_t acc_bytes = fa::cuda::workspace_part(padded_rows * kD * sizeof(float));
+  const std::size_t turn_bytes = kTurns ? fa::cuda::workspace_part(bh * Tr * 2 * sizeof(int)) : 0;
+  auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
+      2 * vec_bytes + acc_bytes + turn_bytes, "11_backward_v3's LSE, D_i, fp32 dQ accumulator and dQ turns"));
+  auto* lse2 = reinterpret_cast<float*>(ws);
+  auto* D_row = reinterpret_cast<float*>(ws + vec_bytes);
+  auto* dq_accum = reinterpret_cast<float*>(ws + 2 * vec_bytes);
+  int* dq_turn = kTurns ? reinterpret_cast<int*>(ws + 2 * vec_bytes + acc_bytes) : nullptr;
+
+  FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, padded_rows * kD * sizeof(float), stream));
+  if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * 2 * sizeof(int), stream));
+  prepare_kernel<T><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
+                      32 * kPrepWarps, 0, stream>>>(static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2,
+                                                    D_row, padded_rows, Tr * C::Br, p.seqlen_q, kD);
+  FA_CHECK_LAUNCH();
+
+  static const bool opted_in = [] {
+    allow_shared_memory(backward_v3_kernel<C, kTurns>, C::kSmemBytes);
+    return true;
+  }();
+  (void)opted_in;
+  const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
+  const CUtensorMap do_map = make_tma(dout, p.dtype == fa::Dtype::bf16, bh, p.seqlen_q, kD, C::Br, kAtomCols);
+  const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn, .dk = dk, .dv = dv,
+                   .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
+                   .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
+                   .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
+  const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
+  backward_v3_kernel<C, kTurns><<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
+  FA_CHECK_LAUNCH();
+
+  const std::int64_t quads = padded_rows * kD / 4;
+  convert_dq_kernel<T, kD, C::Br><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
+      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.scale());
+  FA_CHECK_LAUNCH();
+}
+
+}  // namespace detail
+
+using detail::run;
+
+template <class T, int kD>
+using ChapterConfig = Config<T, kD>;
+
+// An entry point of the chapter or of a step: the checks every backward makes, then run() for the
+// problem's dtype and head dim with configuration Cfg<T, D>. kTurns: the deterministic mode.
+template <template <class, int> class Cfg, bool kTurns>
+void backward_with(const fa::Support& support, const fa::Problem& p, const void* q, const void* k, const void* v,
+                   const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv,
+                   cudaStream_t stream) {
+  fa::check_backward_args(support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  // wgmma and TMA exist on sm_90 only, and the kernels are built for sm_90a.
+  if (fa::cuda::compute_capability() != 90)
+    throw std::invalid_argument(std::string(support.chapter) +
+                                ": needs a Hopper GPU (compute capability 9.0: wgmma, TMA); this one is " +
+                                std::to_string(fa::cuda::compute_capability()));
+  auto dtype = [&](auto type) {
+    using T = decltype(type);
+    if (p.head_dim == 64) run<Cfg<T, 64>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+    else run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+  };
+  if (p.dtype == fa::Dtype::bf16) dtype(__nv_bfloat16{});
+  else dtype(__half{});
+}
+
+}  // namespace backward_v3

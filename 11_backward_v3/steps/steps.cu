@@ -1,0 +1,46 @@
+// The steps of steps.h: each is launch.cuh's entry point with one configuration.
+#include "11_backward_v3/steps/steps.h"
+
+#include "09_flash_v3/flash_v3.h"  // the forward for O and LSE
+#include "11_backward_v3/backward_v3.h"
+#include "11_backward_v3/launch.cuh"
+
+namespace backward_v3::steps {
+
+namespace {
+
+template <class T, int kD>
+using SerialConfig = Config<T, kD, 64, false>;
+template <class T, int kD>
+using OverlapConfig = Config<T, kD, 64, true>;
+
+template <template <class, int> class Cfg, bool kTurns>
+void step_backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+                   const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
+  backward_with<Cfg, kTurns>(backward_v3::chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+}
+
+fa::BackwardChapter step_chapter(fa::BackwardFn fn) {
+  fa::BackwardChapter c = backward_v3::chapter();
+  c.backward = fn;
+  c.deterministic = nullptr;
+  return c;
+}
+
+}  // namespace
+
+const std::vector<fa::BackwardStep>& all() {
+  static const std::vector<fa::BackwardStep> steps{
+      {"v1_serial", "the five products on wgmma, one commit group for S^T and dP^T, 64 rows a step",
+       step_chapter(step_backward<SerialConfig, false>)},
+      {"v2_overlap", "S^T, dP^T in two commit groups: P^T and dV overlap dP^T and dS^T",
+       step_chapter(step_backward<OverlapConfig, false>)},
+      {"v3_tall_d64", "128 query rows a step at D = 64 (the chapter's kernel)",
+       step_chapter(step_backward<ChapterConfig, false>)},
+      {"v4_deterministic", "dQ's adds in key-tile order (the chapter's deterministic mode)",
+       step_chapter(step_backward<ChapterConfig, true>)},
+  };
+  return steps;
+}
+
+}  // namespace backward_v3::steps
