@@ -46,9 +46,9 @@ using namespace fa::cuda;
 struct Params {
   const float* lse2;   // [B * H][Tr * Br]: LSE log2(e), +inf past Sq (P = 0 there)
   const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
-  float* dq_accum;     // [B * H][Tr][2][4096]: the partial dQ tiles, two 64 x 64 chunks a query
-                       // tile, in accumulator order (Config::kChunkRows)
-  int* dq_turn;        // [B * H][Tr][2], zeroed: the deterministic kernel's turn per dQ chunk
+  float* dq_accum;     // [B * H][Tr][kChunks][4096]: the partial dQ tiles, 64 x 64 chunks in
+                       // accumulator order (Config::kChunks)
+  int* dq_turn;        // [B * H][Tr][kChunks], zeroed: the deterministic kernel's turn per chunk
   void* dk;            // [B, Hkv, Sk, D]
   void* dv;
   std::int64_t batch_kv_heads;
@@ -74,9 +74,11 @@ struct Config {
   static constexpr int kStages = 2;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;
-  // A step's dQ tile (Br, kD) is two 64 x 64 chunks, one per warpgroup: D = 128 splits the
-  // columns, D = 64 the rows.
-  static constexpr bool kChunkRows = kD == 64;
+  // A step's dQ tile (Br, kD) is kChunks 64 x 64 chunks. Two: one per warpgroup, over all Bc keys
+  // (D = 128 splits the columns, Br = 128 the rows). One (D = 64 at Br = 64, a step of steps/):
+  // each warpgroup adds its own 64 keys' part into it.
+  static constexpr int kChunks = Br / 64 * (kD / 64);
+  static constexpr bool kChunkRows = Br == 128;
   static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
   static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
   static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), Br / 64 atoms
@@ -319,15 +321,17 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
 
     __syncwarp();
     barrier_sync<1>(256);  // both halves of dS^T are stored
-    // dQ partial: chunk w of the step's dQ tile, 64 queries x 64 columns = dS (queries x all Bc
-    // keys) K_j (keys x columns). D = 128: every query, columns 64 w ..; D = 64 (Br = 128):
-    // queries 64 w .., every column. dS is dS^T read transposed: its queries are wgmma's M.
-    const int m0 = C::kChunkRows ? 64 * w : 0, n0 = C::kChunkRows ? 0 : 64 * w;
+    // dQ partial: 64 queries x 64 columns = dS (queries x keys) K_j (keys x columns); dS is dS^T
+    // read transposed, its queries wgmma's M. Two chunks: warpgroup w's chunk over all Bc keys
+    // (queries 64 w .. at Br = 128, columns 64 w .. at D = 128). One chunk: the group's own keys.
+    constexpr bool kOwnKeys = C::kChunks == 1;
+    const int k_first = kOwnKeys ? 64 * w : 0;
+    const int m0 = !kOwnKeys && C::kChunkRows ? 64 * w : 0, n0 = !kOwnKeys && !C::kChunkRows ? 64 * w : 0;
     float dq[32];
-    const std::uint64_t dS_desc = mnmajor_sw128_desc(ds_u, Bc, 0, m0);
-    const std::uint64_t Kn_desc = mnmajor_sw128_desc(base + C::kK, Bc, 0, n0);
+    const std::uint64_t dS_desc = mnmajor_sw128_desc(ds_u, Bc, k_first, m0);
+    const std::uint64_t Kn_desc = mnmajor_sw128_desc(base + C::kK, Bc, k_first, n0);
 #pragma unroll
-    for (int kk = 0; kk < Bc / 16; ++kk)
+    for (int kk = 0; kk < (kOwnKeys ? 4 : Bc / 16); ++kk)
       wgmma_ss<T, 64, 1, 1>(dq, desc_advance(dS_desc, 16 * 128 * kk), desc_advance(Kn_desc, 16 * 128 * kk), kk > 0);
     wgmma_commit();
     wgmma_wait<0>();
@@ -346,11 +350,12 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     fence_proxy_async();
     barrier_sync(group_bar, 128);
     if (tid == 0) {
-      const std::int64_t chunk = (bh * prm.Tr + i) * 2 + w;
-      if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, j);
+      const std::int64_t chunk = (bh * prm.Tr + i) * C::kChunks + (kOwnKeys ? 0 : w);
+      const int rank = kOwnKeys ? 2 * j + w : j;  // one chunk: both groups of a block add, in turn
+      if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
       bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, smem_u32(dq_p), C::kDqBytes);
       bulk_commit();
-      if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, j);
+      if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, rank);
     }
     at = next;
   }

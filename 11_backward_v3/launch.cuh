@@ -56,8 +56,8 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
 // dQ = scale x the accumulator, whose 16 KiB chunks hold a (64 rows, 64 columns) tile in the order
 // the consumers wrote it: float4 number 128 c + tid of a chunk is thread tid's registers
 // 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
-// A query tile of Br rows has two chunks: columns 0-63 and 64-127 at D = 128 (Br = 64), rows
-// 0-63 and 64-127 at D = 64 (Br = 128).
+// A query tile of Br rows has Config::kChunks chunks: columns 0-63 and 64-127 at D = 128, rows
+// 0-63 and 64-127 at Br = 128, or one at D = 64 and Br = 64.
 template <class T, int kD, int Br>
 __global__ void __launch_bounds__(256)
     convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr,
@@ -66,12 +66,13 @@ __global__ void __launch_bounds__(256)
   if (f >= quads) return;
   const std::int64_t chunk = f / 1024;
   const int within = static_cast<int>(f % 1024), c = within / 128, tid = within % 128;
-  const int half = static_cast<int>(chunk % 2);
+  constexpr int kChunks = Br / 64 * (kD / 64);
+  const int half = static_cast<int>(chunk % kChunks);
   const int col = (kD == 128 ? 64 * half : 0) + 8 * c + 2 * (tid % 4);
-  const std::int64_t tile = chunk / 2;
+  const std::int64_t tile = chunk / kChunks;
   const int i = static_cast<int>(tile % Tr);
   const std::int64_t bh = tile / Tr;
-  const int row = Br * i + (kD == 64 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
+  const int row = Br * i + (Br == 128 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
   const float4 v = acc[f];
   if (row < Sq)
     *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * kD + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
@@ -90,7 +91,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   const std::int64_t padded_rows = bh * Tr * C::Br;
   const std::size_t vec_bytes = fa::cuda::workspace_part(padded_rows * sizeof(float));
   const std::size_t acc_bytes = fa::cuda::workspace_part(padded_rows * kD * sizeof(float));
-  const std::size_t turn_bytes = kTurns ? fa::cuda::workspace_part(bh * Tr * 2 * sizeof(int)) : 0;
+  const std::size_t turn_bytes = kTurns ? fa::cuda::workspace_part(bh * Tr * C::kChunks * sizeof(int)) : 0;
   auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
       2 * vec_bytes + acc_bytes + turn_bytes, "11_backward_v3's LSE, D_i, fp32 dQ accumulator and dQ turns"));
   auto* lse2 = reinterpret_cast<float*>(ws);
@@ -99,7 +100,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   int* dq_turn = kTurns ? reinterpret_cast<int*>(ws + 2 * vec_bytes + acc_bytes) : nullptr;
 
   FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, padded_rows * kD * sizeof(float), stream));
-  if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * 2 * sizeof(int), stream));
+  if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
   prepare_kernel<T><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
                       32 * kPrepWarps, 0, stream>>>(static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2,
                                                     D_row, padded_rows, Tr * C::Br, p.seqlen_q, kD);
