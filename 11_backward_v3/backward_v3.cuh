@@ -148,6 +148,47 @@ __device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float
   for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
 }
 
+// P^T in place of S^T (n = Br queries): register 4 c + e of this thread holds key key0 + 8 (e / 2)
+// and query q0 + 8 c + e % 2 (q0 = i Br + 2 t: the thread's first query column). lse_t points at
+// that column's LSE log2(e) in the step's buffer (+inf past Sq), so register 4 c + e's is
+// lse_t[8 c + e % 2]. `masked`: the tile has keys past Sk or causally invisible pairs
+// (needs_mask), whose P is 0.
+template <int kRegs>
+__device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, const Params& prm, bool masked, int key0,
+                                      int q0) {
+  // BEGIN SOLUTION: P^T = 2^(S^T scale log2(e) - LSE log2(e)) (fast_exp2), 0 where a key is past Sk or causally invisible (08_backward/README.md: Algorithm; README: Why the scores are transposed)
+#pragma unroll
+  for (int c = 0; c < kRegs / 4; ++c) {
+    const float2 lse = *reinterpret_cast<const float2*>(lse_t + 8 * c);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = 4 * c + e;
+      float p = fast_exp2(s[r] * prm.scale_log2 - (e % 2 ? lse.y : lse.x));
+      if (masked) {
+        const int key = key0 + 8 * (e / 2), q = q0 + 8 * c + e % 2;
+        if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
+          p = 0.0f;
+      }
+      s[r] = p;
+    }
+  }
+  // END SOLUTION
+}
+
+// dS^T in place of dP^T: dS^T = P^T o (dP^T - D_i), with D_i by query: D_t points at this
+// thread's first query column of the step's D_i (register 4 c + e: query 8 c + e % 2 from there).
+template <int kRegs>
+__device__ __forceinline__ void grads(float (&dp)[kRegs], const float (&p)[kRegs], const float* D_t) {
+  // BEGIN SOLUTION: dS^T = P^T o (dP^T - D_i), D_i per query column (08_backward/README.md: Algorithm)
+#pragma unroll
+  for (int c = 0; c < kRegs / 4; ++c) {
+    const float2 d_i = *reinterpret_cast<const float2*>(D_t + 8 * c);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dp[4 * c + e] = p[4 * c + e] * (dp[4 * c + e] - (e % 2 ? d_i.y : d_i.x));
+  }
+  // END SOLUTION
+}
+
 // The deterministic mode's order (08's wait_turn / pass_turn, one thread instead of a block): the
 // key tiles that visit a query tile are 0 .. jmax (all of them, or causal's first ones), so key
 // tile j adds its chunk when the chunk's counter reads j, and sets it to j + 1 once the add is
@@ -260,21 +301,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
-#pragma unroll
-    for (int c = 0; c < Br / 8; ++c) {
-      const float2 lse = *reinterpret_cast<const float2*>(lse_s + 8 * c + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 4 * c + e;
-        float p = fast_exp2(s[r] * prm.scale_log2 - (e % 2 ? lse.y : lse.x));
-        if (masked) {
-          const int key = key0 + 8 * (e / 2), q = i * Br + 8 * c + 2 * t + e % 2;
-          if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
-            p = 0.0f;
-        }
-        s[r] = p;
-      }
-    }
+    probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
     // dV_w += P^T dO_i: 64 keys x kD, contracted over the Br queries (A from registers: RS), issued
     // before dS^T is computed (kEarlyDV) or after.
     constexpr int kQSteps = Br / 16;
@@ -296,12 +323,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     } else if constexpr (C::kOverlap) {
       wgmma_wait<0>();  // dP^T is done
     }
-#pragma unroll
-    for (int c = 0; c < Br / 8; ++c) {
-      const float2 Dq = *reinterpret_cast<const float2*>(D_s + 8 * c + 2 * t);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dp[4 * c + e] = s[4 * c + e] * (dp[4 * c + e] - (e % 2 ? Dq.y : Dq.x));
-    }
+    grads(dp, s, D_s + 2 * t);
 #pragma unroll
     for (int kk = 0; kk < kQSteps; ++kk) to_a_fragment<T>(dsa[kk], dp, kk);
     // dS^T into this step's buffer, a 16 x 16 block a k-step by stmatrix (ds_row: this lane's row
