@@ -122,8 +122,8 @@ TEST(EmptyRows, ZeroGradientsAndNoNaN) {
   EXPECT_EQ(dv2, dv);
 }
 
-// query_tile_begin against brute force over every (key tile, query tile) pair: the query tiles it
-// skips see nothing of the key tile, and every one it visits sees something of it.
+// query_tile_begin and key_tile_end against brute force over every (key tile, query tile) pair:
+// the query tiles it skips see nothing of the key tile, and every one it visits sees something of it.
 TEST(TileSkip, MatchesBruteForce) {
   const int sizes[] = {1, 2, 3, 5, 16, 17, 31, 64, 65, 100, 129};
   const int tiles[] = {1, 3, 8, 16, 32, 64};
@@ -143,6 +143,11 @@ TEST(TileSkip, MatchesBruteForce) {
                 ASSERT_EQ(it >= begin, any_seen)
                     << "Sq=" << Sq << " Sk=" << Sk << " Br=" << Br << " Bc=" << Bc << " causal=" << causal
                     << " key tile " << jt << " query tile " << it << " (query_tile_begin " << begin << ")";
+                // The forward's key_tile_end says the same from the query tile's side (11's
+                // deterministic order counts a query tile's key tiles with it).
+                ASSERT_EQ(jt < fa::cuda::key_tile_end(it, Br, Bc, Sq, Sk, causal), any_seen)
+                    << "Sq=" << Sq << " Sk=" << Sk << " Br=" << Br << " Bc=" << Bc << " causal=" << causal
+                    << " key tile " << jt << " query tile " << it;
               }
             }
           }

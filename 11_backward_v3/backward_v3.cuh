@@ -190,11 +190,15 @@ __device__ __forceinline__ void grads(float (&dp)[kRegs], const float (&p)[kRegs
 }
 
 // The deterministic mode's order (08's wait_turn / pass_turn, one thread instead of a block): the
-// key tiles that visit a query tile are 0 .. jmax (all of them, or causal's first ones), so key
-// tile j adds its chunk when the chunk's counter reads j, and sets it to j + 1 once the add is
-// complete. Tiles of a lower j belong to blocks launched earlier (the grid's x is j), which are
-// running or done: the wait cannot deadlock. The adds are the copy engine's (the async proxy),
-// the counter a generic-proxy atomic: fence.proxy.async orders the two.
+// key tiles that visit query tile i are 0 .. jmax (all of them, or causal's first ones:
+// key_tile_end(i) - 1), and they add their chunks from jmax down: key tile j when the chunk's
+// counter reads its rank jmax - j, setting it to rank + 1 once the add is complete. Downwards,
+// because under causal masking a block walks from its first visible query tile, so key tile
+// j + 1 reaches query tile i Bc / Br steps before key tile j does: the order of arrival, and
+// nobody waits. The grid runs j downwards too (j = Tc - 1 - blockIdx.x), so a block waits only for
+// blocks launched before it, which are running or done: the wait cannot deadlock. The adds are
+// the copy engine's (the async proxy), the counter a generic-proxy atomic: fence.proxy.async
+// orders the two.
 __device__ __forceinline__ void wait_turn(const int* turn, int rank) {
   while (*reinterpret_cast<const volatile int*>(turn) != rank) {
   }
@@ -373,7 +377,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     barrier_sync(group_bar, 128);
     if (tid == 0) {
       const std::int64_t chunk = (bh * prm.Tr + i) * C::kChunks + (kOwnKeys ? 0 : w);
-      const int rank = kOwnKeys ? 2 * j + w : j;  // one chunk: both groups of a block add, in turn
+      const int turn = key_tile_end(i, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
+      const int rank = kOwnKeys ? 2 * turn + w : turn;  // one chunk: both groups of a block add, in turn
       if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
       bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, smem_u32(dq_p), C::kDqBytes);
       bulk_commit();
@@ -409,7 +414,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                        const Params prm) {
   const std::int64_t kv_bh = grid_row();
   if (kv_bh >= prm.batch_kv_heads) return;  // a spare row of the grid
-  const int j = blockIdx.x;
+  // The key tile; the deterministic mode runs them last to first (wait_turn).
+  const int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;

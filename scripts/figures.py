@@ -1021,9 +1021,118 @@ def fig_10_paged_cache():
     save(fig, "10_decoding_paged_cache.png")
 
 
+# ------------------------------------------------------------------------------------------------
+# 11. 11_backward_v3: one step of the backward block, lane by lane.
+
+def fig_11_backward_v3():
+    # 11_backward_v3/backward_v3.cuh at D = 128, Br = 64 (Config: kOverlap, kEarlyDV, kStages = 2):
+    # produce (one thread: wait empty[s], then TMA Q_i and dO_i into stage s, counted on full[s]) and
+    # consume (two commit groups, the wgmma waits, stmatrix, bar 1, the dQ add). Both consumer
+    # warpgroups run the same instructions on their own 64 keys, so their lanes are the same.
+    fig, ax = plt.subplots(figsize=(8, 5.4))
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.93, bottom=0.07)
+    ax.set_xlim(-0.4, 27.5)
+    ax.set_ylim(0.6, 11.1)
+    ax.axis("off")
+    ax.set_title("One step of 11_backward_v3 (D = 128, Br = 64, Bc = 128): what overlaps what", fontsize=10.5)
+    TC, CC, TMA = BLUE, GREEN, ORANGE  # tensor cores, CUDA cores, copy engine; synchronization in black
+    h = 0.95  # the height of a box
+    LABEL_BG = dict(facecolor="#F7F7F7", edgecolor="none", pad=0.3)  # a label over a dashed line hides it
+
+    def light(color):  # the colour at 45 % on white, opaque, so that lines behind a box stay hidden
+        return tuple(0.45 * c + 0.55 for c in matplotlib.colors.to_rgb(color))
+
+    def lane(y_top, y_bottom, title):
+        ax.add_patch(FancyBboxPatch((-0.3, y_bottom), 27.7, y_top - y_bottom, boxstyle="round,pad=0.05",
+                                    facecolor="#F7F7F7", edgecolor=GREY, linewidth=0.8))
+        ax.text(-0.2, y_top - 0.28, title, ha="left", va="center", fontsize=8.5, weight="bold", zorder=4,
+                bbox=LABEL_BG)
+
+    def box(x0, x1, y, text, color, fontsize=6.5):
+        ax.add_patch(FancyBboxPatch((x0 + 0.05, y), x1 - x0 - 0.1, h, boxstyle="round,pad=0.03",
+                                    facecolor=light(color), edgecolor="black", linewidth=0.6, zorder=3))
+        ax.text((x0 + x1) / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, zorder=4)
+
+    def sync(x, y, label="", marker="|", ha="center"):
+        """A wait (|) or an arrive (^) at time x on the sub-lane at y, labelled below it."""
+        ax.plot([x], [y + h / 2], marker=marker, color="black", markersize=12 if marker == "|" else 6,
+                markeredgewidth=2, zorder=5)
+        dx = {"center": 0, "left": -0.1, "right": 0.1}[ha]
+        ax.text(x + dx, y - 0.2, label, ha=ha, va="center", fontsize=6.5, zorder=5, bbox=LABEL_BG)
+
+    def dashed(x, y0, y1):
+        """An mbarrier's phase passing from one lane to the other: a dashed arrow at time x."""
+        ax.add_patch(FancyArrowPatch((x, y0), (x, y1), arrowstyle="-|>", mutation_scale=9, color="#555555",
+                                     linewidth=0.9, linestyle="--", shrinkA=0, shrinkB=0, zorder=2))
+
+    # The producer: one thread issues the loads; the copy engine moves the bytes and completes full[s].
+    py = 9.4
+    lane(10.95, 9.0, "producer (warpgroup 0, one thread)")
+    sync(0.05, py, "wait empty[s]", ha="left")
+    box(0.1, 2.9, py, "TMA Q_i, dO_i\n→ stage s", TMA)
+    sync(3.05, py, "wait empty[1 − s]", ha="left")
+    box(3.1, 5.9, py, "TMA Q_{i+1},\ndO_{i+1}\n→ stage 1 − s", TMA)
+    ax.add_patch(Rectangle((5.95, py + 0.2), 15.85, h - 0.4, facecolor="white", edgecolor=GREY, hatch="///",
+                           linewidth=0.6, zorder=3))
+    ax.text(13.95, py + h / 2, "waits on empty[s]: a ring of 2 stages, so it runs one stage ahead", ha="center",
+            va="center", fontsize=6.8, zorder=4, bbox=dict(facecolor="white", edgecolor="none", pad=1))
+    box(21.9, 24.7, py, "TMA Q_{i+2},\ndO_{i+2}\n→ stage s", TMA)
+
+    # The consumer warpgroups: the tensor cores (wgmma, asynchronous) above, the threads below.
+    for y_top, title in [(8.6, "consumer warpgroup 1 (keys 0-63 of the tile)"),
+                         (5.25, "consumer warpgroup 2 (keys 64-127)")]:
+        ty, cy = y_top - 1.5, y_top - 2.65  # the tensor-core and the CUDA-core sub-lanes
+        lane(y_top, y_top - 3.15, title)
+        ax.text(2.75, ty + h / 2, "tensor cores", ha="right", va="center", fontsize=7, style="italic")
+        ax.text(2.75, cy + h / 2, "CUDA cores", ha="right", va="center", fontsize=7, style="italic")
+        # The tensor cores run the commit groups in the order the warpgroup issues them.
+        box(3.1, 6.0, ty, "Sᵀ = K_w Q_iᵀ\n(SS, group 1)", TC)
+        box(6.0, 9.4, ty, "dPᵀ = V_w dO_iᵀ\n(SS, group 2)", TC)
+        box(9.4, 12.7, ty, "dV_w += Pᵀ dO_i\n(RS, after Pᵀ)", TC)
+        box(14.3, 17.6, ty, "dK_w += dSᵀ Q_i\n(RS)", TC)
+        box(17.6, 21.5, ty, "dQ partial = dS K_j\n(SS, A = dSᵀ\nread transposed)", TC)
+        # The threads: Pᵀ under dPᵀ, dSᵀ under dV, then their dQ tile to the copy engine.
+        sync(3.0, cy, "wait full[s]")
+        sync(6.05, cy, "wait<1>")
+        box(6.15, 9.3, cy, "Pᵀ = exp2(\nSᵀ·scale·log2e\n− LSE·log2e)", CC)
+        sync(9.45, cy, "wait<1>")
+        box(9.55, 12.0, cy, "dSᵀ = Pᵀ ∘\n(dPᵀ − D_i)", CC)
+        box(12.0, 14.2, cy, "stmatrix\ndSᵀ → smem", CC)
+        ax.text(18.1, cy + h / 2, "issues dK, meets bar 1, issues dQ,\nthen waits for both", ha="center",
+                va="center", fontsize=6.5, style="italic", color="#444444")
+        sync(21.6, cy)
+        sync(21.85, cy, marker="^")
+        ax.text(21.75, cy - 0.2, "wait<0>, arrive empty[s]", ha="center", va="center", fontsize=6.5, zorder=5,
+                bbox=LABEL_BG)
+        box(22.05, 24.2, cy, "dQ → smem", CC)
+        box(24.2, 27.3, cy, "bulk reduce-add\n→ fp32 dQ_accum\n(copy engine)", TMA)
+    # full[s] down to both consumers; their arrivals on empty[s] up to the producer; bar 1 across both.
+    dashed(2.95, py, 2.6 + h / 2)
+    dashed(21.85, 2.6 + h / 2, py)
+    ax.text(2.85, 8.85, "full[s]", ha="right", va="center", fontsize=6.5, style="italic")
+    ax.text(21.95, 8.85, "empty[s]", ha="left", va="center", fontsize=6.5, style="italic")
+    ax.plot([14.6, 14.6], [1.75, 8.3], color="black", linewidth=2.0, zorder=2)
+    ax.text(14.75, 1.85, "bar 1 (256 threads): both halves of dSᵀ stored", ha="left", va="center", fontsize=7.5,
+            weight="bold")
+
+    ax.add_patch(FancyArrowPatch((0, 1.2), (27.3, 1.2), arrowstyle="-|>", mutation_scale=10, color="black",
+                                 linewidth=0.9))
+    ax.text(0, 0.9, "time (box widths schematic, not measured)", ha="left", va="center", fontsize=7, style="italic")
+    ax.legend(handles=[Patch(facecolor=light(TC), edgecolor="black", label="tensor cores (wgmma)"),
+                       Patch(facecolor=light(CC), edgecolor="black", label="CUDA cores"),
+                       Patch(facecolor=light(TMA), edgecolor="black", label="TMA / copy engine"),
+                       plt.Line2D([], [], color="black", marker="|", markersize=9, markeredgewidth=2,
+                                  linestyle="none", label="wait (mbarrier, wgmma)"),
+                       plt.Line2D([], [], color="black", marker="^", markersize=6, linestyle="none",
+                                  label="arrive (mbarrier)"),
+                       plt.Line2D([], [], color="black", linewidth=2.0, label="named barrier (bar.sync)")],
+              loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False, fontsize=8)
+    save(fig, "11_backward_v3_step.png")
+
+
 FIGURES = [fig_01_naive, fig_02_tiled, fig_03_online_softmax, fig_04_05_loop_order, fig_05_causal_tiles,
            fig_06_fragments_swizzle, fig_06_tma_panels, fig_07_block_mask, fig_08_backward, fig_09_flash_v3,
-           fig_10_decoding, fig_10_paged_cache]
+           fig_10_decoding, fig_10_paged_cache, fig_11_backward_v3]
 
 
 def main():
