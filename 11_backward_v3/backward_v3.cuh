@@ -212,6 +212,43 @@ __device__ __forceinline__ void pass_turn(int* turn, int rank) {
   atomicExch(turn, rank + 1);
 }
 
+// Named barriers between consumer group w and the dQ writer (128 + 32 threads each): its partial
+// is in its buffer (full), the writer has read it (empty).
+constexpr int kDqFullBar = 4, kDqEmptyBar = 6;
+
+// The dQ writer: warp 1 of the producer warpgroup. Per step and group, once the group's partial
+// dQ is in its buffer, lane 0 has the copy engine add it into the fp32 accumulator (in the
+// deterministic mode: in its turn), waits until the buffer is read and frees it. The consumers
+// only store and signal, so neither the bulk copy's issue nor a turn's wait is on their path.
+template <class C, bool kTurns>
+__device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, int j, std::int64_t kv_bh) {
+  const int lane = threadIdx.x % 32;
+  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
+  if (walk.steps == 0) return;
+#pragma unroll 1
+  for (int w = 0; w < 2; ++w) barrier_arrive(kDqEmptyBar + w, 128 + 32);  // both buffers start empty
+  Walk::Place at = walk.first();
+  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
+#pragma unroll 1
+    for (int w = 0; w < 2; ++w) {
+      barrier_sync(kDqFullBar + w, 128 + 32);
+      if (lane == 0) {
+        const std::int64_t chunk = (at.bh * prm.Tr + at.i) * C::kChunks + (C::kChunks == 1 ? 0 : w);
+        const int turn = key_tile_end(at.i, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
+        const int rank = C::kChunks == 1 ? 2 * turn + w : turn;  // one chunk: both groups add, in turn
+        if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
+        bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, base + C::kDq + w * C::kDqBytes, C::kDqBytes);
+        bulk_commit();
+        if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, rank);  // waits until the add is complete
+        else bulk_wait_read<0>();
+      }
+      __syncwarp();
+      if (step + 1 < walk.steps) barrier_arrive(kDqEmptyBar + w, 128 + 32);
+    }
+  }
+  if (lane == 0) bulk_wait<0>();  // the last adds are done before the block's shared memory goes
+}
+
 // Consumer warpgroup w (0 or 1): keys 64 w .. 64 w + 63 of the tile; dK_j and dV_j of those keys
 // in registers across the walk, written at the end. w is a run-time value, so that both groups run
 // the same instructions: the named barrier they share is then one bar.sync, as an aligned barrier
@@ -347,6 +384,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
 
     __syncwarp();
     barrier_sync<1>(256);  // both halves of dS^T are stored
+    // Every thread of the group is past step - 1, the last reader of LSE/D_i buffer (step + 1) % 2.
+    if (warp == 0 && step + 1 < walk.steps) vec_store(step + 1, vec_next);
     // dQ partial: 64 queries x 64 columns = dS (queries x keys) K_j (keys x columns); dS is dS^T
     // read transposed, its queries wgmma's M. Two chunks: warpgroup w's chunk over all Bc keys
     // (queries 64 w .. at Br = 128, columns 64 w .. at D = 128). One chunk: the group's own keys.
@@ -364,29 +403,18 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
     if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i and dO_i are read
 
-    // The partial dQ through shared memory to the copy engine's add.
+    // The partial dQ into the group's buffer, once the dQ writer has read the previous one (this
+    // barrier also orders warp 0's LSE/D_i stores above before the next step's reads); the writer
+    // hands it to the copy engine.
     float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + w * C::kDqBytes);
-    if (tid == 0) bulk_wait_read<0>();  // the previous step's add has read the buffer
-    __syncwarp();
-    barrier_sync(group_bar, 128);  // ... and every thread is past the previous step
+    barrier_sync(kDqEmptyBar + w, 128 + 32);
 #pragma unroll
     for (int c = 0; c < 8; ++c)
       *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
-    if (warp == 0 && step + 1 < walk.steps) vec_store(step + 1, vec_next);  // its buffer was read in step - 1
     fence_proxy_async();
-    barrier_sync(group_bar, 128);
-    if (tid == 0) {
-      const std::int64_t chunk = (bh * prm.Tr + i) * C::kChunks + (kOwnKeys ? 0 : w);
-      const int turn = key_tile_end(i, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
-      const int rank = kOwnKeys ? 2 * turn + w : turn;  // one chunk: both groups of a block add, in turn
-      if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
-      bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, smem_u32(dq_p), C::kDqBytes);
-      bulk_commit();
-      if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, rank);
-    }
+    barrier_arrive(kDqFullBar + w, 128 + 32);
     at = next;
   }
-  if (tid == 0) bulk_wait<0>();  // the last add is done before the block's shared memory goes
 
   // dK_j = scale dS^T Q summed, dV_j: rows key0 (+ 8), columns 8 c + 2 t (+ 1).
   T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * kD;
@@ -432,6 +460,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   if (warpgroup == 0) {
     setmaxnreg_dec<C::kProducerRegs>();
     if (threadIdx.x == 0) produce<C>(&q_map, &k_map, &v_map, &do_map, bars, base, prm, j, kv_bh);
+    else if (threadIdx.x / 32 == 1) write_dq<C, kTurns>(prm, base, j, kv_bh);
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();

@@ -55,6 +55,9 @@ template <int kId>
 __device__ __forceinline__ void barrier_arrive(int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"n"(kId), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
 
 // Four 8x8 matrices of 16-bit elements, shared memory -> registers.
 __device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
