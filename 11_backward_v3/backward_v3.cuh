@@ -1,31 +1,32 @@
 // Chapter 11 -- FlashAttention-3's backward on Hopper: the five products of 08's backward on wgmma,
-// the tiles brought in by the copy engine, and the work split between a producer and two consumer
-// warpgroups.
+// the tiles brought in by the copy engine, and the work split between a producer warpgroup and two
+// consumer warpgroups.
 //
 // One block owns one key tile j of Bc = 128 keys of one (batch, KV head) and walks every query tile
-// i (Br = 64 rows) of every query head sharing that KV head, as 08 does (08_backward/README.md:
-// Algorithm). What changes is where each product runs:
-//   * the producer (warpgroup 0, one thread) loads K_j and V_j once, then Q_i and dO_i into a ring
-//     of kStages stages by TMA, counted on "full" mbarriers; the consumers' warps free a stage on
-//     its "empty" mbarrier. The query tile's LSE and D_i (256 bytes each) come another way: a
-//     consumer warp reads the next step's from global memory during a step and stores them into
-//     its group's own buffer at the step's end, so only ordinary loads and stores touch them;
+// i (Br rows: 64 at D = 128, 128 at D = 64) of every query head sharing that KV head, as 08 does
+// (08_backward/README.md: Algorithm). What changes is where each product runs:
+//   * warpgroup 0: one thread loads K_j and V_j once, then Q_i and dO_i into a ring of two stages
+//     by TMA, counted on "full" mbarriers; the consumers' warps free a stage on its "empty"
+//     mbarrier. Warp 1 is the dQ writer (write_dq). The query tile's LSE and D_i come another way:
+//     warp 0 of each consumer group reads the next step's from global memory during a step and
+//     stores them into the group's own buffer, so only ordinary loads and stores touch them;
 //   * consumer warpgroup w (1 + w) owns keys 64 w .. 64 w + 63 of the tile. Per query tile it
 //     computes the transposed scores, keys as rows (FlashAttention-3's SdP_swapAB):
-//         S^T  = K_w Q_i^T        dP^T = V_w dO_i^T         (64 x 64, both operands in shared memory)
+//         S^T  = K_w Q_i^T        dP^T = V_w dO_i^T         (64 x Br, both operands in shared memory)
 //         P^T  = exp2(S^T scale log2(e) - LSE_i log2(e)),   dS^T = P^T o (dP^T - D_i)
 //     so that P^T and dS^T are already the A operands of the two products that stay in registers
 //     across the whole walk:
 //         dV_w += P^T dO_i        dK_w += dS^T Q_i          (A from registers: the RS form)
-//   * dQ_i += dS K_j needs every key of the tile: both warpgroups store dS^T into shared memory
-//     (one 128 x 64 tile), meet at a named barrier, and multiply it as wgmma's A operand read
-//     transposed (MN-major, imm-trans-a) with K_j as B (MN-major). At D = 128 warpgroup w computes
-//     columns 64 w .. 64 w + 63 over all 128 keys; at D = 64 it computes all 64 columns over its
-//     own 64 keys. Either way a warpgroup's partial dQ is a 64 x 64 fp32 tile, which it writes to
-//     shared memory in its accumulator order and the copy engine adds into a fp32 dQ accumulator
-//     in global memory (cp.reduce.async.bulk .add.f32: one 16 KiB instruction, atomic per element
-//     in L2). The accumulator keeps that order (a 16 KiB chunk per query tile and 64 columns), and
-//     convert_dq_kernel (backward_v3.cu) turns it into dQ.
+//     S^T and dP^T are two commit groups: P^T is computed while dP^T is still on the tensor cores;
+//   * dQ_i += dS K_j needs every key of the tile: both groups store dS^T into shared memory (a
+//     128 x Br tile, by stmatrix), meet at a named barrier, and multiply it as wgmma's A operand
+//     read transposed (MN-major, imm-trans-a) with K_j as B (MN-major). Group w computes a 64 x 64
+//     chunk of the step's dQ tile over all 128 keys: columns 64 w .. at D = 128, rows 64 w .. at
+//     D = 64. It stores the fp32 chunk to shared memory in its accumulator order and signals the dQ
+//     writer, which has the copy engine add it into an fp32 dQ accumulator in global memory
+//     (cp.reduce.async.bulk .add.f32: one 16 KiB instruction, atomic per element in L2). The
+//     accumulator keeps that order, a 16 KiB chunk at a time, and convert_dq_kernel (launch.cuh)
+//     turns it into dQ.
 // dK_j and dV_j leave once, at the end, from registers: each belongs to one block.
 #pragma once
 
