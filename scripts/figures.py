@@ -1026,13 +1026,16 @@ def fig_10_paged_cache():
 
 def fig_11_backward_v3():
     # 11_backward_v3/backward_v3.cuh at D = 128, Br = 64 (Config: kOverlap, kEarlyDV, kStages = 2):
-    # produce (one thread: wait empty[s], then TMA Q_i and dO_i into stage s, counted on full[s]) and
-    # consume (two commit groups, the wgmma waits, stmatrix, bar 1, the dQ add). Both consumer
-    # warpgroups run the same instructions on their own 64 keys, so their lanes are the same.
-    fig, ax = plt.subplots(figsize=(8, 5.4))
-    fig.subplots_adjust(left=0.01, right=0.99, top=0.93, bottom=0.07)
+    # produce (warp 0 of warpgroup 0, one thread: wait empty[s], then TMA Q_i and dO_i into stage s,
+    # counted on full[s]), consume (two commit groups, the wgmma waits, stmatrix, bar 1, the dQ
+    # partial into the group's buffer) and write_dq (warp 1 of warpgroup 0: per group, the copy
+    # engine's add of that buffer into dQ_accum). Both consumer warpgroups run the same
+    # instructions on their own 64 keys, so their lanes are the same. The writer's lane wraps
+    # around: at the left it adds the previous step's partials, while the consumers start this one.
+    fig, ax = plt.subplots(figsize=(8, 6.5))
+    fig.subplots_adjust(left=0.01, right=0.99, top=0.94, bottom=0.06)
     ax.set_xlim(-0.4, 27.5)
-    ax.set_ylim(0.6, 11.1)
+    ax.set_ylim(-1.6, 11.1)
     ax.axis("off")
     ax.set_title("One step of 11_backward_v3 (D = 128, Br = 64, Bc = 128): what overlaps what", fontsize=10.5)
     TC, CC, TMA = BLUE, GREEN, ORANGE  # tensor cores, CUDA cores, copy engine; synchronization in black
@@ -1053,34 +1056,42 @@ def fig_11_backward_v3():
                                     facecolor=light(color), edgecolor="black", linewidth=0.6, zorder=3))
         ax.text((x0 + x1) / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize, zorder=4)
 
+    def idle(x0, x1, y, text, height=h - 0.4):
+        """A thread waiting: a hatched bar at mid-height of the sub-lane at y, with what it waits for."""
+        ax.add_patch(Rectangle((x0, y + (h - height) / 2), x1 - x0, height, facecolor="white", edgecolor=GREY,
+                               hatch="///", linewidth=0.6, zorder=3))
+        ax.text((x0 + x1) / 2, y + h / 2, text, ha="center", va="center", fontsize=6.5, zorder=4,
+                bbox=dict(facecolor="white", edgecolor="none", pad=1))
+
     def sync(x, y, label="", marker="|", ha="center"):
         """A wait (|) or an arrive (^) at time x on the sub-lane at y, labelled below it."""
         ax.plot([x], [y + h / 2], marker=marker, color="black", markersize=12 if marker == "|" else 6,
                 markeredgewidth=2, zorder=5)
         dx = {"center": 0, "left": -0.1, "right": 0.1}[ha]
-        ax.text(x + dx, y - 0.2, label, ha=ha, va="center", fontsize=6.5, zorder=5, bbox=LABEL_BG)
+        ax.text(x + dx, y - 0.1, label, ha=ha, va="top", fontsize=6.5, zorder=5, bbox=LABEL_BG)
 
-    def dashed(x, y0, y1):
-        """An mbarrier's phase passing from one lane to the other: a dashed arrow at time x."""
-        ax.add_patch(FancyArrowPatch((x, y0), (x, y1), arrowstyle="-|>", mutation_scale=9, color="#555555",
+    def dashed(points):
+        """A barrier's phase passing from one lane to another: a dashed arrow along the points."""
+        ax.add_patch(FancyArrowPatch(path=Path(points), arrowstyle="-|>", mutation_scale=9, color="#555555",
                                      linewidth=0.9, linestyle="--", shrinkA=0, shrinkB=0, zorder=2))
+
+    def note(x, y, text, ha="center"):
+        ax.text(x, y, text, ha=ha, va="center", fontsize=6.5, style="italic", zorder=4, bbox=LABEL_BG)
 
     # The producer: one thread issues the loads; the copy engine moves the bytes and completes full[s].
     py = 9.4
-    lane(10.95, 9.0, "producer (warpgroup 0, one thread)")
+    lane(10.95, 9.0, "producer (warpgroup 0, warp 0: one thread)")
     sync(0.05, py, "wait empty[s]", ha="left")
     box(0.1, 2.9, py, "TMA Q_i, dO_i\n→ stage s", TMA)
     sync(3.05, py, "wait empty[1 − s]", ha="left")
     box(3.1, 5.9, py, "TMA Q_{i+1},\ndO_{i+1}\n→ stage 1 − s", TMA)
-    ax.add_patch(Rectangle((5.95, py + 0.2), 15.85, h - 0.4, facecolor="white", edgecolor=GREY, hatch="///",
-                           linewidth=0.6, zorder=3))
-    ax.text(13.95, py + h / 2, "waits on empty[s]: a ring of 2 stages, so it runs one stage ahead", ha="center",
-            va="center", fontsize=6.8, zorder=4, bbox=dict(facecolor="white", edgecolor="none", pad=1))
-    box(21.9, 24.7, py, "TMA Q_{i+2},\ndO_{i+2}\n→ stage s", TMA)
+    idle(5.95, 21.35, py, "waits on empty[s]: a ring of 2 stages, so it runs one stage ahead")
+    box(21.4, 24.2, py, "TMA Q_{i+2},\ndO_{i+2}\n→ stage s", TMA)
 
     # The consumer warpgroups: the tensor cores (wgmma, asynchronous) above, the threads below.
-    for y_top, title in [(8.6, "consumer warpgroup 1 (keys 0-63 of the tile)"),
-                         (5.25, "consumer warpgroup 2 (keys 64-127)")]:
+    c1y, c2y = 8.6, 5.0  # the tops of their lanes
+    for y_top, title in [(c1y, "consumer warpgroup 1 (group w = 0: keys 0-63 of the tile)"),
+                         (c2y, "consumer warpgroup 2 (group w = 1: keys 64-127)")]:
         ty, cy = y_top - 1.5, y_top - 2.65  # the tensor-core and the CUDA-core sub-lanes
         lane(y_top, y_top - 3.15, title)
         ax.text(2.75, ty + h / 2, "tensor cores", ha="right", va="center", fontsize=7, style="italic")
@@ -1090,41 +1101,73 @@ def fig_11_backward_v3():
         box(6.0, 9.4, ty, "dPᵀ = V_w dO_iᵀ\n(SS, group 2)", TC)
         box(9.4, 12.7, ty, "dV_w += Pᵀ dO_i\n(RS, after Pᵀ)", TC)
         box(14.3, 17.6, ty, "dK_w += dSᵀ Q_i\n(RS)", TC)
-        box(17.6, 21.5, ty, "dQ partial = dS K_j\n(SS, A = dSᵀ\nread transposed)", TC)
-        # The threads: Pᵀ under dPᵀ, dSᵀ under dV, then their dQ tile to the copy engine.
+        box(17.6, 21.1, ty, "dQ partial = dS K_j\n(SS, A = dSᵀ\nread transposed)", TC)
+        # The threads: Pᵀ under dPᵀ, dSᵀ under dV, then their dQ partial to the group's buffer.
         sync(3.0, cy, "wait full[s]")
         sync(6.05, cy, "wait<1>")
         box(6.15, 9.3, cy, "Pᵀ = exp2(\nSᵀ·scale·log2e\n− LSE·log2e)", CC)
         sync(9.45, cy, "wait<1>")
         box(9.55, 12.0, cy, "dSᵀ = Pᵀ ∘\n(dPᵀ − D_i)", CC)
         box(12.0, 14.2, cy, "stmatrix\ndSᵀ → smem", CC)
-        ax.text(18.1, cy + h / 2, "issues dK, meets bar 1, issues dQ,\nthen waits for both", ha="center",
-                va="center", fontsize=6.5, style="italic", color="#444444")
-        sync(21.6, cy)
-        sync(21.85, cy, marker="^")
-        ax.text(21.75, cy - 0.2, "wait<0>, arrive empty[s]", ha="center", va="center", fontsize=6.5, zorder=5,
+        ax.text(17.85, cy + h / 2, "issues dK, meets bar 1 (then warp 0\nstores the next LSE, D_i), issues dQ,\n"
+                "then waits for both", ha="center", va="center", fontsize=6.5, style="italic", color="#444444")
+        sync(21.2, cy)
+        sync(21.45, cy, marker="^")
+        ax.text(21.55, cy - 0.1, "wait<0>, arrive empty[s]", ha="right", va="top", fontsize=6.5, zorder=5,
                 bbox=LABEL_BG)
-        box(22.05, 24.2, cy, "dQ → smem", CC)
-        box(24.2, 27.3, cy, "bulk reduce-add\n→ fp32 dQ_accum\n(copy engine)", TMA)
-    # full[s] down to both consumers; their arrivals on empty[s] up to the producer; bar 1 across both.
-    dashed(2.95, py, 2.6 + h / 2)
-    dashed(21.85, 2.6 + h / 2, py)
-    ax.text(2.85, 8.85, "full[s]", ha="right", va="center", fontsize=6.5, style="italic")
-    ax.text(21.95, 8.85, "empty[s]", ha="left", va="center", fontsize=6.5, style="italic")
-    ax.plot([14.6, 14.6], [1.75, 8.3], color="black", linewidth=2.0, zorder=2)
-    ax.text(14.75, 1.85, "bar 1 (256 threads): both halves of dSᵀ stored", ha="left", va="center", fontsize=7.5,
-            weight="bold")
+        sync(21.95, cy)  # the buffer is free: the writer has read the previous step's partial
+        box(22.05, 24.85, cy, "sync empty(w),\ndQ → smem,\narrive full(w)", CC)
+        sync(24.95, cy, marker="^")  # and on to the next step, without waiting for the copy engine
+    c1, c2 = c1y - 2.65 + h / 2, c2y - 2.65 + h / 2  # the middles of their CUDA-core sub-lanes
 
-    ax.add_patch(FancyArrowPatch((0, 1.2), (27.3, 1.2), arrowstyle="-|>", mutation_scale=10, color="black",
+    # The dQ writer: one warp, lane 0 issuing; its buffers' barriers are named barriers shared with
+    # one group each. At the left it adds the previous step's partials (group 0, then group 1).
+    wy, bus = -0.1, 1.62  # the writer's sub-lane; the height of the line carrying its empty(w)
+    lane(1.4, -0.9, "dQ writer (warpgroup 0, warp 1)")
+    ax.text(2.75, wy + h / 2, "step i − 1's\npartials", ha="right", va="center", fontsize=7, style="italic")
+    sync(3.0, wy, "wait full(0)")
+    idle(3.1, 8.2, wy, "deterministic mode: before\neach add, waits for its turn\n"
+         "(a counter in global memory),\npasses it once the add is done", height=h)
+    box(8.3, 11.7, wy, "bulk reduce-add:\nbuffer 0 → fp32\ndQ_accum (16 KiB)", TMA)
+    sync(11.8, wy)
+    sync(12.05, wy, "read done, arrive\nempty(0), wait full(1)", marker="^")
+    sync(12.3, wy)
+    box(12.4, 15.8, wy, "bulk reduce-add:\nbuffer 1 → fp32\ndQ_accum (16 KiB)", TMA)
+    sync(15.9, wy)
+    sync(16.15, wy, "read done,\narrive empty(1)", marker="^")
+    idle(16.4, 24.8, wy, "waits on full(0): this step's partials")
+    sync(24.95, wy)
+    box(25.05, 27.3, wy, "step i's\npartials, as\nat the left", TMA)
+
+    # full[s] down to both consumers; their arrivals on empty[s] up to the producer; bar 1 across both.
+    dashed([(2.95, py), (2.95, c2)])
+    dashed([(21.45, c2), (21.45, py)])
+    note(2.85, 8.85, "full[s]", ha="right")
+    note(21.55, 8.85, "empty[s]", ha="left")
+    ax.plot([14.6, 14.6], [c2y - 3.0, c1y - 0.3], color="black", linewidth=2.0, zorder=2)
+    ax.text(14.45, (c1y - 3.15 + c2y) / 2, "bar 1 (256 threads): both halves of dSᵀ stored", ha="right",
+            va="center", fontsize=7.5, weight="bold")
+    # The writer's arrivals on empty(w) up to the consumers' next sync, which finds the buffer free;
+    # the consumers' arrivals on full(w) down to the writer (the heads stop short of the markers).
+    dashed([(12.05, wy + h / 2), (12.05, bus), (21.95, bus), (21.95, c1 - 0.2)])  # empty(0): group 0 ...
+    dashed([(21.95, bus), (21.95, c2 - 0.2)])  # ... empty(1): group 1
+    ax.plot([16.15, 16.15], [wy + h / 2, bus], color="#555555", linewidth=0.9, linestyle="--", zorder=2)
+    note(19.05, bus - 0.33, "empty(0), empty(1): the buffers are free again")
+    dashed([(24.95, c1), (24.95, wy + h / 2 + 0.2)])
+    note(25.05, bus, "full(0), full(1)", ha="left")
+
+    ax.add_patch(FancyArrowPatch((0, -1.2), (27.3, -1.2), arrowstyle="-|>", mutation_scale=10, color="black",
                                  linewidth=0.9))
-    ax.text(0, 0.9, "time (box widths schematic, not measured)", ha="left", va="center", fontsize=7, style="italic")
+    ax.text(0, -1.5, "time (box widths schematic, not measured)", ha="left", va="center", fontsize=7, style="italic")
+    ax.text(27.3, -1.5, "full(w), empty(w): named barriers 4 + w, 6 + w (160 threads: the group's 128 + the "
+            "writer's 32)", ha="right", va="center", fontsize=7, style="italic")
     ax.legend(handles=[Patch(facecolor=light(TC), edgecolor="black", label="tensor cores (wgmma)"),
                        Patch(facecolor=light(CC), edgecolor="black", label="CUDA cores"),
                        Patch(facecolor=light(TMA), edgecolor="black", label="TMA / copy engine"),
                        plt.Line2D([], [], color="black", marker="|", markersize=9, markeredgewidth=2,
-                                  linestyle="none", label="wait (mbarrier, wgmma)"),
+                                  linestyle="none", label="wait (mbarrier, wgmma, bar.sync)"),
                        plt.Line2D([], [], color="black", marker="^", markersize=6, linestyle="none",
-                                  label="arrive (mbarrier)"),
+                                  label="arrive (mbarrier, bar.arrive)"),
                        plt.Line2D([], [], color="black", linewidth=2.0, label="named barrier (bar.sync)")],
               loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False, fontsize=8)
     save(fig, "11_backward_v3_step.png")

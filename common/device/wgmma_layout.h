@@ -69,7 +69,7 @@ FA_HOST_DEVICE constexpr std::uint64_t mnmajor_sw128_desc(std::uint32_t tile_sta
 // The descriptor of an operand `bytes` further on in shared memory. The start address is the low
 // field and shared addresses stay below 256 KiB, so it is one 32-bit add to the low word, with no
 // carry into the next field: a loop builds its descriptors once and advances them per k-step and
-// per stage (11's consumers issue 32 wgmma a step).
+// per stage (a consumer of chapter 11 runs 32 wgmmas a step).
 FA_HOST_DEVICE constexpr std::uint64_t desc_advance(std::uint64_t desc, std::uint32_t bytes) {
   return (desc & 0xFFFFFFFF00000000ull) | static_cast<std::uint32_t>(static_cast<std::uint32_t>(desc) + (bytes >> 4));
 }
