@@ -314,7 +314,6 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   Walk::Place at = walk.first();
   for (int step = 0; step < walk.steps; ++step) {
     const int stage = step % C::kStages, i = at.i;
-    const std::int64_t bh = at.bh;
     const Walk::Place next = walk.next(at);
     const std::uint32_t stage_bytes = stage * C::kRowBytes;
     Vec vec_next;  // warp 0: the next step's LSE and D_i, stored at this step's end
