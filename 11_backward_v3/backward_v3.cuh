@@ -316,7 +316,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const int stage = step % C::kStages, i = at.i;
     const Walk::Place next = walk.next(at);
     const std::uint32_t stage_bytes = stage * C::kRowBytes;
-    Vec vec_next;  // warp 0: the next step's LSE and D_i, stored at this step's end
+    Vec vec_next;  // warp 0: the next step's LSE and D_i, stored after this step's barrier 1
     if (warp == 0 && step + 1 < walk.steps) vec_load(next, vec_next);
     mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
     __syncwarp();
