@@ -29,6 +29,7 @@ def load_chapters(folder):
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
     sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
     decode = {}   # chapter 10's decode rows: (batch, seqlen_k) -> benchmark
+    step_direction = {}  # chapter -> "fwd" or "bwd": which of PyTorch's tables its steps sit next to
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
         try:
             with open(path) as f:
@@ -51,9 +52,10 @@ def load_chapters(folder):
                 continue
             elif parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
-                if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle
+                if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle, 11_backward_v3.v1_serial
                     chapter, step = parts[1].split(".", 1)
                     steps.setdefault(chapter, {}).setdefault(key, {})[step] = b
+                    step_direction[chapter] = parts[0]
                 else:
                     (fwd if parts[0] == "fwd" else bwd).setdefault(key, {})[parts[1]] = b
             elif parts[0] == "mem":  # mem/<chapter>/<dtype>/seqlen:<n>/...
@@ -62,6 +64,7 @@ def load_chapters(folder):
                 # sparse/07_block_sparse/<dtype>/D<d>/blockk128/random/density:1.00/seqlen:<n>/...
                 sparse1[(parts[2], int(parts[3][1:]), False, int(parts[7].split(":")[1]))] = b
     context["sparse1"] = sparse1
+    context["step_direction"] = step_direction
     # Several rounds of the decode stage (gpu_check.sh: the chapter and PyTorch interleaved): the
     # round with the median GB/s stands for the row.
     decode = decode.get(True, decode.get(False, {}))
@@ -164,7 +167,9 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     decode = decode_table(folder, context.get("decode", {}), context.get("decode_rounds", 1))
-    extra = backward_table(bwd, torch_bwd, meta) + "".join(steps_table(c, steps[c], meta, torch_fwd) for c in sorted(steps))
+    step_torch = {c: torch_bwd if context.get("step_direction", {}).get(c) == "bwd" else torch_fwd for c in steps}
+    extra = "".join(backward_table(family, torch_bwd, meta) for family in backward_families(bwd))
+    extra += "".join(steps_table(c, steps[c], meta, step_torch[c]) for c in sorted(steps))
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     gpt = os.path.join(folder, "gpt_table.md")  # gpu_check.sh's python stage (python/examples/plot_gpt.py)
     if os.path.exists(gpt):
@@ -184,12 +189,14 @@ def main():
     if args.readmes:
         update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta,
                        extra_rows=root_extra_rows(context.get("sparse1", {}), bwd, torch_fwd, torch_bwd, backends))
-        if bwd:
-            replace_between_markers(os.path.join(args.readmes, "08_backward", "README.md"),
-                                    backward_table(bwd, torch_bwd, meta))
+        for family in backward_families(bwd):  # 08's table into 08's README (11's README keeps its own)
+            chapter = next(iter(next(iter(family.values()))))
+            if chapter.startswith("08_"):
+                replace_between_markers(os.path.join(args.readmes, "08_backward", "README.md"),
+                                        backward_table(family, torch_bwd, meta))
         for chapter in sorted(steps):
             replace_between_markers(os.path.join(args.readmes, chapter, "README.md"),
-                                    steps_table(chapter, steps[chapter], meta, torch_fwd), marker="steps")
+                                    steps_table(chapter, steps[chapter], meta, step_torch[chapter]), marker="steps")
         if decode:
             replace_between_markers(os.path.join(args.readmes, "10_decoding", "README.md"), decode,
                                     marker="results-decode")
@@ -235,6 +242,16 @@ def decode_table(folder, decode, rounds=1):
         cells += ["-" if t is None else f"{ours / t:.3f}x" for t in theirs]  # 3 places: the bar is 1.00x
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def backward_families(bwd):
+    """bwd split by chapter number (08_backward with its _deterministic and _ffma rows; 11_backward_v3):
+    one backward table each, its ratios those of the family's main chapter."""
+    families = {}
+    for key, row in bwd.items():
+        for chapter, b in row.items():
+            families.setdefault(chapter[:2], {}).setdefault(key, {})[chapter] = b
+    return [families[n] for n in sorted(families)]
 
 
 def backward_table(bwd, torch_bwd, meta):

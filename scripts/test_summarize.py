@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""CPU test of scripts/summarize.py's decode table: with several rounds of gpu_check.sh's decode
+"""CPU test of scripts/summarize.py. The decode table: with several rounds of gpu_check.sh's decode
 stage (bench_decode_<r>.json and pytorch_decode_<r>.json), each row shows its median round, for
 the chapter and for PyTorch alike; the bench stage's run of 10_decoding_bench
 (bench_10_decoding.json, no PyTorch between) counts only when the decode stage left no file; and
-one round reads as before (no rounds sentence). Run: python3 scripts/test_summarize.py"""
+one round reads as before (no rounds sentence). The backward tables: one per chapter family (08's
+rows and 11's apart, each with its own ratios), and a backward chapter's steps next to PyTorch's
+backward, not its forward. Run: python3 scripts/test_summarize.py"""
 import json
 import os
 import sys
@@ -73,6 +75,31 @@ def main():
         write(d, "bench_10_decoding.json", bench(2600))  # no decode stage: the bench stage's row
         text, _ = table(d)
         check("the bench stage's row without a decode stage: " + row(text), "| 2600 |" in row(text))
+
+    with tempfile.TemporaryDirectory() as d:
+        def rows(chapter, tflops):
+            name = f"bwd/{chapter}/bf16/D128/full/seqlen:4096/min_time:0.300/manual_time"
+            return {"context": {}, "benchmarks": [{"name": name, "TFLOPS": tflops, "ms_median": 1.0}]}
+        write(d, "bench_08_backward.json", {"context": {}, "benchmarks": rows("08_backward", 300.0)["benchmarks"]
+                                            + rows("08_backward_deterministic", 250.0)["benchmarks"]})
+        write(d, "bench_11_backward_v3.json", rows("11_backward_v3", 480.0))
+        write(d, "steps_11_backward_v3_v1_serial.json", rows("11_backward_v3.v1_serial", 450.0))
+        torch = [{"direction": direction, "backend": "cudnn", "dtype": "bf16", "head_dim": 128, "causal": False,
+                  "seqlen": 4096, "tflops": tflops} for direction, tflops in (("bwd", 400.0), ("fwd", 600.0))]
+        write(d, "pytorch_bwd_bf16.json", {"meta": {"gpu": "test GPU", "torch": "0", "cuda": "0"}, "results": torch})
+        _, _, bwd, steps, context = summarize.load_chapters(d)
+        (torch_tables, meta) = summarize.load_torch(d)
+        families = summarize.backward_families(bwd)
+        check("two backward families", len(families) == 2)
+        text08 = summarize.backward_table(families[0], torch_tables["bwd"], meta)
+        text11 = summarize.backward_table(families[1], torch_tables["bwd"], meta)
+        check("08's table has its deterministic column and not 11's: " + text08,
+              "08_backward_deterministic TFLOP/s" in text08 and "11_backward_v3" not in text08)
+        check("08's ratio: " + text08, "| 0.75x |" in text08)
+        check("11's table and ratio: " + text11, "11_backward_v3 / torch cudnn" in text11 and "| 1.20x |" in text11)
+        check("11's steps are backward steps", context["step_direction"].get("11_backward_v3") == "bwd")
+        step_text = summarize.steps_table("11_backward_v3", steps["11_backward_v3"], meta, torch_tables["bwd"])
+        check("a backward step next to PyTorch's backward: " + step_text, "| 450.0 | 400.0 |" in step_text)
 
     for f in failures:
         print("FAILED:", f)
