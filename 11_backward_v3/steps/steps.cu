@@ -37,7 +37,7 @@ const std::vector<fa::BackwardStep>& all() {
        step_chapter(step_backward<OverlapConfig, false>)},
       {"v3_tall_d64", "128 query rows a step at D = 64 (the chapter's kernel)",
        step_chapter(step_backward<ChapterConfig, false>)},
-      {"v4_deterministic", "dQ's adds in key-tile order (the chapter's deterministic mode)",
+      {"v4_deterministic", "dQ's adds in a fixed key-tile order (the chapter's deterministic mode)",
        step_chapter(step_backward<ChapterConfig, true>)},
   };
   return steps;

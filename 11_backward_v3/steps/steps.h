@@ -5,7 +5,7 @@
 //   v2_overlap      S^T and dP^T in two commit groups: P^T is computed while dP^T runs, and dV's
 //                   wgmma (at Br = 64) runs while dS^T is computed
 //   v3_tall_d64     128 query rows a step at D = 64: the chapter's kernel (at D = 128, v2's)
-//   v4_deterministic the chapter's kernel with dQ's adds in key-tile order (its deterministic mode)
+//   v4_deterministic the chapter's kernel with dQ's adds in a fixed key-tile order (its deterministic mode)
 // Each is a BackwardChapter, so the shared tests (FA_BACKWARD_STEP_TESTS) and benchmark rows run
 // it like the chapter.
 #pragma once
