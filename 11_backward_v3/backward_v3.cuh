@@ -28,127 +28,21 @@
 //     accumulator keeps that order, a 16 KiB chunk at a time, and convert_dq_kernel (launch.cuh)
 //     turns it into dQ.
 // dK_j and dV_j leave once, at the end, from registers: each belongs to one block.
+// This file holds the consumers' step and the kernel; block.cuh the pieces they call (the
+// configuration, the walk, the producer, the dQ writer, the deterministic turns).
 #pragma once
 
 #include <cstdint>
 
-#include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "11_backward_v3/block.cuh"  // Params, Config, Walk, produce, write_dq, RowVectors, ...
 #include "common/device/math.cuh"    // fast_exp2
-#include "common/device/mma.cuh"     // pack2, barrier_sync
-#include "common/device/tiles.h"     // query_tile_begin, needs_mask
-#include "common/device/tma.cuh"
+#include "common/device/tiles.h"     // needs_mask
 #include "common/device/wgmma.cuh"
 #include "common/device/wgmma_layout.h"
 
 namespace backward_v3 {
 
 using namespace fa::cuda;
-
-struct Params {
-  const float* lse2;   // [B * H][Tr * Br]: LSE log2(e), +inf past Sq (P = 0 there)
-  const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
-  float* dq_accum;     // [B * H][Tr][kChunks][4096]: the partial dQ tiles, 64 x 64 chunks in
-                       // accumulator order (Config::kChunks)
-  int* dq_turn;        // [B * H][Tr][kChunks], zeroed: the deterministic kernel's turn per chunk
-  void* dk;            // [B, Hkv, Sk, D]
-  void* dv;
-  std::int64_t batch_kv_heads;
-  int seqlen_q, seqlen_k, group_size, Tr;
-  bool causal;
-  float scale, scale_log2;
-};
-
-// kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
-template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true>
-struct Config {
-  using T = T_;
-  static constexpr int kD = kD_;
-  // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
-  // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.
-  static constexpr int Bc = 128, Br = kBr_;
-  static_assert(Br == 64 || (Br == 128 && kD == 64), "a step of 128 rows fits the registers at D = 64 only");
-  // kOverlap: S^T and dP^T in two commit groups, so that P^T is computed while dP^T is still on the
-  // tensor cores; at Br = 64 dV's wgmma is also issued before dS^T is computed (kEarlyDV). At
-  // Br = 128, P^T's fragments would not fit in the registers beside P^T, dP^T, dV and dK, so dV
-  // waits until dS^T is done.
-  static constexpr bool kOverlap = kOverlap_, kEarlyDV = kOverlap_ && Br == 64;
-  static constexpr int kStages = 2;
-  static constexpr int kThreads = 3 * 128;
-  static constexpr int kConsumerWarps = 8;
-  // A step's dQ tile (Br, kD) is kChunks 64 x 64 chunks. Two: one per warpgroup, over all Bc keys
-  // (D = 128 splits the columns, Br = 128 the rows). One (D = 64 at Br = 64, a step of steps/):
-  // each warpgroup adds its own 64 keys' part into it.
-  static constexpr int kChunks = Br / 64 * (kD / 64);
-  static constexpr bool kChunkRows = Br == 128;
-  static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
-  static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
-  static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), Br / 64 atoms
-  static constexpr std::uint32_t kDqBytes = 64 * 64 * 4;   // one warpgroup's partial dQ, fp32
-  static constexpr std::uint32_t kVecBytes = 2 * Br * 4;   // LSE and D_i of a query tile
-  static constexpr std::uint32_t kK = 0, kV = kKVBytes;
-  static constexpr std::uint32_t kQ = 2 * kKVBytes;                  // + stage * kRowBytes
-  static constexpr std::uint32_t kDO = kQ + kStages * kRowBytes;     // + stage * kRowBytes
-  static constexpr std::uint32_t kDs = kDO + kStages * kRowBytes;    // + (step % 2) * kDsBytes
-  static constexpr std::uint32_t kDq = kDs + 2 * kDsBytes;           // + w * kDqBytes
-  static constexpr std::uint32_t kVec = kDq + 2 * kDqBytes;          // + (2 w + step % 2) * kVecBytes
-  static constexpr int kSmemBytes = kVec + 4 * kVecBytes + 1024;     // + room to align to 1024
-  static constexpr std::uint32_t kStageTx = 2 * kRowBytes;           // bytes a stage's barrier counts
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-};
-
-template <int kStages>
-struct Barriers {
-  std::uint64_t full_kv, full[kStages], empty[kStages];
-};
-
-// A block's steps: every query head hq of the KV head, and for each, the query tiles i0 .. Tr - 1
-// that see key tile j (causal: from query_tile_begin), in that order.
-// Walk::Place is a step's (query head, query tile); next() moves to the following step without a
-// division (the consumers' per-step instructions are on the tensor cores' critical path).
-struct Walk {
-  struct Place {
-    std::int64_t bh;  // b * H + h of the step's query head
-    int i;            // its query tile
-  };
-  std::int64_t bh0;  // the first query head's b * H + h
-  int i0, Tr, steps;
-  __device__ Walk(const Params& prm, int j, std::int64_t kv_bh, int Br, int Bc)
-      : bh0(kv_bh * prm.group_size), i0(query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal)),
-        Tr(prm.Tr), steps(prm.group_size * (prm.Tr - i0)) {}
-  __device__ Place first() const { return {bh0, i0}; }
-  __device__ Place next(Place at) const { return at.i + 1 < Tr ? Place{at.bh, at.i + 1} : Place{at.bh + 1, i0}; }
-};
-
-// The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i and dO_i
-// into stage step % kStages, once the consumers have freed its previous use.
-template <class C>
-__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                        const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
-                                        const Params& prm, int j, std::int64_t kv_bh) {
-  mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
-  flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
-  flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
-  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
-  Walk::Place at = walk.first();
-  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
-    const int stage = step % C::kStages, use = step / C::kStages, i = at.i;
-    const std::int64_t bh = at.bh;
-    const std::uint32_t full = smem_u32(&bars.full[stage]);
-    if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
-    mbarrier_arrive_expect_tx(full, C::kStageTx);
-    flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, full);
-    flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, full);
-  }
-}
-
-// The m16n8k16 A fragment of k-step kk (16 columns) from an accumulator of n columns (wgmma.cuh's
-// layout): registers 8 kk .. 8 kk + 7, paired and rounded to T.
-template <class T, int kRegs>
-__device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float (&d)[kRegs], int kk) {
-#pragma unroll
-  for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
-}
-
 // P^T in place of S^T (n = Br queries): register 4 c + e of this thread holds key key0 + 8 (e / 2)
 // and query q0 + 8 c + e % 2 (q0 = i Br + 2 t: the thread's first query column). lse_t points at
 // that column's LSE log2(e) in the step's buffer (+inf past Sq), so register 4 c + e's is
@@ -190,66 +84,6 @@ __device__ __forceinline__ void grads(float (&dp)[kRegs], const float (&p)[kRegs
   // END SOLUTION
 }
 
-// The deterministic mode's order (08's wait_turn / pass_turn, one thread instead of a block): the
-// key tiles that visit query tile i are 0 .. jmax (all of them, or causal's first ones:
-// key_tile_end(i) - 1), and they add their chunks from jmax down: key tile j when the chunk's
-// counter reads its rank jmax - j, setting it to rank + 1 once the add is complete. Downwards,
-// because under causal masking a block walks from its first visible query tile, so key tile
-// j + 1 reaches query tile i Bc / Br steps before key tile j does: the order of arrival, and
-// nobody waits. The grid runs j downwards too (j = Tc - 1 - blockIdx.x), so a block waits only for
-// blocks launched before it, which are running or done: the wait cannot deadlock. The adds are
-// the copy engine's (the async proxy), the counter a generic-proxy atomic: fence.proxy.async
-// orders the two.
-__device__ __forceinline__ void wait_turn(const int* turn, int rank) {
-  while (*reinterpret_cast<const volatile int*>(turn) != rank) {
-  }
-  __threadfence();  // acquire: the previous tile's add is ordered before ours
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-}
-__device__ __forceinline__ void pass_turn(int* turn, int rank) {
-  bulk_wait<0>();  // the add is complete in global memory
-  asm volatile("fence.proxy.async.global;\n" ::: "memory");
-  __threadfence();  // release: visible device-wide before the turn passes
-  atomicExch(turn, rank + 1);
-}
-
-// Named barriers between consumer group w and the dQ writer (128 + 32 threads each): its partial
-// is in its buffer (full), the writer has read it (empty).
-constexpr int kDqFullBar = 4, kDqEmptyBar = 6;
-
-// The dQ writer: warp 1 of the producer warpgroup. Per step and group, once the group's partial
-// dQ is in its buffer, lane 0 has the copy engine add it into the fp32 accumulator (in the
-// deterministic mode: in its turn), waits until the buffer is read and frees it. The consumers
-// only store and signal, so neither the bulk copy's issue nor a turn's wait is on their path.
-template <class C, bool kTurns>
-__device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, int j, std::int64_t kv_bh) {
-  const int lane = threadIdx.x % 32;
-  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
-  if (walk.steps == 0) return;
-#pragma unroll 1
-  for (int w = 0; w < 2; ++w) barrier_arrive(kDqEmptyBar + w, 128 + 32);  // both buffers start empty
-  Walk::Place at = walk.first();
-  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
-#pragma unroll 1
-    for (int w = 0; w < 2; ++w) {
-      barrier_sync(kDqFullBar + w, 128 + 32);
-      if (lane == 0) {
-        const std::int64_t chunk = (at.bh * prm.Tr + at.i) * C::kChunks + (C::kChunks == 1 ? 0 : w);
-        const int turn = key_tile_end(at.i, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
-        const int rank = C::kChunks == 1 ? 2 * turn + w : turn;  // one chunk: both groups add, in turn
-        if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
-        bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, base + C::kDq + w * C::kDqBytes, C::kDqBytes);
-        bulk_commit();
-        if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, rank);  // waits until the add is complete
-        else bulk_wait_read<0>();
-      }
-      __syncwarp();
-      if (step + 1 < walk.steps) barrier_arrive(kDqEmptyBar + w, 128 + 32);
-    }
-  }
-  if (lane == 0) bulk_wait<0>();  // the last adds are done before the block's shared memory goes
-}
-
 // Consumer warpgroup w (0 or 1): keys 64 w .. 64 w + 63 of the tile; dK_j and dV_j of those keys
 // in registers across the walk, written at the end. w is a run-time value, so that both groups run
 // the same instructions: the named barrier they share is then one bar.sync, as an aligned barrier
@@ -268,28 +102,12 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
   const Walk walk(prm, j, kv_bh, Br, Bc);
 
-  // LSE and D_i of a step, in buffer step % 2 of the group (Br floats of LSE, then Br of D_i):
-  // warp 0 brings them, four floats a lane and a quad q = lane + 32 u.
-  constexpr int kVecQuads = 2 * Br / 4 / 32;
-  using Vec = float4[kVecQuads];
+  // LSE and D_i of a step in buffer step % 2 of the group (RowVectors), brought by warp 0.
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * w * C::kVecBytes);
-  auto vec_load = [&](Walk::Place at, Vec& v) {
-    const std::int64_t row0 = (at.bh * prm.Tr + at.i) * Br;
-#pragma unroll
-    for (int u = 0; u < kVecQuads; ++u) {
-      const int q = lane + 32 * u;
-      v[u] = *reinterpret_cast<const float4*>(q < Br / 4 ? prm.lse2 + row0 + 4 * q : prm.D_row + row0 + 4 * q - Br);
-    }
-  };
-  auto vec_store = [&](int step, const Vec& v) {
-#pragma unroll
-    for (int u = 0; u < kVecQuads; ++u)
-      *reinterpret_cast<float4*>(vec_p + step % 2 * 2 * Br + 4 * (lane + 32 * u)) = v[u];
-  };
   if (warp == 0 && walk.steps > 0) {
-    Vec v;
-    vec_load(walk.first(), v);
-    vec_store(0, v);
+    RowVectors<Br> v;
+    v.load(prm, walk.first(), lane);
+    v.store(vec_p, lane);
   }
   barrier_sync(group_bar, 128);
   mbarrier_wait(smem_u32(&bars.full_kv), 0);
@@ -316,8 +134,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const int stage = step % C::kStages, i = at.i;
     const Walk::Place next = walk.next(at);
     const std::uint32_t stage_bytes = stage * C::kRowBytes;
-    Vec vec_next;  // warp 0: the next step's LSE and D_i, stored after this step's barrier 1
-    if (warp == 0 && step + 1 < walk.steps) vec_load(next, vec_next);
+    RowVectors<Br> vec_next;  // warp 0: the next step's LSE and D_i, stored after this step's barrier 1
+    if (warp == 0 && step + 1 < walk.steps) vec_next.load(prm, next, lane);
     mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
     __syncwarp();
 
@@ -385,7 +203,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     __syncwarp();
     barrier_sync<1>(256);  // both halves of dS^T are stored
     // Every thread of the group is past step - 1, the last reader of LSE/D_i buffer (step + 1) % 2.
-    if (warp == 0 && step + 1 < walk.steps) vec_store(step + 1, vec_next);
+    if (warp == 0 && step + 1 < walk.steps) vec_next.store(vec_p + (step + 1) % 2 * 2 * Br, lane);
     // dQ partial: 64 queries x 64 columns = dS (queries x keys) K_j (keys x columns); dS is dS^T
     // read transposed, its queries wgmma's M. Two chunks: warpgroup w's chunk over all Bc keys
     // (queries 64 w .. at Br = 128, columns 64 w .. at D = 128). One chunk: the group's own keys.
@@ -416,21 +234,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     at = next;
   }
 
-  // dK_j = scale dS^T Q summed, dV_j: rows key0 (+ 8), columns 8 c + 2 t (+ 1).
-  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * kD;
-  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * kD;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int key = key0 + 8 * h;
-    if (key >= prm.seqlen_k) continue;
-#pragma unroll
-    for (int c = 0; c < kD / 8; ++c) {
-      const std::int64_t at = std::int64_t{key} * kD + 8 * c + 2 * t;
-      *reinterpret_cast<std::uint32_t*>(dk_g + at) =
-          pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
-      *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
-    }
-  }
+  store_key_grads<C>(prm, kv_bh, key0, t, dk, dv);
 }
 
 // grid: (key tiles, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups. kTurns: the

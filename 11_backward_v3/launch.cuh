@@ -17,6 +17,7 @@
 #include "common/cuda/cuda_check.h"
 #include "common/cuda/device_memory.h"
 #include "common/device/grid.cuh"
+#include "common/device/constants.h"  // kLog2e
 #include "common/device/launch.h"
 #include "common/device/warp_reduce.cuh"
 #include "08_backward/harness/backward.h"  // check_backward_args
@@ -26,7 +27,6 @@ namespace backward_v3 {
 
 namespace detail {
 
-constexpr float kLog2e = 1.4426950408889634f;
 constexpr int kPrepWarps = 8;  // padded rows a block of prepare_kernel, one warp each
 
 // One warp a row of the padded [B * H][Tr * Br] vectors: D_i = rowsum(dO_i o O_i) and LSE_i

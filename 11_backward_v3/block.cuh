@@ -1,0 +1,226 @@
+// Chapter 11's block, piece by piece: its parameters and configuration, the walk over query tiles,
+// the producer thread, the dQ writer warp and the deterministic mode's turns, and the small pieces
+// of the consumers' step (A fragments from accumulators, the LSE/D_i vectors, the dK/dV store).
+// backward_v3.cuh puts them together into the kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "common/device/mma.cuh"     // pack2, barrier_sync, barrier_arrive
+#include "common/device/tiles.h"     // query_tile_begin, key_tile_end
+#include "common/device/tma.cuh"
+
+namespace backward_v3 {
+
+using namespace fa::cuda;
+
+struct Params {
+  const float* lse2;   // [B * H][Tr * Br]: LSE log2(e), +inf past Sq (P = 0 there)
+  const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
+  float* dq_accum;     // [B * H][Tr][kChunks][4096]: the partial dQ tiles, 64 x 64 chunks in
+                       // accumulator order (Config::kChunks)
+  int* dq_turn;        // [B * H][Tr][kChunks], zeroed: the deterministic kernel's turn per chunk
+  void* dk;            // [B, Hkv, Sk, D]
+  void* dv;
+  std::int64_t batch_kv_heads;
+  int seqlen_q, seqlen_k, group_size, Tr;
+  bool causal;
+  float scale, scale_log2;
+};
+
+// kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
+template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true>
+struct Config {
+  using T = T_;
+  static constexpr int kD = kD_;
+  // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
+  // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.
+  static constexpr int Bc = 128, Br = kBr_;
+  static_assert(Br == 64 || (Br == 128 && kD == 64), "a step of 128 rows fits the registers at D = 64 only");
+  // kOverlap: S^T and dP^T in two commit groups, so that P^T is computed while dP^T is still on the
+  // tensor cores; at Br = 64 dV's wgmma is also issued before dS^T is computed (kEarlyDV). At
+  // Br = 128, P^T's fragments would not fit in the registers beside P^T, dP^T, dV and dK, so dV
+  // waits until dS^T is done.
+  static constexpr bool kOverlap = kOverlap_, kEarlyDV = kOverlap_ && Br == 64;
+  static constexpr int kStages = 2;
+  static constexpr int kThreads = 3 * 128;
+  static constexpr int kConsumerWarps = 8;
+  // A step's dQ tile (Br, kD) is kChunks 64 x 64 chunks. Two: one per warpgroup, over all Bc keys
+  // (D = 128 splits the columns, Br = 128 the rows). One (D = 64 at Br = 64, a step of steps/):
+  // each warpgroup adds its own 64 keys' part into it.
+  static constexpr int kChunks = Br / 64 * (kD / 64);
+  static constexpr bool kChunkRows = Br == 128;
+  static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
+  static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
+  static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), Br / 64 atoms
+  static constexpr std::uint32_t kDqBytes = 64 * 64 * 4;   // one warpgroup's partial dQ, fp32
+  static constexpr std::uint32_t kVecBytes = 2 * Br * 4;   // LSE and D_i of a query tile
+  static constexpr std::uint32_t kK = 0, kV = kKVBytes;
+  static constexpr std::uint32_t kQ = 2 * kKVBytes;                  // + stage * kRowBytes
+  static constexpr std::uint32_t kDO = kQ + kStages * kRowBytes;     // + stage * kRowBytes
+  static constexpr std::uint32_t kDs = kDO + kStages * kRowBytes;    // + (step % 2) * kDsBytes
+  static constexpr std::uint32_t kDq = kDs + 2 * kDsBytes;           // + w * kDqBytes
+  static constexpr std::uint32_t kVec = kDq + 2 * kDqBytes;          // + (2 w + step % 2) * kVecBytes
+  static constexpr int kSmemBytes = kVec + 4 * kVecBytes + 1024;     // + room to align to 1024
+  static constexpr std::uint32_t kStageTx = 2 * kRowBytes;           // bytes a stage's barrier counts
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+};
+
+template <int kStages>
+struct Barriers {
+  std::uint64_t full_kv, full[kStages], empty[kStages];
+};
+
+// A block's steps: every query head hq of the KV head, and for each, the query tiles i0 .. Tr - 1
+// that see key tile j (causal: from query_tile_begin), in that order.
+// Walk::Place is a step's (query head, query tile); next() moves to the following step without a
+// division (the consumers' per-step instructions are on the tensor cores' critical path).
+struct Walk {
+  struct Place {
+    std::int64_t bh;  // b * H + h of the step's query head
+    int i;            // its query tile
+  };
+  std::int64_t bh0;  // the first query head's b * H + h
+  int i0, Tr, steps;
+  __device__ Walk(const Params& prm, int j, std::int64_t kv_bh, int Br, int Bc)
+      : bh0(kv_bh * prm.group_size), i0(query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal)),
+        Tr(prm.Tr), steps(prm.group_size * (prm.Tr - i0)) {}
+  __device__ Place first() const { return {bh0, i0}; }
+  __device__ Place next(Place at) const { return at.i + 1 < Tr ? Place{at.bh, at.i + 1} : Place{at.bh + 1, i0}; }
+};
+
+// The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i and dO_i
+// into stage step % kStages, once the consumers have freed its previous use.
+template <class C>
+__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                        const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
+                                        const Params& prm, int j, std::int64_t kv_bh) {
+  mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
+  flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
+  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
+  Walk::Place at = walk.first();
+  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
+    const int stage = step % C::kStages, use = step / C::kStages, i = at.i;
+    const std::int64_t bh = at.bh;
+    const std::uint32_t full = smem_u32(&bars.full[stage]);
+    if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
+    mbarrier_arrive_expect_tx(full, C::kStageTx);
+    flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, full);
+    flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, full);
+  }
+}
+
+// The m16n8k16 A fragment of k-step kk (16 columns) from an accumulator of n columns (wgmma.cuh's
+// layout): registers 8 kk .. 8 kk + 7, paired and rounded to T.
+template <class T, int kRegs>
+__device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float (&d)[kRegs], int kk) {
+#pragma unroll
+  for (int r = 0; r < 4; ++r) a[r] = pack2<T>(d[8 * kk + 2 * r], d[8 * kk + 2 * r + 1]);
+}
+
+// The deterministic mode's order (08's wait_turn / pass_turn, one thread instead of a block): the
+// key tiles that visit query tile i are 0 .. jmax (all of them, or causal's first ones:
+// key_tile_end(i) - 1), and they add their chunks from jmax down: key tile j when the chunk's
+// counter reads its rank jmax - j, setting it to rank + 1 once the add is complete. Downwards,
+// because under causal masking a block walks from its first visible query tile, so key tile
+// j + 1 reaches query tile i Bc / Br steps before key tile j does: the order of arrival. The grid runs j downwards too (j = Tc - 1 - blockIdx.x), so a block waits only for
+// blocks launched before it, which are running or done: the wait cannot deadlock. The adds are
+// the copy engine's (the async proxy), the counter a generic-proxy atomic: fence.proxy.async
+// orders the two.
+__device__ __forceinline__ void wait_turn(const int* turn, int rank) {
+  while (*reinterpret_cast<const volatile int*>(turn) != rank) {
+  }
+  __threadfence();  // acquire: the previous tile's add is ordered before ours
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+__device__ __forceinline__ void pass_turn(int* turn, int rank) {
+  bulk_wait<0>();  // the add is complete in global memory
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  __threadfence();  // release: visible device-wide before the turn passes
+  atomicExch(turn, rank + 1);
+}
+
+// Named barriers between consumer group w and the dQ writer (128 + 32 threads each): its partial
+// is in its buffer (full), the writer has read it (empty).
+constexpr int kDqFullBar = 4, kDqEmptyBar = 6;
+
+// The dQ writer: warp 1 of the producer warpgroup. Per step and group, once the group's partial
+// dQ is in its buffer, lane 0 has the copy engine add it into the fp32 accumulator (in the
+// deterministic mode: in its turn), waits until the buffer is read and frees it. The consumers
+// only store and signal, so neither the bulk copy's issue nor a turn's wait is on their path.
+template <class C, bool kTurns>
+__device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, int j, std::int64_t kv_bh) {
+  const int lane = threadIdx.x % 32;
+  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
+  if (walk.steps == 0) return;
+#pragma unroll 1
+  for (int w = 0; w < 2; ++w) barrier_arrive(kDqEmptyBar + w, 128 + 32);  // both buffers start empty
+  Walk::Place at = walk.first();
+  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
+#pragma unroll 1
+    for (int w = 0; w < 2; ++w) {
+      barrier_sync(kDqFullBar + w, 128 + 32);
+      if (lane == 0) {
+        const std::int64_t chunk = (at.bh * prm.Tr + at.i) * C::kChunks + (C::kChunks == 1 ? 0 : w);
+        const int turn = key_tile_end(at.i, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
+        const int rank = C::kChunks == 1 ? 2 * turn + w : turn;  // one chunk: both groups add, in turn
+        if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
+        bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, base + C::kDq + w * C::kDqBytes, C::kDqBytes);
+        bulk_commit();
+        if constexpr (kTurns) pass_turn(prm.dq_turn + chunk, rank);  // waits until the add is complete
+        else bulk_wait_read<0>();
+      }
+      __syncwarp();
+      if (step + 1 < walk.steps) barrier_arrive(kDqEmptyBar + w, 128 + 32);
+    }
+  }
+  if (lane == 0) bulk_wait<0>();  // the last adds are done before the block's shared memory goes
+}
+
+// LSE log2(e) and D_i of a step (Br floats each), as warp 0 of a consumer group carries them from
+// global memory to its group's buffer: four floats a lane, quad q = lane + 32 u of the buffer's
+// Br floats of LSE, then Br of D_i.
+template <int Br>
+struct RowVectors {
+  static constexpr int kQuads = 2 * Br / 4 / 32;
+  float4 v[kQuads];
+  __device__ __forceinline__ void load(const Params& prm, Walk::Place at, int lane) {
+    const std::int64_t row0 = (at.bh * prm.Tr + at.i) * Br;
+#pragma unroll
+    for (int u = 0; u < kQuads; ++u) {
+      const int q = lane + 32 * u;
+      v[u] = *reinterpret_cast<const float4*>(q < Br / 4 ? prm.lse2 + row0 + 4 * q : prm.D_row + row0 + 4 * q - Br);
+    }
+  }
+  __device__ __forceinline__ void store(float* buffer, int lane) const {
+#pragma unroll
+    for (int u = 0; u < kQuads; ++u) *reinterpret_cast<float4*>(buffer + 4 * (lane + 32 * u)) = v[u];
+  }
+};
+
+// dK_j = scale x (the sum of dS^T Q) and dV_j, once, from a consumer thread's registers: its rows
+// key0 and key0 + 8, columns 8 c + 2 t and + 1 (the accumulator layout).
+template <class C>
+__device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t kv_bh, int key0, int t,
+                                                const float (&dk)[C::kD / 2], const float (&dv)[C::kD / 2]) {
+  using T = typename C::T;
+  constexpr int kD = C::kD;
+  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * kD;  // [B, Hkv, Sk, D] global
+  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * kD;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int key = key0 + 8 * h;
+    if (key >= prm.seqlen_k) continue;
+#pragma unroll
+    for (int c = 0; c < kD / 8; ++c) {
+      const std::int64_t at = std::int64_t{key} * kD + 8 * c + 2 * t;
+      *reinterpret_cast<std::uint32_t*>(dk_g + at) =
+          pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
+      *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+    }
+  }
+}
+
+}  // namespace backward_v3
