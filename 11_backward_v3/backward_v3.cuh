@@ -34,7 +34,7 @@
 
 #include <cstdint>
 
-#include "11_backward_v3/block.cuh"  // Params, Config, Walk, produce, write_dq, RowVectors, ...
+#include "11_backward_v3/block.cuh"  // Params, Config, walk_of, produce, write_dq, RowVectors, ...
 #include "common/device/math.cuh"    // fast_exp2
 #include "common/device/tiles.h"     // needs_mask
 #include "common/device/wgmma.cuh"
@@ -100,11 +100,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   float dv[kD / 2], dk[kD / 2];
 #pragma unroll
   for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
-  const Walk walk(prm, j, kv_bh, Br, Bc);
+  const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
 
   // LSE and D_i of a step in buffer step % 2 of the group (RowVectors), brought by warp 0.
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * w * C::kVecBytes);
-  if (warp == 0 && walk.steps > 0) {
+  if (warp == 0 && walk.n_steps > 0) {
     RowVectors<Br> v;
     v.load(prm, walk.first(), lane);
     v.store(vec_p, lane);
@@ -129,13 +129,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   for (int kk = 0; kk < 4; ++kk)
     ds_row[kk] = kmajor_sw128_offset(64 * w + 16 * warp + 8 * (lane / 8 % 2) + lane % 8, 16 * kk + 8 * (lane / 16), Bc);
 
-  Walk::Place at = walk.first();
-  for (int step = 0; step < walk.steps; ++step) {
-    const int stage = step % C::kStages, i = at.i;
-    const Walk::Place next = walk.next(at);
+  Step at = walk.first();
+  for (int step = 0; step < walk.n_steps; ++step) {
+    const int stage = step % C::kStages, i = at.i_tile;
+    const Step next = step_after(walk, at, step);
     const std::uint32_t stage_bytes = stage * C::kRowBytes;
     RowVectors<Br> vec_next;  // warp 0: the next step's LSE and D_i, stored after this step's barrier 1
-    if (warp == 0 && step + 1 < walk.steps) vec_next.load(prm, next, lane);
+    if (warp == 0 && step + 1 < walk.n_steps) vec_next.load(prm, next, lane);
     mbarrier_wait(smem_u32(&bars.full[stage]), step / C::kStages % 2);
     __syncwarp();
 
@@ -161,6 +161,12 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
     probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
+    if constexpr (C::Walk::kHalves) {  // the block-sparse step: the mask may turn the group's 64 keys off
+      if ((at.halves >> w & 1) == 0) {
+#pragma unroll
+        for (int r = 0; r < Br / 2; ++r) s[r] = 0.0f;
+      }
+    }
     // dV_w += P^T dO_i: 64 keys x kD, contracted over the Br queries (A from registers: RS), issued
     // before dS^T is computed (kEarlyDV) or after.
     constexpr int kQSteps = Br / 16;
@@ -203,7 +209,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     __syncwarp();
     barrier_sync<1>(256);  // both halves of dS^T are stored
     // Every thread of the group is past step - 1, the last reader of LSE/D_i buffer (step + 1) % 2.
-    if (warp == 0 && step + 1 < walk.steps) vec_next.store(vec_p + (step + 1) % 2 * 2 * Br, lane);
+    if (warp == 0 && step + 1 < walk.n_steps) vec_next.store(vec_p + (step + 1) % 2 * 2 * Br, lane);
     // dQ partial: 64 queries x 64 columns = dS (queries x keys) K_j (keys x columns); dS is dS^T
     // read transposed, its queries wgmma's M. Two chunks: warpgroup w's chunk over all Bc keys
     // (queries 64 w .. at Br = 128, columns 64 w .. at D = 128). One chunk: the group's own keys.

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "08_backward/walks.cuh"     // Step, DenseWalk, ListedWalk: 08's walks over query tiles
 #include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
 #include "common/device/mma.cuh"     // pack2, barrier_sync, barrier_arrive
 #include "common/device/tiles.h"     // query_tile_begin, key_tile_end
@@ -21,6 +22,8 @@ struct Params {
   float* dq_accum;     // [B * H][Tr][kChunks][4096]: the partial dQ tiles, 64 x 64 chunks in
                        // accumulator order (Config::kChunks)
   int* dq_turn;        // [B * H][Tr][kChunks], zeroed: the deterministic kernel's turn per chunk
+  const int* walk_offsets;          // the block-sparse step (ListedWalk): [B * Hkv * Tc + 1]
+  const std::uint32_t* walk_steps;  // and its steps (08_backward/sparse_walk.h)
   void* dk;            // [B, Hkv, Sk, D]
   void* dv;
   std::int64_t batch_kv_heads;
@@ -30,9 +33,13 @@ struct Params {
 };
 
 // kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
-template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true>
+// Walk: every query tile that sees the key tile (08's DenseWalk), or the block-sparse step's
+// listed ones (ListedWalk).
+template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true,
+          class Walk_ = backward::tc::DenseWalk>
 struct Config {
   using T = T_;
+  using Walk = Walk_;
   static constexpr int kD = kD_;
   // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
   // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.
@@ -72,23 +79,31 @@ struct Barriers {
   std::uint64_t full_kv, full[kStages], empty[kStages];
 };
 
-// A block's steps: every query head hq of the KV head, and for each, the query tiles i0 .. Tr - 1
-// that see key tile j (causal: from query_tile_begin), in that order.
-// Walk::Place is a step's (query head, query tile); next() moves to the following step without a
-// division (the consumers' per-step instructions are on the tensor cores' critical path).
-struct Walk {
-  struct Place {
-    std::int64_t bh;  // b * H + h of the step's query head
-    int i;            // its query tile
-  };
-  std::int64_t bh0;  // the first query head's b * H + h
-  int i0, Tr, steps;
-  __device__ Walk(const Params& prm, int j, std::int64_t kv_bh, int Br, int Bc)
-      : bh0(kv_bh * prm.group_size), i0(query_tile_begin(j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal)),
-        Tr(prm.Tr), steps(prm.group_size * (prm.Tr - i0)) {}
-  __device__ Place first() const { return {bh0, i0}; }
-  __device__ Place next(Place at) const { return at.i + 1 < Tr ? Place{at.bh, at.i + 1} : Place{at.bh + 1, i0}; }
-};
+using backward::tc::Step;  // a step's query head (b * H + h), query tile i_tile and key halves
+
+// Block (j, kv_bh)'s walk. Dense (08's DenseWalk): every query head of the KV head, and for each
+// the query tiles i0 .. Tr - 1 that see key tile j (causal: from query_tile_begin), in that order;
+// next() moves on with a compare, no division (the consumers' per-step instructions are on the
+// tensor cores' critical path). Block-sparse (ListedWalk): the steps the host listed for the key
+// tile, chapter 07's mask transposed (08_backward/sparse_walk.h).
+template <class C>
+__device__ __forceinline__ typename C::Walk walk_of(const Params& prm, int j, std::int64_t kv_bh) {
+  const std::int64_t bh0 = kv_bh * prm.group_size;
+  if constexpr (C::Walk::kHalves) {
+    const std::int64_t row = kv_bh * ceil_div(prm.seqlen_k, C::Bc) + j;
+    const int begin = prm.walk_offsets[row];
+    return {bh0, prm.walk_steps + begin, nullptr, prm.walk_offsets[row + 1] - begin};
+  } else {
+    const int i0 = query_tile_begin(j, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    return {bh0, prm.Tr, i0, prm.group_size * (prm.Tr - i0), j};
+  }
+}
+
+// Step n + 1 of a walk after `at` (step n); at itself past the last step, which a list does not hold.
+template <class W>
+__device__ __forceinline__ Step step_after(const W& walk, const Step& at, int n) {
+  return n + 1 < walk.n_steps ? walk.next(at, n + 1) : at;
+}
 
 // The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i and dO_i
 // into stage step % kStages, once the consumers have freed its previous use.
@@ -99,10 +114,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
   flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
   flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
-  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
-  Walk::Place at = walk.first();
-  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
-    const int stage = step % C::kStages, use = step / C::kStages, i = at.i;
+  const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
+  Step at = walk.first();
+  for (int step = 0; step < walk.n_steps; at = step_after(walk, at, step), ++step) {
+    const int stage = step % C::kStages, use = step / C::kStages, i = at.i_tile;
     const std::int64_t bh = at.bh;
     const std::uint32_t full = smem_u32(&bars.full[stage]);
     if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
@@ -153,18 +168,18 @@ constexpr int kDqFullBar = 4, kDqEmptyBar = 6;
 template <class C, bool kTurns>
 __device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, int j, std::int64_t kv_bh) {
   const int lane = threadIdx.x % 32;
-  const Walk walk(prm, j, kv_bh, C::Br, C::Bc);
-  if (walk.steps == 0) return;
+  const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
+  if (walk.n_steps == 0) return;
 #pragma unroll 1
   for (int w = 0; w < 2; ++w) barrier_arrive(kDqEmptyBar + w, 128 + 32);  // both buffers start empty
-  Walk::Place at = walk.first();
-  for (int step = 0; step < walk.steps; ++step, at = walk.next(at)) {
+  Step at = walk.first();
+  for (int step = 0; step < walk.n_steps; at = step_after(walk, at, step), ++step) {
 #pragma unroll 1
     for (int w = 0; w < 2; ++w) {
       barrier_sync(kDqFullBar + w, 128 + 32);
       if (lane == 0) {
-        const std::int64_t chunk = (at.bh * prm.Tr + at.i) * C::kChunks + (C::kChunks == 1 ? 0 : w);
-        const int turn = key_tile_end(at.i, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
+        const std::int64_t chunk = (at.bh * prm.Tr + at.i_tile) * C::kChunks + (C::kChunks == 1 ? 0 : w);
+        const int turn = key_tile_end(at.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
         const int rank = C::kChunks == 1 ? 2 * turn + w : turn;  // one chunk: both groups add, in turn
         if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
         bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, base + C::kDq + w * C::kDqBytes, C::kDqBytes);
@@ -173,7 +188,7 @@ __device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, 
         else bulk_wait_read<0>();
       }
       __syncwarp();
-      if (step + 1 < walk.steps) barrier_arrive(kDqEmptyBar + w, 128 + 32);
+      if (step + 1 < walk.n_steps) barrier_arrive(kDqEmptyBar + w, 128 + 32);
     }
   }
   if (lane == 0) bulk_wait<0>();  // the last adds are done before the block's shared memory goes
@@ -186,8 +201,8 @@ template <int Br>
 struct RowVectors {
   static constexpr int kQuads = 2 * Br / 4 / 32;
   float4 v[kQuads];
-  __device__ __forceinline__ void load(const Params& prm, Walk::Place at, int lane) {
-    const std::int64_t row0 = (at.bh * prm.Tr + at.i) * Br;
+  __device__ __forceinline__ void load(const Params& prm, const Step& at, int lane) {
+    const std::int64_t row0 = (at.bh * prm.Tr + at.i_tile) * Br;
 #pragma unroll
     for (int u = 0; u < kQuads; ++u) {
       const int q = lane + 32 * u;

@@ -20,6 +20,7 @@
 #include "common/device/constants.h"  // kLog2e
 #include "common/device/launch.h"
 #include "common/device/warp_reduce.cuh"
+#include "08_backward/backward.h"          // DeviceSparseWalk (the block-sparse step)
 #include "08_backward/harness/backward.h"  // check_backward_args
 #include "common/host/problem.h"
 
@@ -80,10 +81,17 @@ __global__ void __launch_bounds__(256)
     *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * kD + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
 }
 
-// The three kernels on `stream`, for configuration C; kTurns: the deterministic mode.
+// The three kernels on `stream`, for configuration C; kTurns: the deterministic mode. sparse: the
+// block-sparse step's walk, for a configuration whose Walk is 08's ListedWalk.
 template <class C, bool kTurns>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
-         const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
+         const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
+         const backward::DeviceSparseWalk* sparse = nullptr) {
+  static_assert(!(kTurns && C::Walk::kHalves), "the block-sparse step has no deterministic mode");
+  static_assert(!C::Walk::kHalves || (C::Br == backward::kSparseBr && C::Bc == backward::kSparseBc),
+                "08's transposed walk lists tiles of kSparseBr query rows and kSparseBc keys");
+  if (C::Walk::kHalves != (sparse != nullptr))
+    throw std::logic_error("11_backward_v3: a block-sparse configuration runs with a walk, a dense one without");
   using T = typename C::T;
   constexpr int kD = C::kD;
   const int Tr = ceil_div(p.seqlen_q, C::Br);
@@ -113,7 +121,9 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   (void)opted_in;
   const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
   const CUtensorMap do_map = make_tma(dout, p.dtype == fa::Dtype::bf16, bh, p.seqlen_q, kD, C::Br, kAtomCols);
-  const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn, .dk = dk, .dv = dv,
+  const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn,
+                   .walk_offsets = sparse ? sparse->offsets() : nullptr,
+                   .walk_steps = sparse ? sparse->steps() : nullptr, .dk = dk, .dv = dv,
                    .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
                    .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
@@ -136,11 +146,13 @@ using ChapterConfig = Config<T, kD>;
 
 // An entry point of the chapter or of a step: the checks every backward makes, then run() for the
 // problem's dtype and head dim with configuration Cfg<T, D>. kTurns: the deterministic mode.
+// sparse: the block-sparse step's walk (a configuration with 08's ListedWalk).
 template <template <class, int> class Cfg, bool kTurns>
 void backward_with(const fa::Support& support, const fa::Problem& p, const void* q, const void* k, const void* v,
                    const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv,
-                   cudaStream_t stream) {
+                   cudaStream_t stream, const backward::DeviceSparseWalk* sparse = nullptr) {
   fa::check_backward_args(support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  if (sparse) sparse->check_fits(p, support.chapter);
   // wgmma and TMA exist on sm_90 only, and the kernels are built for sm_90a.
   if (fa::cuda::compute_capability() != 90)
     throw std::invalid_argument(std::string(support.chapter) +
@@ -148,8 +160,8 @@ void backward_with(const fa::Support& support, const fa::Problem& p, const void*
                                 std::to_string(fa::cuda::compute_capability()));
   auto dtype = [&](auto type) {
     using T = decltype(type);
-    if (p.head_dim == 64) run<Cfg<T, 64>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
-    else run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+    if (p.head_dim == 64) run<Cfg<T, 64>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
   };
   if (p.dtype == fa::Dtype::bf16) dtype(__nv_bfloat16{});
   else dtype(__half{});

@@ -44,7 +44,7 @@ for dir in [0-9][0-9]_*/; do
 done
 # Step-by-step versions (forward or backward ones): `--step NAME` each; the binary lists its steps
 # when run without one.
-# Steps at D 64 and 128 are timed at seqlen 4096; a step for D = 512 (06's alt_split_d512, which
+# Steps at D 64 and 128 are timed at seqlen 4096 (a block-sparse step: its densities at 4096); a step for D = 512 (06's alt_split_d512, which
 # takes that head dim only) at every seqlen, for its comparison with PyTorch.
 for steps in "$build"/[0-9][0-9]_*/[0-9][0-9]_*_steps_bench; do
   [[ -x $steps ]] || continue
@@ -52,7 +52,7 @@ for steps in "$build"/[0-9][0-9]_*/[0-9][0-9]_*_steps_bench; do
   wanted "$ch" || continue
   for s in $("$steps" 2>&1 | awk -F: '/^  [a-z0-9_]+:/ {gsub(/ /, "", $1); print $1}'); do
     echo "== $(date +%T) $ch step $s"
-    "$steps" --step "$s" --head-dims 64,128,512,576 --benchmark_filter='(fwd|bwd)/.*/(D(64|128)/(full|causal)/seqlen:4096|D512|D576)/' \
+    "$steps" --step "$s" --head-dims 64,128,512,576 --benchmark_filter='(fwd|bwd)/.*/(D(64|128)/(full|causal)/seqlen:4096|D512|D576)/|bwd_sparse/.*/seqlen:4096' \
       --benchmark_out="$out/steps_${ch}_$s.json" --benchmark_out_format=json >"$out/steps_${ch}_$s.log" 2>&1 ||
       { status=1; tail -3 "$out/steps_${ch}_$s.log"; }
   done

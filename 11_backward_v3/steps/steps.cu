@@ -13,6 +13,8 @@ template <class T, int kD>
 using SerialConfig = Config<T, kD, 64, false>;
 template <class T, int kD>
 using OverlapConfig = Config<T, kD, 64, true>;
+template <class T, int kD>
+using SparseConfig = Config<T, kD, backward::kSparseBr, true, backward::tc::ListedWalk>;
 
 template <template <class, int> class Cfg, bool kTurns>
 void step_backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
@@ -41,6 +43,13 @@ const std::vector<fa::BackwardStep>& all() {
        step_chapter(step_backward<ChapterConfig, true>)},
   };
   return steps;
+}
+
+void backward_block_sparse(const fa::Problem& p, const backward::DeviceSparseWalk& walk, const void* q,
+                           const void* k, const void* v, const void* o, const float* lse, const void* dout, void* dq,
+                           void* dk, void* dv, cudaStream_t stream) {
+  backward_with<SparseConfig, false>(backward_v3::chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream,
+                                     &walk);
 }
 
 }  // namespace backward_v3::steps

@@ -8,14 +8,28 @@
 //   v4_deterministic the chapter's kernel with dQ's adds in a fixed key-tile order (its deterministic mode)
 // Each is a BackwardChapter, so the shared tests (FA_BACKWARD_STEP_TESTS) and benchmark rows run
 // it like the chapter.
+//   v5_block_sparse  v2's configuration walking only the (query tile, key tile) pairs chapter 07's
+//                    block mask keeps: 08's transposed walk (backward_block_sparse below)
 #pragma once
+
+#include <cuda_runtime.h>
 
 #include <vector>
 
+#include "08_backward/backward.h"  // DeviceSparseWalk
 #include "08_backward/harness/backward.h"
 
 namespace backward_v3::steps {
 
 const std::vector<fa::BackwardStep>& all();
+
+// v5_block_sparse: dQ, dK, dV under chapter 07's block mask, with the O and LSE of 07's forward
+// under the same mask; `walk` is the mask transposed for problem p (08_backward/sparse_walk.h:
+// 64-row query tiles, 128-key tiles, a 64-key half switched off where block_k = 64 keeps one).
+// f16/bf16, head dims 64 and 128, sm_90; no deterministic mode (dQ's adds come in the order the
+// blocks run). Rows that see no key get zero gradients, keys no row sees dK = dV = 0.
+void backward_block_sparse(const fa::Problem& p, const backward::DeviceSparseWalk& walk, const void* q,
+                           const void* k, const void* v, const void* o, const float* lse, const void* dout, void* dq,
+                           void* dk, void* dv, cudaStream_t stream);
 
 }  // namespace backward_v3::steps

@@ -1,11 +1,14 @@
 // flash_tutorial._C: the chapters' kernels behind the Python op (python/flash_tutorial/ops.py).
-// forward: 06 (f16, bf16) or 05 (f32); 07 under a block mask. backward: 08 (dense or block-sparse).
+// On a Hopper GPU (compute capability 9.0), f16/bf16 without a block mask at head dims 64 and 128:
+// forward 09, backward 11. Elsewhere: forward 06 (f16, bf16) or 05 (f32), 07 under a block mask;
+// backward 08 (dense or block-sparse).
 // Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or with bshd as contiguous
 // [B, S, H, D] (06's and 07's forwards and 08's dense f16/bf16 backward read them in place; ops.py sends bshd
 // nowhere else, asking reads_bshd first); the chapters' own checks refuse
 // what they do not take (std::invalid_argument, which Python sees as ValueError), and ops.py asks
 // `unsupported` first so that it can fall back to the reference with the reason instead.
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
 #include <algorithm>
@@ -20,6 +23,8 @@
 #include "07_block_sparse/block_mask.h"
 #include "07_block_sparse/block_sparse.h"
 #include "08_backward/backward.h"
+#include "09_flash_v3/flash_v3.h"
+#include "11_backward_v3/backward_v3.h"
 #include "common/host/support.h"
 
 namespace {
@@ -57,18 +62,33 @@ block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, 
                                   std::vector<std::uint8_t>(d, d + dense.numel()));
 }
 
-// The chapter whose forward runs a call: 07 under a block mask, else 05 (f32: its 3xTF32 kernel up
-// to head dim 128, its FFMA kernel above; backward::forward) or 06 (f16, bf16).
-const fa::Support& forward_support(fa::Dtype dt, bool has_mask) {
-  return has_mask ? block_sparse::chapter().support
-         : dt == fa::Dtype::f32 ? flash_v2::chapter().support
-                                : tensor_core::chapter().support;
+// Whether a call runs Hopper's chapters, 09's forward and 11's backward: the tensors' GPU is an
+// sm_90 one, their Support tables take the dtype and head dim, and there is no block mask.
+bool hopper_path(const Tensor& q, fa::Dtype dt, int head_dim, bool has_mask) {
+  if (has_mask || !q.is_cuda()) return false;
+  const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.get_device());
+  if (prop->major != 9 || prop->minor != 0) return false;
+  const fa::Support& s = backward_v3::chapter().support;
+  return std::find(s.dtypes.begin(), s.dtypes.end(), dt) != s.dtypes.end() && fa::supports_head_dim(s, head_dim) &&
+         fa::supports_head_dim(flash_v3::chapter().support, head_dim);
 }
 
-// The backward's table: 08's fp32 kernels (any head dim up to 256) or its tensor-core one (dense
-// or block-sparse).
-const fa::Support& backward_support(fa::Dtype dt) {
-  return dt == fa::Dtype::f32 ? backward::fp32_chapter().support : backward::tensor_core_support();
+// The chapter whose forward runs a call: 09 on Hopper (hopper_path), 07 under a block mask, else
+// 05 (f32: its 3xTF32 kernel up to head dim 128, its FFMA kernel above; backward::forward) or 06
+// (f16, bf16).
+const fa::Support& forward_support(const Tensor& q, fa::Dtype dt, int head_dim, bool has_mask) {
+  return hopper_path(q, dt, head_dim, has_mask) ? flash_v3::chapter().support
+         : has_mask                          ? block_sparse::chapter().support
+         : dt == fa::Dtype::f32              ? flash_v2::chapter().support
+                                             : tensor_core::chapter().support;
+}
+
+// The backward's table: 11 on Hopper (hopper_path), else 08's fp32 kernels (any head dim up to
+// 256) or its tensor-core one (dense or block-sparse).
+const fa::Support& backward_support(const Tensor& q, fa::Dtype dt, int head_dim, bool has_mask) {
+  return hopper_path(q, dt, head_dim, has_mask) ? backward_v3::chapter().support
+         : dt == fa::Dtype::f32              ? backward::fp32_chapter().support
+                                             : backward::tensor_core_support();
 }
 
 // Whether the chapter that runs the call's forward (or backward) reads [B, S, H, D] tensors in
@@ -76,8 +96,9 @@ const fa::Support& backward_support(fa::Dtype dt) {
 bool reads_bshd(const Tensor& q, bool has_mask, bool for_backward) {
   const auto dt = dtype_of(q);
   if (!dt) return false;
-  if (for_backward) return !has_mask && fa::takes_bshd(backward_support(*dt), *dt);
-  return fa::takes_bshd(forward_support(*dt, has_mask), *dt);
+  const int d = static_cast<int>(q.size(3));
+  if (for_backward) return !has_mask && fa::takes_bshd(backward_support(q, *dt, d, has_mask), *dt);
+  return fa::takes_bshd(forward_support(q, *dt, d, has_mask), *dt);
 }
 
 // Why the kernels cannot run this call ("" when they can): the chapters' Support tables.
@@ -86,13 +107,13 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
   const auto dt = dtype_of(q);
   if (!dt) return std::string("dtype ") + c10::toString(q.scalar_type()) + " (the kernels take float32, float16, bfloat16)";
   const int d = static_cast<int>(q.size(3));
-  const fa::Support& fwd = forward_support(*dt, has_mask);
+  const fa::Support& fwd = forward_support(q, *dt, d, has_mask);
   auto takes = [&](const fa::Support& s) {
     return std::find(s.dtypes.begin(), s.dtypes.end(), *dt) != s.dtypes.end() && fa::supports_head_dim(s, d);
   };
   if (!takes(fwd)) return fwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
   if (for_backward) {
-    const fa::Support& bwd = backward_support(*dt);
+    const fa::Support& bwd = backward_support(q, *dt, d, has_mask);
     if (!takes(bwd)) return bwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
     if (has_mask && (*dt == fa::Dtype::f32 || d > 128))
       return "08's block-sparse backward takes f16 and bf16 at head dims up to 128";
@@ -101,11 +122,20 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
   return "";
 }
 
+// The chapters that would run a call (forward, backward), for the tests and the README's examples.
+std::tuple<std::string, std::string> chapters(const Tensor& q, bool has_mask) {
+  const auto dt = dtype_of(q);
+  if (!dt || !q.is_cuda()) return {"", ""};
+  const int d = static_cast<int>(q.size(3));
+  return {forward_support(q, *dt, d, has_mask).chapter, backward_support(q, *dt, d, has_mask).chapter};
+}
+
 // bshd: q, k, v and O as [B, S, H, D] (06 and 07, f16/bf16); LSE is [B, H, Sq] either way.
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
                                    const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
               "flash_tutorial._C: contiguous [B, H, S, D] (or with bshd [B, S, H, D]) tensors");
+  const c10::cuda::CUDAGuard on_device(q.device());  // the kernels launch on the current device
   const fa::Problem p = problem_of(q, k, causal, scale, bshd);
   Tensor out = torch::empty_like(q);
   Tensor lse = torch::empty({p.batch, p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
@@ -115,6 +145,8 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
     const block_sparse::DeviceBlockMask mask(mask_of(p, *block_mask, block_k));
     block_sparse::forward(p, mask, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
                           stream);
+  } else if (hopper_path(q, p.dtype, p.head_dim, false)) {
+    flash_v3::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(), stream);
   } else {
     // 08's forward, the one its backward pairs with: f32 is 05's (up to head dim 128 in 3xTF32,
     // whose scores the backward recomputes bit for bit, above it FFMA); f16/bf16 06's.
@@ -130,6 +162,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
   TORCH_CHECK(dout.is_contiguous() && q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
                   out.is_contiguous() && lse.is_contiguous(),
               "flash_tutorial._C: contiguous tensors");
+  const c10::cuda::CUDAGuard on_device(q.device());
   const fa::Problem p = problem_of(q, k, causal, scale, bshd);
   Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -137,6 +170,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
     const backward::DeviceSparseWalk walk(p, mask_of(p, *block_mask, block_k));
     backward::backward(p, walk, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
                        dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream, {});
+  } else if (hopper_path(q, p.dtype, p.head_dim, false)) {
+    backward_v3::backward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                          dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream);
   } else {
     backward::backward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
                        dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), stream);
@@ -148,8 +184,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "The CUDA attention tutorial's kernels (flash_tutorial.ops calls them)";
-  m.def("forward", &forward_op, "O, LSE of chapters 05 / 06 / 07");
-  m.def("backward", &backward_op, "dQ, dK, dV of chapter 08");
+  m.def("forward", &forward_op, "O, LSE of chapters 05 / 06 / 07 / 09");
+  m.def("backward", &backward_op, "dQ, dK, dV of chapter 08 or 11");
+  m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
   m.def("reads_bshd", &reads_bshd, "whether the forward's (or backward's) chapter reads [B, S, H, D] in place");
 }

@@ -73,8 +73,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
 
     Copies: the float16 and bfloat16 forwards (chapter 06, or 07 under a block mask) read contiguous
     "bshd" inputs in place and write O as [B, Sq, H, D], contiguous. Elsewhere the kernels read
-    [B, H, S, D] contiguous tensors: a "bshd" input to 05 (float32), or any input not contiguous in
-    its layout, is copied once into [B, H, S, D], and O comes back as a transposed view.
+    [B, H, S, D] contiguous tensors: a "bshd" input to 05 (float32) or, on a Hopper GPU at head
+    dims 64 and 128, to 09 and 11 (python/README.md: Which kernels run), or any input not
+    contiguous in its layout, is copied once into [B, H, S, D], and O comes back as a transposed
+    view.
     After a forward that read "bshd" in place, the backward (08's tensor-core kernel) reads q, k,
     v, O and dO in place too, and writes dq, dk, dv as [B, S, H, D] (dO is copied only if autograd
     hands it over non-contiguous), except under a block mask: 08's block-sparse backward, like

@@ -43,6 +43,15 @@ def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) 
     return _C is not None and _C.reads_bshd(q, has_mask, backward)
 
 
+def chapters(q: torch.Tensor, has_mask: bool = False) -> Tuple[str, str]:
+    """The chapters whose forward and backward run this call where the kernels can: ("09_flash_v3",
+    "11_backward_v3") on a Hopper GPU for float16/bfloat16 at head dims 64 and 128 without a block
+    mask; elsewhere 05, 06 or 07 and 08. ("", "") without the extension or off the GPU."""
+    if _C is None:
+        return "", ""
+    return tuple(_C.chapters(q, has_mask))
+
+
 def _fallback(reason: str, stacklevel: int = 3) -> None:
     """Warns once per reason. attention() calls it first, so the warning names the user's line;
     the ops call it too (the backward, and calls of the ops themselves)."""

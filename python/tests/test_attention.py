@@ -239,7 +239,7 @@ KERNEL_TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}
 @pytest.mark.parametrize("head_dim", [64, 128])
 def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
     # [B, S, H, D] inputs (read in place by 06's forward and 08's f16/bf16 backward; copied to
-    # [B, H, S, D] for 05 and 08's fp32 kernel), GQA, Sq != Sk.
+    # [B, H, S, D] for 05, 08's fp32 kernel, and on Hopper 09 and 11), GQA, Sq != Sk.
     q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, head_dim, dtype=dtype, layout="bshd"))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
@@ -254,6 +254,20 @@ def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
     close(lse, lse64, 1e-4, "LSE")
     for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
         close(g.transpose(1, 2), w, 2 * tol, name)
+
+
+@cuda
+@pytest.mark.parametrize("head_dim", [64, 96, 128])
+def test_cuda_chapters_per_gpu(head_dim):
+    # A Hopper GPU runs 09's forward and 11's backward at head dims 64 and 128 (f16, bf16, no block
+    # mask); other GPUs and head dims run 06 and 08, and a block mask 07 and 08.
+    q = torch.zeros(1, 2, 8, head_dim, device="cuda", dtype=torch.bfloat16)
+    if ops._C is None:
+        pytest.skip(ops.kernel_unavailable_reason(q))
+    hopper = torch.cuda.get_device_capability(q.device) == (9, 0) and head_dim in (64, 128)
+    assert ops.chapters(q) == (("09_flash_v3", "11_backward_v3") if hopper else ("06_tensor_core", "08_backward"))
+    assert ops.chapters(q, has_mask=True) == ("07_block_sparse", "08_backward")
+    assert ops.chapters(q.float()) == ("05_flash_v2", "08_backward")
 
 
 @cuda
