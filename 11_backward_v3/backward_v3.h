@@ -9,10 +9,11 @@ namespace backward_v3 {
 
 // q, o, dout, dq: [B, H, Sq, D]   k, v, dk, dv: [B, Hkv, Sk, D]   (p.dtype: f16 or bf16, device)
 // lse: [B, H, Sq] (float, device) as the forward wrote it: natural log, +inf for a row that sees no
-// key. dk and dv are summed over the H / Hkv query heads sharing a KV head. Head dims 64 and 128;
+// key. dk and dv are summed over the H / Hkv query heads sharing a KV head. Head dims 64, 96 (the
+// D = 128 kernel on columns TMA fills with zeros) and 128;
 // pointers 16-byte aligned; a GPU of compute capability 9.0. Scratch (fa::cuda::workspace): the
 // padded LSE and D_i (2 B H Tr Br floats, Tr = ceil(Sq / Br); Br = 64 at D = 128, 128 at D = 64)
-// and the fp32 dQ accumulator (B H Tr Br D floats). dK and dV are the same bits every run; dQ's fp32 sums arrive in the order
+// and the fp32 dQ accumulator (B H Tr Br D floats; D = 128 at D = 96). dK and dV are the same bits every run; dQ's fp32 sums arrive in the order
 // the blocks run (the copy engine's atomic adds), so its last bits may differ from run to run.
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream);

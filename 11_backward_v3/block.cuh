@@ -28,6 +28,7 @@ struct Params {
   void* dv;
   std::int64_t batch_kv_heads;
   int seqlen_q, seqlen_k, group_size, Tr;
+  int head_dim;  // the tensors' D: Config::kD, or 96 on the kD = 128 kernel (its columns 96-127 are TMA's zeros)
   bool causal;
   float scale, scale_log2;
 };
@@ -222,15 +223,17 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
                                                 const float (&dk)[C::kD / 2], const float (&dv)[C::kD / 2]) {
   using T = typename C::T;
   constexpr int kD = C::kD;
-  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * kD;  // [B, Hkv, Sk, D] global
-  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * kD;
+  const int d = prm.head_dim;  // the row stride; columns from d on are padding, not stored
+  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * d;  // [B, Hkv, Sk, D] global
+  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * d;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + 8 * h;
     if (key >= prm.seqlen_k) continue;
 #pragma unroll
     for (int c = 0; c < kD / 8; ++c) {
-      const std::int64_t at = std::int64_t{key} * kD + 8 * c + 2 * t;
+      if (8 * c >= d) continue;
+      const std::int64_t at = std::int64_t{key} * d + 8 * c + 2 * t;
       *reinterpret_cast<std::uint32_t*>(dk_g + at) =
           pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
       *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);

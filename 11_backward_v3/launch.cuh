@@ -59,9 +59,10 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
 // 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
 // A query tile of Br rows has Config::kChunks chunks: columns 0-63 and 64-127 at D = 128, rows
 // 0-63 and 64-127 at Br = 128, or one at D = 64 and Br = 64.
+// D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written).
 template <class T, int kD, int Br>
 __global__ void __launch_bounds__(256)
-    convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr,
+    convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr, int D,
                       float scale) {
   const std::int64_t f = std::int64_t{blockIdx.x} * 256 + threadIdx.x;
   if (f >= quads) return;
@@ -74,11 +75,12 @@ __global__ void __launch_bounds__(256)
   const int i = static_cast<int>(tile % Tr);
   const std::int64_t bh = tile / Tr;
   const int row = Br * i + (Br == 128 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
+  if (col >= D) return;
   const float4 v = acc[f];
   if (row < Sq)
-    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * kD + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
+    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * D + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
   if (row + 8 < Sq)
-    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * kD + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * D + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
 }
 
 // The three kernels on `stream`, for configuration C; kTurns: the deterministic mode. sparse: the
@@ -111,7 +113,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
   prepare_kernel<T><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
                       32 * kPrepWarps, 0, stream>>>(static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2,
-                                                    D_row, padded_rows, Tr * C::Br, p.seqlen_q, kD);
+                                                    D_row, padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim);
   FA_CHECK_LAUNCH();
 
   static const bool opted_in = [] {
@@ -120,12 +122,15 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   }();
   (void)opted_in;
   const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
-  const CUtensorMap do_map = make_tma(dout, p.dtype == fa::Dtype::bf16, bh, p.seqlen_q, kD, C::Br, kAtomCols);
+  // At D = 96 on the kD = 128 kernel, the second 64-column box of a row reaches past the tensor:
+  // TMA fills columns 96-127 with zeros, which add nothing to S^T, dP^T or dQ.
+  const CUtensorMap do_map = make_tma(dout, p.dtype == fa::Dtype::bf16, bh, p.seqlen_q, p.head_dim, C::Br, kAtomCols);
   const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn,
                    .walk_offsets = sparse ? sparse->offsets() : nullptr,
                    .walk_steps = sparse ? sparse->steps() : nullptr, .dk = dk, .dv = dv,
                    .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
                    .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
+                   .head_dim = p.head_dim,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
   const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
   backward_v3_kernel<C, kTurns><<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
@@ -133,7 +138,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
 
   const std::int64_t quads = padded_rows * kD / 4;
   convert_dq_kernel<T, kD, C::Br><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.scale());
+      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale());
   FA_CHECK_LAUNCH();
 }
 
@@ -160,6 +165,7 @@ void backward_with(const fa::Support& support, const fa::Problem& p, const void*
                                 std::to_string(fa::cuda::compute_capability()));
   auto dtype = [&](auto type) {
     using T = decltype(type);
+    // D = 96: the D = 128 kernel on zero-filled columns (README: Head dims).
     if (p.head_dim == 64) run<Cfg<T, 64>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
     else run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
   };
