@@ -237,9 +237,15 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
     fence_proxy_async();
     barrier_arrive(kDqFullBar + w, 128 + 32);
+    // A long walk: dK and dV into their fp32 sums every kFlushSteps steps (the wait for dQ above
+    // has completed this step's dV and dK wgmmas).
+    if (prm.kv_partial != nullptr && (step + 1) % C::kFlushSteps == 0)
+      flush_key_grads<C>(key_grad_sums<C>(prm, kv_bh, j, w), tid, step + 1 == C::kFlushSteps, dk, dv);
     at = next;
   }
 
+  if (prm.kv_partial != nullptr && walk.n_steps >= C::kFlushSteps)
+    unflush_key_grads<C>(key_grad_sums<C>(prm, kv_bh, j, w), tid, dk, dv);
   store_key_grads<C>(prm, kv_bh, key0, t, dk, dv);
 }
 

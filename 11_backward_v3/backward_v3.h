@@ -13,8 +13,10 @@ namespace backward_v3 {
 // D = 128 kernel on columns TMA fills with zeros) and 128;
 // pointers 16-byte aligned; a GPU of compute capability 9.0. Scratch (fa::cuda::workspace): the
 // padded LSE and D_i (2 B H Tr Br floats, Tr = ceil(Sq / Br); Br = 64 at D = 128, 128 at D = 64)
-// and the fp32 dQ accumulator (B H Tr Br D floats; D = 128 at D = 96). dK and dV are the same bits every run; dQ's fp32 sums arrive in the order
-// the blocks run (the copy engine's atomic adds), so its last bits may differ from run to run.
+// and the fp32 dQ accumulator (B H Tr Br D floats; D = 128 at D = 96); where a block walks more
+// than 256 steps, fp32 dK and dV sums (2 x 128 D floats a key tile). dK and dV are the same bits
+// every run; dQ's fp32 sums arrive in the order the blocks run (the copy engine's atomic adds), so
+// its last bits may differ from run to run.
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream);
 

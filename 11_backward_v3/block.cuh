@@ -22,6 +22,8 @@ struct Params {
   float* dq_accum;     // [B * H][Tr][kChunks][4096]: the partial dQ tiles, 64 x 64 chunks in
                        // accumulator order (Config::kChunks)
   int* dq_turn;        // [B * H][Tr][kChunks], zeroed: the deterministic kernel's turn per chunk
+  float* kv_partial;   // walks past Config::kFlushSteps steps: [B * Hkv][Tc][2][kD / 4][128] float4, dK and dV sums
+                       // (flush_key_grads); nullptr when no walk is that long
   const int* walk_offsets;          // the block-sparse step (ListedWalk): [B * Hkv * Tc + 1]
   const std::uint32_t* walk_steps;  // and its steps (08_backward/sparse_walk.h)
   void* dk;            // [B, Hkv, Sk, D]
@@ -73,6 +75,10 @@ struct Config {
   static constexpr int kSmemBytes = kVec + 4 * kVecBytes + 1024;     // + room to align to 1024
   static constexpr std::uint32_t kStageTx = 2 * kRowBytes;           // bytes a stage's barrier counts
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  // Every kFlushSteps steps a consumer adds its dK and dV accumulators into fp32 sums in global
+  // memory and restarts them from 0 (flush_key_grads): wgmma's accumulation loses accuracy over
+  // very long sums (README: Pitfalls). 256 steps are 16K or 32K query rows.
+  static constexpr int kFlushSteps = 256;
 };
 
 template <int kStages>
@@ -215,6 +221,38 @@ struct RowVectors {
     for (int u = 0; u < kQuads; ++u) *reinterpret_cast<float4*>(buffer + 4 * (lane + 32 * u)) = v[u];
   }
 };
+
+// A long walk's dK and dV: thread tid of consumer group w adds its accumulators into its float4s
+// of the block's sums (kD / 4 of them, 128 threads apart, so a warp's accesses are contiguous),
+// storing them on the first flush, and zeroes the accumulators. The adds are the CUDA cores'
+// fp32 adds, rounded to nearest; unflush_key_grads brings the sums back before the store.
+template <class C>
+__device__ __forceinline__ float4* key_grad_sums(const Params& prm, std::int64_t kv_bh, int j, int w) {
+  const std::int64_t block = kv_bh * ceil_div(prm.seqlen_k, C::Bc) + j;
+  return reinterpret_cast<float4*>(prm.kv_partial) + (block * 2 + w) * (C::kD / 4) * 128;
+}
+template <class C>
+__device__ __forceinline__ void flush_key_grads(float4* sums, int tid, bool first, float (&dk)[C::kD / 2],
+                                                float (&dv)[C::kD / 2]) {
+#pragma unroll
+  for (int q = 0; q < C::kD / 4; ++q) {
+    float* regs = q < C::kD / 8 ? dk + 4 * q : dv + 4 * (q - C::kD / 8);
+    float4 x = first ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : sums[q * 128 + tid];
+    x.x += regs[0], x.y += regs[1], x.z += regs[2], x.w += regs[3];
+    sums[q * 128 + tid] = x;
+    regs[0] = regs[1] = regs[2] = regs[3] = 0.0f;
+  }
+}
+template <class C>
+__device__ __forceinline__ void unflush_key_grads(const float4* sums, int tid, float (&dk)[C::kD / 2],
+                                                  float (&dv)[C::kD / 2]) {
+#pragma unroll
+  for (int q = 0; q < C::kD / 4; ++q) {
+    float* regs = q < C::kD / 8 ? dk + 4 * q : dv + 4 * (q - C::kD / 8);
+    const float4 x = sums[q * 128 + tid];
+    regs[0] += x.x, regs[1] += x.y, regs[2] += x.z, regs[3] += x.w;
+  }
+}
 
 // dK_j = scale x (the sum of dS^T Q) and dV_j, once, from a consumer thread's registers: its rows
 // key0 and key0 + 8, columns 8 c + 2 t and + 1 (the accumulator layout).

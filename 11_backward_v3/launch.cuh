@@ -102,12 +102,20 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   const std::size_t vec_bytes = fa::cuda::workspace_part(padded_rows * sizeof(float));
   const std::size_t acc_bytes = fa::cuda::workspace_part(padded_rows * kD * sizeof(float));
   const std::size_t turn_bytes = kTurns ? fa::cuda::workspace_part(bh * Tr * C::kChunks * sizeof(int)) : 0;
+  // dK and dV sums for walks longer than kFlushSteps (the longest: a KV head's group of query
+  // heads over every query tile): 2 Bc kD floats a key tile.
+  const std::int64_t key_tiles = std::int64_t{p.batch} * p.kv_heads * ceil_div(p.seqlen_k, C::Bc);
+  const bool long_walks = std::int64_t{p.group_size()} * Tr > C::kFlushSteps;
+  const std::size_t partial_bytes =
+      long_walks ? fa::cuda::workspace_part(key_tiles * 2 * C::Bc * kD * sizeof(float)) : 0;
   auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
-      2 * vec_bytes + acc_bytes + turn_bytes, "11_backward_v3's LSE, D_i, fp32 dQ accumulator and dQ turns"));
+      2 * vec_bytes + acc_bytes + turn_bytes + partial_bytes,
+      "11_backward_v3's LSE, D_i, fp32 dQ accumulator, dQ turns and dK/dV sums"));
   auto* lse2 = reinterpret_cast<float*>(ws);
   auto* D_row = reinterpret_cast<float*>(ws + vec_bytes);
   auto* dq_accum = reinterpret_cast<float*>(ws + 2 * vec_bytes);
   int* dq_turn = kTurns ? reinterpret_cast<int*>(ws + 2 * vec_bytes + acc_bytes) : nullptr;
+  float* kv_partial = long_walks ? reinterpret_cast<float*>(ws + 2 * vec_bytes + acc_bytes + turn_bytes) : nullptr;
 
   FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, padded_rows * kD * sizeof(float), stream));
   if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
@@ -125,7 +133,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   // At D = 96 on the kD = 128 kernel, the second 64-column box of a row reaches past the tensor:
   // TMA fills columns 96-127 with zeros, which add nothing to S^T, dP^T or dQ.
   const CUtensorMap do_map = make_tma(dout, p.dtype == fa::Dtype::bf16, bh, p.seqlen_q, p.head_dim, C::Br, kAtomCols);
-  const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn,
+  const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn, .kv_partial = kv_partial,
                    .walk_offsets = sparse ? sparse->offsets() : nullptr,
                    .walk_steps = sparse ? sparse->steps() : nullptr, .dk = dk, .dv = dv,
                    .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
