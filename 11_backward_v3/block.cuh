@@ -76,8 +76,9 @@ struct Config {
   static constexpr std::uint32_t kStageTx = 2 * kRowBytes;           // bytes a stage's barrier counts
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   // Every kFlushSteps steps a consumer adds its dK and dV accumulators into fp32 sums in global
-  // memory and restarts them from 0 (flush_key_grads): wgmma's accumulation loses accuracy over
-  // very long sums (README: Pitfalls). 256 steps are 16K or 32K query rows.
+  // memory and restarts them from 0 (flush_key_grads): kept in the accumulators over a walk of
+  // 65,537 steps, dK and dV exceed the same-precision bound (README: Pitfalls). 256 steps are 16K
+  // or 32K query rows.
   static constexpr int kFlushSteps = 256;
 };
 
