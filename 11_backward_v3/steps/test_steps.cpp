@@ -10,8 +10,9 @@
 #include "07_block_sparse/block_mask.h"
 #include "08_backward/harness/backward_harness.h"
 #include "08_backward/harness/sparse_cases.h"
+#include "11_backward_v3/backward_v3.h"
 #include "11_backward_v3/steps/steps.h"
-#include "common/cuda/cuda_check.h"
+#include "common/harness/chapter.h"  // unavailable_reason
 
 FA_BACKWARD_STEP_TESTS(backward_v3::steps::all());
 
@@ -19,14 +20,9 @@ namespace {
 
 using fa::testing::SparseCase;
 
-// The skip reason of a Hopper-only test ("" where it runs).
-std::string needs_hopper() {
-  std::string reason = fa::cuda::unavailable_reason();
-  if (reason.empty() && fa::cuda::compute_capability() != 90)
-    reason = "11_backward_v3 needs a GPU of compute capability 9.0, this one is " +
-             std::to_string(fa::cuda::compute_capability());
-  return reason;
-}
+// The skip reason of these GPU tests ("" where they run): the chapter's, as every case of the
+// shared harness asks it (common/harness/chapter.h).
+std::string skip_reason() { return fa::unavailable_reason(backward_v3::chapter().support); }
 
 // The core tier takes every other case of the list (the patterns alternate within each shape);
 // the full tier all of them.
@@ -47,7 +43,7 @@ void sparse_step(const fa::Problem& p, const backward::DeviceSparseWalk& walk, c
 
 class BlockSparseStep : public ::testing::TestWithParam<SparseCase> {};
 TEST_P(BlockSparseStep, MatchesReferenceWithMask) {
-  const std::string reason = needs_hopper();
+  const std::string reason = skip_reason();
   if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
   fa::testing::run_sparse_case(GetParam(), sparse_step);
 }
@@ -56,7 +52,7 @@ INSTANTIATE_TEST_SUITE_P(Patterns, BlockSparseStep, ::testing::ValuesIn(step_cas
 
 // A walk built for another problem is refused before any kernel runs.
 TEST(BlockSparseStepRefused, AWalkOfAnotherProblem) {
-  const std::string reason = needs_hopper();
+  const std::string reason = skip_reason();
   if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
   fa::Problem p = fa::default_problem(fa::Dtype::bf16);
   p.seqlen_q = p.seqlen_k = 300;
