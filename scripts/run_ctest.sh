@@ -46,9 +46,10 @@ while IFS= read -r line; do
   fi
 # The CPU reference uses OpenMP; keep each test process from taking every core. The GPU entries
 # take one slot each of gpu_resources.json's `gpus` (cmake/Chapter.cmake): at most FA_GPU_JOBS
-# processes share the GPU while the CPU tests use the other cores.
+# processes share the GPU while the CPU tests use the other cores. ctest's job count is every core:
+# GNU nproc returns OMP_NUM_THREADS when it is set, so it is asked without it.
 done < <(FA_CASE_COUNTS=$counts FA_CASE_TIMES=$times OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} ctest --test-dir "$build" --output-on-failure \
-           -j "$(nproc)" ${resources[@]+"${resources[@]}"} --output-junit "$junit" "$@" 2>&1 | tee "$log"
+           -j "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" ${resources[@]+"${resources[@]}"} --output-junit "$junit" "$@" 2>&1 | tee "$log"
          echo "${PIPESTATUS[0]}" >"$status_file")
 status=$(<"$status_file")
 
