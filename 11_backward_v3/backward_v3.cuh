@@ -240,13 +240,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // A long walk: dK and dV into their fp32 sums every kFlushSteps steps (the wait for dQ above
     // has completed this step's dV and dK wgmmas).
     if (prm.kv_partial != nullptr && (step + 1) % C::kFlushSteps == 0)
-      flush_key_grads<C>(key_grad_sums<C>(prm, kv_bh, j, w), tid, step + 1 == C::kFlushSteps, dk, dv);
+      flush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, step + 1 == C::kFlushSteps, dk, dv);
     at = next;
   }
 
   if (prm.kv_partial != nullptr && walk.n_steps >= C::kFlushSteps)
-    unflush_key_grads<C>(key_grad_sums<C>(prm, kv_bh, j, w), tid, dk, dv);
-  store_key_grads<C>(prm, kv_bh, key0, t, dk, dv);
+    unflush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, dk, dv);
+  store_key_grads<C>(prm, kv_bh, key0, t, 0, dk, dv);
 }
 
 // grid: (key tiles, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups. kTurns: the
@@ -256,32 +256,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     backward_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                        const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                        const Params prm) {
-  const std::int64_t kv_bh = grid_row();
-  if (kv_bh >= prm.batch_kv_heads) return;  // a spare row of the grid
-  // The key tile; the deterministic mode runs them last to first (wait_turn).
-  const int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) Barriers<C::kStages> bars;
-  const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
-  if (threadIdx.x == 0) {
-    mbarrier_init(smem_u32(&bars.full_kv), 1);
-    for (int s = 0; s < C::kStages; ++s) {
-      mbarrier_init(smem_u32(&bars.full[s]), 1);
-      mbarrier_init(smem_u32(&bars.empty[s]), C::kConsumerWarps);
-    }
-    mbarrier_init_fence();
-  }
-  __syncthreads();
-  const int warpgroup = threadIdx.x / 128;
-  if (warpgroup == 0) {
-    setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<C>(&q_map, &k_map, &v_map, &do_map, bars, base, prm, j, kv_bh);
-    else if (threadIdx.x / 32 == 1) write_dq<C, kTurns>(prm, base, j, kv_bh);
-    return;
-  }
-  setmaxnreg_inc<C::kConsumerRegs>();
-  unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));
-  consume<C, kTurns>(prm, bars, base, base_p, j, kv_bh, warpgroup - 1);
+  run_block<C, kTurns>(&q_map, &k_map, &v_map, &do_map, prm,
+                       [&](Barriers<C::kStages>& bars, std::uint32_t base, unsigned char* base_p, int j,
+                           std::int64_t kv_bh, int w) { consume<C, kTurns>(prm, bars, base, base_p, j, kv_bh, w); });
 }
 
 }  // namespace backward_v3

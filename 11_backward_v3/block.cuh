@@ -8,9 +8,11 @@
 
 #include "08_backward/walks.cuh"     // Step, DenseWalk, ListedWalk: 08's walks over query tiles
 #include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "common/device/grid.cuh"    // grid_row
 #include "common/device/mma.cuh"     // pack2, barrier_sync, barrier_arrive
 #include "common/device/tiles.h"     // query_tile_begin, key_tile_end
 #include "common/device/tma.cuh"
+#include "common/device/wgmma.cuh"   // setmaxnreg
 
 namespace backward_v3 {
 
@@ -60,6 +62,7 @@ struct Config {
   // (D = 128 splits the columns, Br = 128 the rows). One (D = 64 at Br = 64, a step of steps/):
   // each warpgroup adds its own 64 keys' part into it.
   static constexpr int kChunks = Br / 64 * (kD / 64);
+  static constexpr int kHandoffs = 2;  // dQ chunks a step the writer takes from the groups (write_dq)
   static constexpr bool kChunkRows = Br == 128;
   static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
   static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
@@ -173,6 +176,8 @@ constexpr int kDqFullBar = 4, kDqEmptyBar = 6;
 // dQ is in its buffer, lane 0 has the copy engine add it into the fp32 accumulator (in the
 // deterministic mode: in its turn), waits until the buffer is read and frees it. The consumers
 // only store and signal, so neither the bulk copy's issue nor a turn's wait is on their path.
+// Handoffs a step: one a group (chunk w, or at kChunks = 1 the one chunk twice), or with
+// C::kHandoffs > 2 (the wide kernel, wide.cuh) chunk c from group c % 2, in the order of c.
 template <class C, bool kTurns>
 __device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, int j, std::int64_t kv_bh) {
   const int lane = threadIdx.x % 32;
@@ -183,10 +188,11 @@ __device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, 
   Step at = walk.first();
   for (int step = 0; step < walk.n_steps; at = step_after(walk, at, step), ++step) {
 #pragma unroll 1
-    for (int w = 0; w < 2; ++w) {
+    for (int c = 0; c < C::kHandoffs; ++c) {
+      const int w = c % 2;
       barrier_sync(kDqFullBar + w, 128 + 32);
       if (lane == 0) {
-        const std::int64_t chunk = (at.bh * prm.Tr + at.i_tile) * C::kChunks + (C::kChunks == 1 ? 0 : w);
+        const std::int64_t chunk = (at.bh * prm.Tr + at.i_tile) * C::kChunks + (C::kChunks == 1 ? 0 : c);
         const int turn = key_tile_end(at.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
         const int rank = C::kChunks == 1 ? 2 * turn + w : turn;  // one chunk: both groups add, in turn
         if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
@@ -196,7 +202,8 @@ __device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, 
         else bulk_wait_read<0>();
       }
       __syncwarp();
-      if (step + 1 < walk.n_steps) barrier_arrive(kDqEmptyBar + w, 128 + 32);
+      // Free the buffer, unless this was the group's last chunk of the walk.
+      if (step + 1 < walk.n_steps || c + 2 < C::kHandoffs) barrier_arrive(kDqEmptyBar + w, 128 + 32);
     }
   }
   if (lane == 0) bulk_wait<0>();  // the last adds are done before the block's shared memory goes
@@ -223,45 +230,45 @@ struct RowVectors {
   }
 };
 
-// A long walk's dK and dV: thread tid of consumer group w adds its accumulators into its float4s
-// of the block's sums (kD / 4 of them, 128 threads apart, so a warp's accesses are contiguous),
-// storing them on the first flush, and zeroes the accumulators. The adds are the CUDA cores'
-// fp32 adds, rounded to nearest; unflush_key_grads brings the sums back before the store.
+// A long walk's dK and dV: thread tid of consumer group w adds its accumulators (kRegs floats
+// each) into its float4s of the block's sums (kRegs / 2 of them, 128 threads apart, so a warp's
+// accesses are contiguous), storing them on the first flush, and zeroes the accumulators. The adds
+// are the CUDA cores' fp32 adds, rounded to nearest; unflush_key_grads brings the sums back
+// before the store. A key tile's sums: 2 groups x 128 threads x kD floats at most.
 template <class C>
 __device__ __forceinline__ float4* key_grad_sums(const Params& prm, std::int64_t kv_bh, int j, int w) {
   const std::int64_t block = kv_bh * ceil_div(prm.seqlen_k, C::Bc) + j;
   return reinterpret_cast<float4*>(prm.kv_partial) + (block * 2 + w) * (C::kD / 4) * 128;
 }
-template <class C>
-__device__ __forceinline__ void flush_key_grads(float4* sums, int tid, bool first, float (&dk)[C::kD / 2],
-                                                float (&dv)[C::kD / 2]) {
+template <int kRegs>
+__device__ __forceinline__ void flush_key_grads(float4* sums, int tid, bool first, float (&dk)[kRegs],
+                                                float (&dv)[kRegs]) {
 #pragma unroll
-  for (int q = 0; q < C::kD / 4; ++q) {
-    float* regs = q < C::kD / 8 ? dk + 4 * q : dv + 4 * (q - C::kD / 8);
+  for (int q = 0; q < kRegs / 2; ++q) {
+    float* regs = q < kRegs / 4 ? dk + 4 * q : dv + 4 * (q - kRegs / 4);
     float4 x = first ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : sums[q * 128 + tid];
     x.x += regs[0], x.y += regs[1], x.z += regs[2], x.w += regs[3];
     sums[q * 128 + tid] = x;
     regs[0] = regs[1] = regs[2] = regs[3] = 0.0f;
   }
 }
-template <class C>
-__device__ __forceinline__ void unflush_key_grads(const float4* sums, int tid, float (&dk)[C::kD / 2],
-                                                  float (&dv)[C::kD / 2]) {
+template <int kRegs>
+__device__ __forceinline__ void unflush_key_grads(const float4* sums, int tid, float (&dk)[kRegs], float (&dv)[kRegs]) {
 #pragma unroll
-  for (int q = 0; q < C::kD / 4; ++q) {
-    float* regs = q < C::kD / 8 ? dk + 4 * q : dv + 4 * (q - C::kD / 8);
+  for (int q = 0; q < kRegs / 2; ++q) {
+    float* regs = q < kRegs / 4 ? dk + 4 * q : dv + 4 * (q - kRegs / 4);
     const float4 x = sums[q * 128 + tid];
     regs[0] += x.x, regs[1] += x.y, regs[2] += x.z, regs[3] += x.w;
   }
 }
 
 // dK_j = scale x (the sum of dS^T Q) and dV_j, once, from a consumer thread's registers: its rows
-// key0 and key0 + 8, columns 8 c + 2 t and + 1 (the accumulator layout).
-template <class C>
-__device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t kv_bh, int key0, int t,
-                                                const float (&dk)[C::kD / 2], const float (&dv)[C::kD / 2]) {
+// key0 and key0 + 8, columns col0 + 8 c + 2 t and + 1 (the accumulator layout of kRegs / 4 x 8
+// columns from col0).
+template <class C, int kRegs>
+__device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t kv_bh, int key0, int t, int col0,
+                                                const float (&dk)[kRegs], const float (&dv)[kRegs]) {
   using T = typename C::T;
-  constexpr int kD = C::kD;
   const int d = prm.head_dim;  // the row stride; columns from d on are padding, not stored
   T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * d;  // [B, Hkv, Sk, D] global
   T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * d;
@@ -270,14 +277,48 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
     const int key = key0 + 8 * h;
     if (key >= prm.seqlen_k) continue;
 #pragma unroll
-    for (int c = 0; c < kD / 8; ++c) {
-      if (8 * c >= d) continue;
-      const std::int64_t at = std::int64_t{key} * d + 8 * c + 2 * t;
+    for (int c = 0; c < kRegs / 4; ++c) {
+      if (col0 + 8 * c >= d) continue;
+      const std::int64_t at = std::int64_t{key} * d + col0 + 8 * c + 2 * t;
       *reinterpret_cast<std::uint32_t*>(dk_g + at) =
           pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
       *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
     }
   }
+}
+
+// A block's roles, for each kernel of the chapter (backward_v3_kernel, backward_v3_wide_kernel):
+// its key tile j (the deterministic mode runs them last to first: wait_turn), the barriers,
+// warpgroup 0's producer thread and dQ writer warp, and consume(bars, base, base_p, j, kv_bh, w)
+// for consumer group w.
+template <class C, bool kTurns, class Consume>
+__device__ __forceinline__ void run_block(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                          const CUtensorMap* do_map, const Params& prm, Consume&& consume) {
+  const std::int64_t kv_bh = grid_row();
+  if (kv_bh >= prm.batch_kv_heads) return;  // a spare row of the grid
+  const int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) Barriers<C::kStages> bars;
+  const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  if (threadIdx.x == 0) {
+    mbarrier_init(smem_u32(&bars.full_kv), 1);
+    for (int s = 0; s < C::kStages; ++s) {
+      mbarrier_init(smem_u32(&bars.full[s]), 1);
+      mbarrier_init(smem_u32(&bars.empty[s]), C::kConsumerWarps);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    setmaxnreg_dec<C::kProducerRegs>();
+    if (threadIdx.x == 0) produce<C>(q_map, k_map, v_map, do_map, bars, base, prm, j, kv_bh);
+    else if (threadIdx.x / 32 == 1) write_dq<C, kTurns>(prm, base, j, kv_bh);
+    return;
+  }
+  setmaxnreg_inc<C::kConsumerRegs>();
+  unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));
+  consume(bars, base, base_p, j, kv_bh, warpgroup - 1);
 }
 
 }  // namespace backward_v3

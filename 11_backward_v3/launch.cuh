@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
 // dQ = scale x the accumulator, whose 16 KiB chunks hold a (64 rows, 64 columns) tile in the order
 // the consumers wrote it: float4 number 128 c + tid of a chunk is thread tid's registers
 // 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
-// A query tile of Br rows has Config::kChunks chunks: columns 0-63 and 64-127 at D = 128, rows
-// 0-63 and 64-127 at Br = 128, or one at D = 64 and Br = 64.
+// A query tile of Br rows has Config::kChunks chunks: at Br = 64 columns 64 c .. 64 c + 63 (one at
+// D = 64, two at D = 128, D / 64 in the wide kernel), at Br = 128 (D = 64) rows 0-63 and 64-127.
 // D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written).
 template <class T, int kD, int Br>
 __global__ void __launch_bounds__(256)
@@ -69,8 +69,8 @@ __global__ void __launch_bounds__(256)
   const std::int64_t chunk = f / 1024;
   const int within = static_cast<int>(f % 1024), c = within / 128, tid = within % 128;
   constexpr int kChunks = Br / 64 * (kD / 64);
-  const int half = static_cast<int>(chunk % kChunks);
-  const int col = (kD == 128 ? 64 * half : 0) + 8 * c + 2 * (tid % 4);
+  const int half = static_cast<int>(chunk % kChunks);  // the chunk within its tile
+  const int col = (Br == 128 ? 0 : 64 * half) + 8 * c + 2 * (tid % 4);
   const std::int64_t tile = chunk / kChunks;
   const int i = static_cast<int>(tile % Tr);
   const std::int64_t bh = tile / Tr;
@@ -107,7 +107,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   const std::int64_t key_tiles = std::int64_t{p.batch} * p.kv_heads * ceil_div(p.seqlen_k, C::Bc);
   const bool long_walks = std::int64_t{p.group_size()} * Tr > C::kFlushSteps;
   const std::size_t partial_bytes =
-      long_walks ? fa::cuda::workspace_part(key_tiles * 2 * C::Bc * kD * sizeof(float)) : 0;
+      long_walks ? fa::cuda::workspace_part(key_tiles * 2 * 128 * kD * sizeof(float)) : 0;  // key_grad_sums
   auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
       2 * vec_bytes + acc_bytes + turn_bytes + partial_bytes,
       "11_backward_v3's LSE, D_i, fp32 dQ accumulator, dQ turns and dK/dV sums"));
