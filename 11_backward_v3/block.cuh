@@ -45,6 +45,7 @@ template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ =
 struct Config {
   using T = T_;
   using Walk = Walk_;
+  static constexpr bool kWide = false;  // wide.cuh's WideConfig: head dims 192 and 256
   static constexpr int kD = kD_;
   // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
   // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.

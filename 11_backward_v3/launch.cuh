@@ -14,6 +14,7 @@
 
 #include "09_flash_v3/launch.cuh"  // make_maps: Q, K, V as [B * H][S][D] boxes
 #include "11_backward_v3/backward_v3.cuh"
+#include "11_backward_v3/wide.cuh"  // head dims 192 and 256
 #include "common/cuda/cuda_check.h"
 #include "common/cuda/device_memory.h"
 #include "common/device/grid.cuh"
@@ -124,8 +125,12 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                                                     D_row, padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim);
   FA_CHECK_LAUNCH();
 
+  constexpr auto kernel = [] {
+    if constexpr (C::kWide) return backward_v3_wide_kernel<C, kTurns>;
+    else return backward_v3_kernel<C, kTurns>;
+  }();
   static const bool opted_in = [] {
-    allow_shared_memory(backward_v3_kernel<C, kTurns>, C::kSmemBytes);
+    allow_shared_memory(kernel, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;
@@ -141,7 +146,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                    .head_dim = p.head_dim,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
   const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
-  backward_v3_kernel<C, kTurns><<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
   FA_CHECK_LAUNCH();
 
   const std::int64_t quads = padded_rows * kD / 4;
@@ -173,9 +178,12 @@ void backward_with(const fa::Support& support, const fa::Problem& p, const void*
                                 std::to_string(fa::cuda::compute_capability()));
   auto dtype = [&](auto type) {
     using T = decltype(type);
-    // D = 96: the D = 128 kernel on zero-filled columns (README: Head dims).
+    // D = 96: the D = 128 kernel on zero-filled columns (README: Head dims); 192 and 256: the wide
+    // kernel (wide.cuh), the same for every step.
     if (p.head_dim == 64) run<Cfg<T, 64>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
-    else run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else if (p.head_dim <= 128) run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else if (p.head_dim == 192) run<WideConfig<T, 192>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else run<WideConfig<T, 256>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
   };
   if (p.dtype == fa::Dtype::bf16) dtype(__nv_bfloat16{});
   else dtype(__half{});

@@ -1,6 +1,9 @@
 // The steps of steps.h: each is launch.cuh's entry point with one configuration.
 #include "11_backward_v3/steps/steps.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "09_flash_v3/flash_v3.h"  // the forward for O and LSE
 #include "11_backward_v3/backward_v3.h"
 #include "11_backward_v3/launch.cuh"
@@ -48,6 +51,10 @@ const std::vector<fa::BackwardStep>& all() {
 void backward_block_sparse(const fa::Problem& p, const backward::DeviceSparseWalk& walk, const void* q,
                            const void* k, const void* v, const void* o, const float* lse, const void* dout, void* dq,
                            void* dk, void* dv, cudaStream_t stream) {
+  // 08's transposed walk lists 128-key tiles; past D = 128 the kernel's key tiles are 64 keys.
+  if (p.head_dim > 128)
+    throw std::invalid_argument("11_backward_v3 v5_block_sparse: head dims up to 128 (08's walk of 128-key tiles), not " +
+                                std::to_string(p.head_dim));
   backward_with<SparseConfig, false>(backward_v3::chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream,
                                      &walk);
 }
