@@ -227,26 +227,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
     if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i and dO_i are read
 
-    // The partial dQ into the group's buffer, once the dQ writer has read the previous one (this
-    // barrier also orders warp 0's LSE/D_i stores above before the next step's reads); the writer
-    // hands it to the copy engine.
-    float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + w * C::kDqBytes);
-    barrier_sync(kDqEmptyBar + w, 128 + 32);
-#pragma unroll
-    for (int c = 0; c < 8; ++c)
-      *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
-    fence_proxy_async();
-    barrier_arrive(kDqFullBar + w, 128 + 32);
-    // A long walk: dK and dV into their fp32 sums every kFlushSteps steps (the wait for dQ above
-    // has completed this step's dV and dK wgmmas).
-    if (prm.kv_partial != nullptr && (step + 1) % C::kFlushSteps == 0)
-      flush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, step + 1 == C::kFlushSteps, dk, dv);
+    // The partial dQ to the dQ writer, which hands it to the copy engine; a long walk's flush (the
+    // wait for dQ above has completed this step's dV and dK wgmmas).
+    hand_dq_chunk<C>(base_p, w, tid, dq);
+    flush_after_step<C>(prm, kv_bh, j, w, tid, step, dk, dv);
     at = next;
   }
-
-  if (prm.kv_partial != nullptr && walk.n_steps >= C::kFlushSteps)
-    unflush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, dk, dv);
-  store_key_grads<C>(prm, kv_bh, key0, t, 0, dk, dv);
+  finish_key_grads<C>(prm, kv_bh, j, w, tid, walk.n_steps, key0, t, 0, dk, dv);
 }
 
 // grid: (key tiles, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups. kTurns: the

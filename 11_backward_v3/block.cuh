@@ -288,6 +288,36 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
   }
 }
 
+// Group w hands a partial dQ chunk (32 fp32 registers a thread) to the dQ writer: once the writer
+// has read the group's previous one (this barrier also orders warp 0's LSE/D_i stores before the
+// next step's reads), into the group's buffer in accumulator order, then "full".
+template <class C>
+__device__ __forceinline__ void hand_dq_chunk(unsigned char* base_p, int w, int tid, const float (&dq)[32]) {
+  float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + w * C::kDqBytes);
+  barrier_sync(kDqEmptyBar + w, 128 + 32);
+#pragma unroll
+  for (int c = 0; c < 8; ++c)
+    *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
+  fence_proxy_async();
+  barrier_arrive(kDqFullBar + w, 128 + 32);
+}
+
+// The end of a step of a long walk: every kFlushSteps steps dK and dV into their fp32 sums (the
+// caller has waited for the step's wgmmas). And the end of the walk: the sums back, then the store.
+template <class C, int kRegs>
+__device__ __forceinline__ void flush_after_step(const Params& prm, std::int64_t kv_bh, int j, int w, int tid,
+                                                 int step, float (&dk)[kRegs], float (&dv)[kRegs]) {
+  if (prm.kv_partial != nullptr && (step + 1) % C::kFlushSteps == 0)
+    flush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, step + 1 == C::kFlushSteps, dk, dv);
+}
+template <class C, int kRegs>
+__device__ __forceinline__ void finish_key_grads(const Params& prm, std::int64_t kv_bh, int j, int w, int tid,
+                                                 int n_steps, int key0, int t, int col0, float (&dk)[kRegs],
+                                                 float (&dv)[kRegs]) {
+  if (prm.kv_partial != nullptr && n_steps >= C::kFlushSteps) unflush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, dk, dv);
+  store_key_grads<C>(prm, kv_bh, key0, t, col0, dk, dv);
+}
+
 // A block's roles, for each kernel of the chapter (backward_v3_kernel, backward_v3_wide_kernel):
 // its key tile j (the deterministic mode runs them last to first: wait_turn), the barriers,
 // warpgroup 0's producer thread and dQ writer warp, and consume(bars, base, base_p, j, kv_bh, w)

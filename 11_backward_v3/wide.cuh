@@ -176,7 +176,6 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
 
     // The group's dQ chunks: dS (queries x keys, dS^T read transposed) K_j[:, 64 c ..].
     const std::uint64_t dS_mn = mnmajor_sw128_desc(ds_u, Bc, 0, 0);
-    float* dq_p = reinterpret_cast<float*>(base_p + C::kDq + W * C::kDqBytes);
 #pragma unroll
     for (int c = W; c < C::kChunks; c += 2) {
       float dq[32];
@@ -191,21 +190,12 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
         __syncwarp();
         if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));
       }
-      barrier_sync(kDqEmptyBar + W, 128 + 32);
-#pragma unroll
-      for (int q = 0; q < 8; ++q)
-        *reinterpret_cast<float4*>(dq_p + 512 * q + 4 * tid) = make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-      fence_proxy_async();
-      barrier_arrive(kDqFullBar + W, 128 + 32);
+      hand_dq_chunk<C>(base_p, W, tid, dq);
     }
-    if (prm.kv_partial != nullptr && (step + 1) % C::kFlushSteps == 0)
-      flush_key_grads(key_grad_sums<C>(prm, kv_bh, j, W), tid, step + 1 == C::kFlushSteps, dk, dv);
+    flush_after_step<C>(prm, kv_bh, j, W, tid, step, dk, dv);
     at = next;
   }
-
-  if (prm.kv_partial != nullptr && walk.n_steps >= C::kFlushSteps)
-    unflush_key_grads(key_grad_sums<C>(prm, kv_bh, j, W), tid, dk, dv);
-  store_key_grads<C>(prm, kv_bh, key0, t, kCol0, dk, dv);
+  finish_key_grads<C>(prm, kv_bh, j, W, tid, walk.n_steps, key0, t, kCol0, dk, dv);
 }
 
 // grid: (key tiles of 64, B * Hkv as tiles_by_rows spreads it); block: 3 warpgroups.
