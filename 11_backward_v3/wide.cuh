@@ -12,7 +12,8 @@
 //             dQ_i chunks c = w, w + 2, ...: dS K_j[:, 64 c ..]  (64 x 64, as in backward_v3.cuh)
 // cols_0 = 0 .. 127, cols_1 = 128 .. D - 1 (a group's columns start on a 64-column atom), so a
 // thread holds 64 + 64 floats of dK and dV in group 0 and (D - 128) / 2 each in group 1.
-// Named barriers: P^T ready (group 0 arrives, group 1 waits), dS^T ready (the other way). The
+// Named barriers: P^T ready (group 0 arrives, group 1 waits), dS^T ready (the other way); group 1
+// also syncs on its own barrier before its wgmmas read the dS^T its four warps stored. The
 // producer, the dQ writer (chunk c from group c % 2), the walk, LSE / D_i and the long-walk sums
 // are block.cuh's, as for the other kernel. Q_i and dO_i have one stage: two would not fit beside
 // K_j and V_j at D = 256.
@@ -159,6 +160,7 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
       }
       fence_proxy_async();
       barrier_arrive(kDsReadyBar, 256);
+      barrier_sync(2 + W, 128);  // the group's own dK reads every warp's dS^T: all stored
     }
     // Every thread of the group is past step - 1, the last reader of LSE/D_i buffer (step + 1) % 2.
     if (warp == 0 && step + 1 < walk.n_steps) vec_next.store(vec_p + (step + 1) % 2 * 2 * Br, lane);
