@@ -63,6 +63,9 @@ struct WideConfig {
   static constexpr std::uint32_t kStageTx = 2 * kRowBytes;
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr int kFlushSteps = 256;  // as Config::kFlushSteps
+  static_assert(kKVBytes % 1024 == 0 && kRowBytes % 1024 == 0 && kPBytes % 1024 == 0,
+                "every swizzled tile starts on a 1024-byte boundary");
+  static_assert(kSmemBytes <= 227 * 1024, "an H100 / H200 block has at most 227 KiB of shared memory");
 };
 
 // Named barriers of the wide kernel (256 threads: both groups): P^T stored by group 0, dS^T
