@@ -3,7 +3,7 @@
 //   ./11_backward_v3_bench [--max-seqlen N] [--head-dims 64,128] [Google Benchmark flags]
 // bwd/11_backward_v3/bf16/D128/causal/seqlen:4096 -- batch = 16k / seqlen, heads = 2048 / D.
 // Only the backward is timed (the preparation and the dQ conversion included); O and LSE come
-// from one run of the chapter's forward before the loop (09's; 06's at D = 96;
+// from one run of the chapter's forward before the loop (09's; 06's at D = 96, 192 and 256;
 // 08_backward/harness/backward_bench.h).
 #include "08_backward/harness/backward_bench.h"
 #include "11_backward_v3/backward_v3.h"
