@@ -1,10 +1,11 @@
 // Chapter 10's benchmarks: ./10_decoding_bench --benchmark_filter=decode/
-//   decode/...: the chapter's decode rows (README, Results) -- bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, batch 1
-//     and 8, seqlen_k 4k, 16k, 64k -- with the L2 cache flushed before every timed run (a 256 MiB
+//   decode/...: the chapter's decode rows (README, Results) -- bf16, H = 32, Hkv = 8, D = 128, seqlen_q = 1, batch 1,
+//     8 and 32, seqlen_k 4k, 16k, 64k -- with the L2 cache flushed before every timed run (a 256 MiB
 //     memset, as triton.testing.do_bench does: at batch 1 and 4k all of K and V would otherwise sit
 //     in the 50 MB L2). Counters: GBps (K and V bytes read per second, from the median run), splits
 //     (the plan's pieces per key range), ms_median.
 //     decode/10_decoding.stream_k/...: the same rows for the stream-K step (steps/).
+//     decode/plain_read/2GiB: the GPU's plain read (fa::cuda::read_every_byte), the rows' ceiling.
 //     --decode-head-dim 64|256 times the rows at that head dim instead of 128 (D in the name).
 //   cache/...: one step of a cache of 16383 tokens + 1 new (bf16, H32/Hkv8, D128, batch 1 and 8), the
 //     contiguous cache (forward_with_cache) against the paged one (steps/paged_cache.h) at pages of
@@ -51,7 +52,7 @@ void run_decode(benchmark::State& state, fa::Problem p, fa::ForwardFn forward_fn
 }
 
 void register_decode(const std::string& chapter, fa::ForwardFn forward_fn, int head_dim) {
-  for (int batch : {1, 8})
+  for (int batch : {1, 8, 32})
     for (int seqlen_k : {4096, 16384, 65536}) {
       fa::Problem p;
       p.batch = batch, p.heads = 32, p.kv_heads = 8, p.seqlen_q = 1, p.seqlen_k = seqlen_k;
@@ -102,6 +103,22 @@ void run_cache_step(benchmark::State& state, int batch, int page) {
   state.counters["ms_median"] = median * 1e3;
 }
 
+// The GPU's plain read of 2 GiB (fa::cuda::read_every_byte), the decode rows' ceiling, with the
+// same L2 flush before every timed run.
+void run_plain_read(benchmark::State& state) {
+  constexpr std::size_t kBytes = std::size_t{2} << 30;
+  fa::cuda::DeviceBuffer src(kBytes), sink(sizeof(std::uint32_t)), flush(256u << 20);
+  FA_CUDA_CHECK(cudaMemset(src.get(), 1, kBytes));
+  auto read = [&] { fa::cuda::read_every_byte(src.get(), kBytes, sink.as<std::uint32_t>(), nullptr); };
+  read();  // warm-up
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  const double median = fa::bench::median_seconds(state, read, [&] {
+    FA_CUDA_CHECK(cudaMemsetAsync(flush.get(), 0, flush.bytes(), nullptr));
+  });
+  state.counters["GBps"] = kBytes / median / 1e9;
+  state.counters["ms_median"] = median * 1e3;
+}
+
 void register_cache_steps() {
   for (int batch : {1, 8})
     for (int page : {0, 16, 64, 256}) {
@@ -132,6 +149,10 @@ int main(int argc, char** argv) {
       break;
     }
   if (fa::cuda::unavailable_reason().empty()) {
+    benchmark::RegisterBenchmark("decode/plain_read/2GiB", run_plain_read)
+        ->UseManualTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.3);
     register_decode("10_decoding", decoding::forward, head_dim);
     for (const fa::Step& step : decoding::steps::all())  // the steps that take this head dim
       if (fa::supports_head_dim(step.chapter.support, head_dim))

@@ -1,8 +1,12 @@
 // Chapter 10 -- attention for decoding: GQA packing and split-KV over 06's tile functions.
 //
 // New since 06 (06_tensor_core/tensor_core.cuh):
-//   * A block's 64 rows are packed (split_plan.h): (query head in the group) x (query position) of
+//   * A block's rows are packed (split_plan.h): (query head in the group) x (query position) of
 //     one KV head, gathered from Q by cp.async, so the G query heads sharing K and V read them once.
+//   * When a KV head's packed rows fit one warp's 16 (one query token, G <= 16), the 4 warps split
+//     each key tile instead of the rows and merge at the end (WarpShare, merge_key_warps): a fourth
+//     of the products and exponentials of 64 rows that are mostly padding. On an H200 that is what
+//     brings a decode step to the memory's speed (README: How we got here).
 //   * A block computes one piece of the key range (split-KV): the grid is (splits) x (KV heads x
 //     packed-row tiles). With one piece it writes O and LSE like 06; with several it writes its rows'
 //     partial O (fp32, divided by its own sum) and LSE into a workspace, and combine_kernel merges
@@ -28,37 +32,102 @@ namespace decoding {
 using namespace fa::cuda;
 using fa2::Params;
 
-// 4 warps of 16 packed rows (Br = 64), Bc = 64 keys: 06's Config with one 16-row mma tile per
-// warp. Its own stage count is not used: K/V go through the three-stage ring below (kStages).
+// The block's copies: 4 warps, Bc = 64 keys a tile, 06's Config. Its own stage count is not used:
+// K/V go through the three-stage ring below (kStages). Its Br (64) is the packed rows of a block
+// whose warps split the rows (kKeyWarps = 1, below).
 template <class T, int kD>
 using DecodeConfig = fa2::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
 
+// How the block's 4 warps share a tile of packed rows and a key tile. kKeyWarps = 1: each warp 16
+// rows and all 64 keys (Br = 64), as 06's warps. kKeyWarps = 4: every warp the same 16 rows and its
+// own 16 keys of the tile (Br = 16), merged when the piece ends (merge_key_warps). With one query
+// token and 4 query heads a KV head, 4 of 64 rows are real: splitting the rows computes 16 times
+// the useful products, splitting the keys 4 times. W: one warp's tile functions (06's, with
+// Bc / kKeyWarps keys).
+template <class C, int kKeyWarps>
+struct WarpShare {
+  static_assert(kKeyWarps == 1 || kKeyWarps == C::kWarps);
+  static constexpr int Br = C::Br / kKeyWarps;
+  using W = fa2::Config<typename C::T, C::kD, C::Bc / kKeyWarps, 1>;
+};
+
 // K/V in a ring of three stages, two tiles in flight ahead of the one computed: decoding is bound
 // by memory, and a piece of a few tiles must not wait one round trip per tile. Q's tile, then the
-// ring: 112 KB at D = 128, 56 KB at D = 64, 224 KB at D = 256 (of the H100's 227: one block an SM).
+// ring: 112 KB at D = 128, 56 KB at D = 64, 224 KB at D = 256 with 64 packed rows (of the H100's
+// 227: one block an SM); 12 KB less at D = 128 with 16.
 constexpr int kStages = 3;
-template <class C>
-constexpr int smem_bytes() { return (C::Br + 2 * kStages * C::Bc) * C::kCols * 2; }
+template <class C, int kKeyWarps = 1>
+constexpr int smem_bytes() { return (WarpShare<C, kKeyWarps>::Br + 2 * kStages * C::Bc) * C::kCols * 2; }
+
+// kKeyWarps = 4: the 4 warps hold the same 16 rows over different keys. Warps 1-3 leave their m,
+// l and O in shared memory (`buf`: the K/V ring, free once every warp has left the loop) and warp
+// 0 merges them, chapter 03's rescale: m = max_w m_w, O = sum_w 2^(m_w - m) O_w, l likewise (m is
+// in exp2 units). The fragments have one layout in every warp, so lane L of warp 0 merges lane L's
+// values: no shuffle. A warp that saw no key has m = -inf and weighs 0.
+template <class W, int kKeyWarps>
+__device__ __forceinline__ void merge_key_warps(fa2::WarpRows<W>& w, unsigned char* buf, int warp, int lane) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr int kSlots = W::kD / 8 + 1;  // float4s a lane: O's D / 8 fragments, then m[2], l[2]
+  float4* slots = reinterpret_cast<float4*>(buf);  // [warp - 1][kSlots][32 lanes]
+  __syncthreads();  // every warp is done with the ring
+  if (warp > 0) {
+    float4* mine = slots + (warp - 1) * kSlots * 32 + lane;
+#pragma unroll
+    for (int nt = 0; nt < W::kD / 8; ++nt)
+      mine[32 * nt] = make_float4(w.O[0][nt][0], w.O[0][nt][1], w.O[0][nt][2], w.O[0][nt][3]);
+    mine[32 * (kSlots - 1)] = make_float4(w.m[0][0], w.m[0][1], w.l[0][0], w.l[0][1]);
+  }
+  __syncthreads();
+  if (warp > 0) return;
+#pragma unroll 1
+  for (int k = 1; k < kKeyWarps; ++k) {
+    const float4* theirs = slots + (k - 1) * kSlots * 32 + lane;
+    const float4 ml = theirs[32 * (kSlots - 1)];
+    float a_mine[2], a_theirs[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_k = h ? ml.y : ml.x, l_k = h ? ml.w : ml.z;
+      const float m_new = fmaxf(w.m[0][h], m_k);
+      const float base = m_new == -kInf ? 0.0f : m_new;  // neither saw a key: both weigh 2^-inf = 0
+      a_mine[h] = fast_exp2(w.m[0][h] - base);
+      a_theirs[h] = fast_exp2(m_k - base);
+      w.l[0][h] = w.l[0][h] * a_mine[h] + l_k * a_theirs[h];
+      w.m[0][h] = m_new;
+    }
+#pragma unroll
+    for (int nt = 0; nt < W::kD / 8; ++nt) {
+      const float4 o = theirs[32 * nt];
+      w.O[0][nt][0] = w.O[0][nt][0] * a_mine[0] + o.x * a_theirs[0];
+      w.O[0][nt][1] = w.O[0][nt][1] * a_mine[0] + o.y * a_theirs[0];
+      w.O[0][nt][2] = w.O[0][nt][2] * a_mine[1] + o.z * a_theirs[1];
+      w.O[0][nt][3] = w.O[0][nt][3] * a_mine[1] + o.w * a_theirs[1];
+    }
+  }
+}
 
 // One piece of one tile's key range, as a block computes it: keys [j_begin, j_cap) of packed-row
 // tile `tile` (KV head tile / row_tiles, rows r0 .. r0 + Br - 1), cut at the last key any of the
-// tile's rows sees, through the K/V ring; then write_packed(whole, part). Block: 4 warps, warp w
-// owns packed rows r0 + 16 w .. r0 + 16 w + 15. signal: let the programmatic dependent (the
-// combine or the fix-up) launch before the epilogue. The caller makes sure the block's previous
-// piece, if any, is done with shared memory (steps/stream_k.cuh walks several). Kv: where K and V
-// lie (KvRows above).
-template <class C, bool kExtras, template <class> class Kv = KvRows, class Part>
+// tile's rows sees, through the K/V ring; then write_packed(whole, part). Block: 4 warps; warp w
+// owns packed rows r0 + 16 w .. r0 + 16 w + 15 (kKeyWarps = 1) or rows r0 .. r0 + 15 and keys
+// 16 w .. 16 w + 15 of each tile (kKeyWarps = 4, WarpShare). signal: let the programmatic dependent
+// (the combine or the fix-up) launch before the epilogue. The caller makes sure the block's
+// previous piece, if any, is done with shared memory (steps/stream_k.cuh walks several). Kv: where
+// K and V lie (KvRows above).
+template <class C, bool kExtras, template <class> class Kv = KvRows, int kKeyWarps = 1, class Part>
 __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_t tile, int j_begin, int j_cap,
                                              bool whole, bool signal, Part part) {
-  constexpr int Br = C::Br, Bc = C::Bc, kCols = C::kCols, kTileBytes = Bc * kCols * 2;
+  using W = typename WarpShare<C, kKeyWarps>::W;
+  constexpr int Br = WarpShare<C, kKeyWarps>::Br, Bc = C::Bc, kCols = C::kCols, kTileBytes = Bc * kCols * 2;
   extern __shared__ __align__(128) unsigned char smem[];
   const std::uint32_t Q_s = smem_u32(smem);                 // (Br, kCols) smem: the packed rows of Q
   const std::uint32_t K_s = Q_s + Br * kCols * 2;           // (kStages, Bc, kCols) smem: K_j
   const std::uint32_t V_s = K_s + kStages * kTileBytes;     // (kStages, Bc, kCols) smem: V_j
   const Params& p = prm.base;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int row_warp = warp / kKeyWarps, key_warp = warp % kKeyWarps;
   const std::int64_t kv_bh = tile / prm.row_tiles;
   const int r0 = static_cast<int>(tile % prm.row_tiles) * Br;
+  const int row = r0 + 16 * row_warp + g;  // this lane's first packed row (the second: row + 8)
   const int rows = packed_rows(p.group_size, p.seqlen_q);
   const PositionRange pos = positions(r0, rows - r0 < Br ? rows - r0 : Br, p.seqlen_q);
   // This piece's keys: [j_begin, j_end), cut at the last key any of the block's rows sees.
@@ -80,47 +149,55 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
     cp_async_commit();
   };
 
-  gather_q<C>(Q_s, prm, kv_bh, r0);
+  gather_q<C, Br>(Q_s, prm, kv_bh, r0);
   load_tile(0);  // Q and tile 0: one group
   load_tile(1);
 
   const int lane_a = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, C::kSwizzle);  // Q, V
   const int lane_b = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, C::kSwizzle);  // K
-  const std::uint32_t Q_w = Q_s + 2 * 16 * warp * kCols;  // this warp's rows
+  const std::uint32_t Q_w = Q_s + 2 * 16 * row_warp * kCols;  // this warp's rows
+  // This warp's keys of a tile: whole lines further, which keep the swizzle (swizzle.h:
+  // ldsm_warp_offset).
+  const std::uint32_t keys_w = 2 * W::Bc * key_warp * kCols;
   // tile_scores takes Q_i's fragments as an argument; with kQInRegs = false (DecodeConfig) it
   // re-reads Q from shared memory instead and never reads them (a one-entry placeholder).
-  fa2::QFrags<C> q_frag;
-  fa2::WarpRows<C> w;
+  fa2::QFrags<W> q_frag;
+  fa2::WarpRows<W> w;
   for (int n = 0; n < n_tiles; ++n) {
-    const int j0 = j_begin + n * Bc;
+    const int j0 = j_begin + n * Bc, j_w = j0 + W::Bc * key_warp;
     const std::uint32_t stage = (n % kStages) * kTileBytes;
     cp_async_wait<1>();  // this thread's copies of tile n (and Q) have landed; tile n + 1 may fly
     __syncthreads();     // ... and everyone's; and every warp is done with tile n - 1's stage
     load_tile(n + 2);    // into tile n - 1's stage, free since the barrier
-    fa2::ScoreTile<C> S;
-    fa2::tile_scores<C>(S, q_frag, Q_w, K_s + stage, lane_a, lane_b);
-    if (kExtras && prm.changes_scores()) apply_options<C>(S, r0 + 16 * warp + g, j0, t, prm, kv_bh, seqlen_k);
+    fa2::ScoreTile<W> S;
+    fa2::tile_scores<W>(S, q_frag, Q_w, K_s + stage + keys_w, lane_a, lane_b);
+    if (kExtras && prm.changes_scores()) apply_options<W>(S, row, j_w, t, prm, kv_bh, seqlen_k);
     if (j0 + Bc > j_end || tile_needs_mask(pos, j0, Bc, p.seqlen_q, seqlen_k, p.causal))
-      mask_packed<C>(S, r0 + 16 * warp + g, j0, j_end, t, p, seqlen_k);
-    fa2::PTile<C> P;
-    fa2::softmax_step<C>(S, P, w, p.scale_log2);
-    fa2::accumulate_pv<C>(w, P, V_s + stage, lane_a);
+      mask_packed<W>(S, row, j_w, j_end, t, p, seqlen_k);
+    fa2::PTile<W> P;
+    fa2::softmax_step<W>(S, P, w, p.scale_log2);
+    fa2::accumulate_pv<W>(w, P, V_s + stage + keys_w, lane_a);
   }
   if (signal) launch_dependents();  // the combine (launched programmatically) may start its blocks now
-  write_packed<C, kExtras>(w, prm, kv_bh, r0 + 16 * warp + g, t, whole, part);
+  if constexpr (kKeyWarps > 1) {
+    static_assert((kKeyWarps - 1) * (W::kD / 8 + 1) * 32 * 16 <= 2 * kStages * kTileBytes, "the merge fits the ring");
+    merge_key_warps<W, kKeyWarps>(w, smem + Br * kCols * 2, warp, lane);  // into the ring, K_s onward
+    if (warp > 0) return;
+  }
+  write_packed<W, kExtras>(w, prm, kv_bh, row, t, whole, part);
 }
 
 // grid: (splits) x (B Hkv row_tiles rows over y and z); block x of a tile row computes piece x.
 // kExtras: the score options or a KV cache may be on (forward_with_options, forward_with_cache);
 // plain forward() runs the kernel without their code (measured 1-3% faster at batch 1 than one
 // kernel for both, which carries the options' registers and branches).
-template <class C, bool kExtras, template <class> class Kv = KvRows>
+template <class C, bool kExtras, template <class> class Kv = KvRows, int kKeyWarps = 1>
 __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
   const std::int64_t tile = grid_row();
   if (tile >= prm.tiles) return;  // a spare block of the grid
   const int j_begin = blockIdx.x * prm.keys_per_split;
   // Piece x of row qr goes to row qr * splits + x of the workspace.
-  attend_piece<C, kExtras, Kv>(prm, tile, j_begin, j_begin + prm.keys_per_split, prm.splits == 1, true,
+  attend_piece<C, kExtras, Kv, kKeyWarps>(prm, tile, j_begin, j_begin + prm.keys_per_split, prm.splits == 1, true,
                            [&](int, std::int64_t qr) { return qr * prm.splits + blockIdx.x; });
 }
 

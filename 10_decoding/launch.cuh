@@ -29,11 +29,15 @@ inline int plan_slots() {
   return n;
 }
 
+// How the block's warps share its tiles (decoding.cuh: WarpShare): the keys of each tile when one
+// warp's 16 rows hold every packed row of a KV head, else the rows.
+inline int key_warps(const fa::Problem& p) { return packed_rows(p.group_size(), p.seqlen_q) <= 16 ? 4 : 1; }
+
 template <class T, int kD>
 Plan plan_for(const fa::Problem& p) {
   using C = DecodeConfig<T, kD>;
   Plan pl{};
-  pl.row_tiles = ceil_div(packed_rows(p.group_size(), p.seqlen_q), C::Br);
+  pl.row_tiles = ceil_div(packed_rows(p.group_size(), p.seqlen_q), C::Br / key_warps(p));
   pl.tiles = std::int64_t{p.batch} * p.kv_heads * pl.row_tiles;
   const SplitPlan sp = plan_splits(pl.tiles, ceil_div(p.seqlen_k, C::Bc), plan_slots());
   pl.splits = sp.splits;
@@ -55,15 +59,22 @@ struct Extras {
 
 // One instantiation of the split kernel, launched; the first launch lets it have its shared memory
 // (above 48 KB a kernel must opt in).
-template <class C, bool kExtras, template <class> class Kv>
+template <class C, bool kExtras, template <class> class Kv, int kKeyWarps>
 void launch_split(dim3 grid, const SplitParams& prm, cudaStream_t stream) {
+  constexpr int kSmem = smem_bytes<C, kKeyWarps>();
   static const bool opted_in = [] {
-    allow_shared_memory(split_kv_kernel<C, kExtras, Kv>, smem_bytes<C>());
+    allow_shared_memory(split_kv_kernel<C, kExtras, Kv, kKeyWarps>, kSmem);
     return true;
   }();
   (void)opted_in;
-  split_kv_kernel<C, kExtras, Kv><<<grid, C::kThreads, smem_bytes<C>(), stream>>>(prm);
+  split_kv_kernel<C, kExtras, Kv, kKeyWarps><<<grid, C::kThreads, kSmem, stream>>>(prm);
   FA_CHECK_LAUNCH();
+}
+
+template <class C, bool kExtras, template <class> class Kv>
+void launch_split(dim3 grid, const SplitParams& prm, int key_warps, cudaStream_t stream) {
+  if (key_warps == C::kWarps) launch_split<C, kExtras, Kv, C::kWarps>(grid, prm, stream);
+  else launch_split<C, kExtras, Kv, 1>(grid, prm, stream);
 }
 
 template <class T, int kD, template <class> class Kv = KvRows>
@@ -96,10 +107,10 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream, const Ex
   const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
   if constexpr (std::is_same_v<Kv<C>, KvRows<C>>) {
     const bool extras = x.kv_rows > 0 || x.seqlens_k || x.softcap > 0.0f || x.alibi_slopes || x.sink_logits;
-    if (extras) launch_split<C, true, Kv>(grid, prm, stream);
-    else launch_split<C, false, Kv>(grid, prm, stream);
+    if (extras) launch_split<C, true, Kv>(grid, prm, key_warps(p), stream);
+    else launch_split<C, false, Kv>(grid, prm, key_warps(p), stream);
   } else {  // another K/V layout is always a cache: the lengths are per sequence
-    launch_split<C, true, Kv>(grid, prm, stream);
+    launch_split<C, true, Kv>(grid, prm, key_warps(p), stream);
   }
   if (pl.splits > 1) {  // its blocks start while the split kernel's last blocks finish
     launch_dependent(x.sink_logits ? combine_kernel<T, kD, true> : combine_kernel<T, kD, false>,

@@ -52,17 +52,18 @@ __device__ __forceinline__ std::int64_t q_row(const SplitParams& prm, std::int64
   return packed_q_row(kv_bh, r, prm.kv_heads, prm.base.group_size, prm.base.seqlen_q);
 }
 
-// Q's packed rows r0 .. r0 + Br - 1 into the (Br, kCols) smem tile, one 16-byte cp.async per
+// Q's packed rows r0 .. r0 + kRows - 1 into the (kRows, kCols) smem tile, one 16-byte cp.async per
 // chunk as in 06's copy_tile, but each row from its own head; rows past G Sq are zero-filled.
-template <class C>
+template <class C, int kRows = C::Br>
 __device__ __forceinline__ void gather_q(std::uint32_t tile, const SplitParams& prm, std::int64_t kv_bh, int r0) {
   using T = typename C::T;
   constexpr int kRowChunks = C::kCols / kChunkElems, kRowsPerIt = C::kThreads / kRowChunks;
   const int r_t = copy_row(threadIdx.x, kRowChunks), c = copy_chunk(threadIdx.x, kRowChunks) * kChunkElems;
   if (c >= C::kD) return;
   const int rows = packed_rows(prm.base.group_size, prm.base.seqlen_q);
+  static_assert(kRows % kRowsPerIt == 0);
 #pragma unroll
-  for (int it = 0; it < C::Br / kRowsPerIt; ++it) {
+  for (int it = 0; it < kRows / kRowsPerIt; ++it) {
     const int r = r0 + r_t + it * kRowsPerIt;
     const bool inside = r < rows;
     const T* src = static_cast<const T*>(prm.base.q) + (inside ? q_row(prm, kv_bh, r) * C::kD + c : 0);

@@ -1,6 +1,7 @@
 // Chapter 10 against the float64 reference: the shared shapes (both dtypes, D 64 and 128), and
 // decode shapes -- seqlen_q 1-16, long and odd seqlen_k, GQA ratios 1, 4, 8, batch 1-64 -- chosen so
-// that the plan splits the key range (several pieces and the combine) as well as not. The stream-K
+// that the plan splits the key range (several pieces and the combine) as well as not, and that the
+// warps split the keys of a tile (at most 16 packed rows, 16 included) as well as its rows. The stream-K
 // step (steps/) runs the same shared shapes and decode shapes.
 // ctest -L 10_decoding
 #include <cstdint>
@@ -26,7 +27,7 @@ std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch) {
       {1, 32, 8, 1, 4096, false}, {1, 32, 8, 1, 4097, true},  {1, 8, 8, 1, 1, false},
       {1, 8, 1, 1, 131073, false}, {2, 16, 2, 3, 999, true},  {4, 32, 4, 16, 2049, true},
       {8, 32, 8, 1, 16384, false}, {64, 8, 1, 1, 300, true},  {3, 8, 8, 5, 70, true},
-      {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},
+      {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},  {2, 32, 8, 4, 1000, true},
   };
   // The core tier (common/harness/test_cases.h) leaves out the shapes whose float64 reference takes
   // seconds (more than 2M query-row x key pairs); the full tier runs them all.

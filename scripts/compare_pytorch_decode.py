@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times PyTorch's scaled_dot_product_attention on chapter 10's decode rows (10_decoding/README.md).
 
-bf16, 32 query heads sharing 8 KV heads (enable_gqa=True), D = 128, one query token, batch 1 and 8,
+bf16, 32 query heads sharing 8 KV heads (enable_gqa=True), D = 128, one query token, batch 1, 8 and 32,
 seqlen_k 4k, 16k, 64k; the FLASH and CUDNN backends forced with sdpa_kernel. Before every timed run
 a 256 MiB buffer is zeroed to evict K and V from the L2 cache (as triton.testing.do_bench does); the
 CUDA events bracket the attention call only. GB/s = K and V bytes / median time. Also times a plain
@@ -23,7 +23,7 @@ from compare_pytorch import BACKENDS, median_ms  # this script's folder is on sy
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backends", default="flash,cudnn")
-    ap.add_argument("--batches", default="1,8")
+    ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--seqlens-k", default="4096,16384,65536")
     ap.add_argument("--head-dim", type=int, default=128, help="chapter 10's results table is at 128")
     ap.add_argument("--out", required=True)

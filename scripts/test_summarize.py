@@ -3,7 +3,8 @@
 stage (bench_decode_<r>.json and pytorch_decode_<r>.json), each row shows its median round, for
 the chapter and for PyTorch alike; the bench stage's run of 10_decoding_bench
 (bench_10_decoding.json, no PyTorch between) counts only when the decode stage left no file; and
-one round reads as before (no rounds sentence). The backward tables: one per chapter family (08's
+one round reads as before (no rounds sentence); the chapter's plain read (decode/plain_read), when the
+bench has it, is the last column's ceiling and never a row. The backward tables: one per chapter family (08's
 rows and 11's apart, each with its own ratios), and a backward chapter's steps next to PyTorch's
 backward, not its forward. Run: python3 scripts/test_summarize.py"""
 import json
@@ -15,10 +16,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import summarize  # noqa: E402
 
 
-def bench(gbps):
-    """A 10_decoding_bench JSON with the row batch 8, seqlen_k 16384 at `gbps` GB/s."""
+def bench(gbps, read=None):
+    """A 10_decoding_bench JSON with the row batch 8, seqlen_k 16384 at `gbps` GB/s (and the plain
+    read at `read` GB/s)."""
     name = "decode/10_decoding/bf16/H32x8/D128/B8/seqlen_k:16384/min_time:0.300/manual_time"
-    return {"context": {}, "benchmarks": [{"name": name, "GBps": gbps, "splits": 2.0}]}
+    rows = [{"name": name, "GBps": gbps, "splits": 2.0}]
+    if read:
+        rows.append({"name": "decode/plain_read/2GiB/min_time:0.300/manual_time", "GBps": read})
+    return {"context": {}, "benchmarks": rows}
 
 
 def torch_run(flash, read):
@@ -33,7 +38,7 @@ def write(folder, name, data):
 
 def table(folder):
     _, _, _, _, context = summarize.load_chapters(folder)
-    return summarize.decode_table(folder, context["decode"], context["decode_rounds"]), context
+    return summarize.decode_table(folder, context["decode"], context["decode_rounds"], context["decode_read"]), context
 
 
 def row(text):
@@ -60,6 +65,19 @@ def main():
         check("the ratio of the medians: " + row(text), f"{2750 / 2760:.3f}x" in row(text))
         check("the rounds sentence", "the median of 3 rounds" in text)
         check("the plain read's median round", "Plain read of 2 GiB: 3002 GB/s" in text)
+        check("no plain-read column without the chapter's read", "of plain read" not in text)
+
+    with tempfile.TemporaryDirectory() as d:
+        # The chapter's plain read in three rounds (4000, 4200, 4100: median 4100), never a decode row.
+        for r, (ours, read) in enumerate([(2700, 4000), (2800, 4200), (2750, 4100)], start=1):
+            write(d, f"bench_decode_{r}.json", bench(ours, read))
+            write(d, f"pytorch_decode_{r}.json", torch_run(2760, 3000 + r))
+        text, context = table(d)
+        check("the chapter's read's median round", context["decode_read"] == 4100)
+        check("the chapter's read in the sentence", "(`decode/plain_read`, the last column's ceiling): 4100 GB/s" in text)
+        check("PyTorch's read named as such", "by PyTorch (a sum): 3002 GB/s" in text)
+        check("the row's share of the read: " + row(text), row(text).endswith(f"| {100 * 2750 / 4100:.1f}% |"))
+        check("the read is not a decode row", len([l for l in text.splitlines() if l.startswith("| ")]) == 2)
 
     with tempfile.TemporaryDirectory() as d:
         # A one-round layout: one decode stage file, and the bench stage's run beside it.

@@ -3,9 +3,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <string>
 #include <unordered_map>
 
 #include "common/cuda/cuda_check.h"
@@ -154,6 +156,40 @@ void release_workspace() {
   Workspace& w = the_workspace();
   device_free(w.ptr);
   w = Workspace{};
+}
+
+namespace {
+
+__global__ void __launch_bounds__(512) read_kernel(const uint4* src, std::int64_t n, std::uint32_t* sink) {
+  constexpr int kInFlight = 4;
+  const std::int64_t stride = std::int64_t{gridDim.x} * blockDim.x;
+  std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  std::uint32_t fold = 0;
+  for (; i + (kInFlight - 1) * stride < n; i += kInFlight * stride) {
+    uint4 v[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) v[u] = __ldcs(src + i + u * stride);  // all issued, then used
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) fold ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+  }
+  for (; i < n; i += stride) {
+    const uint4 v = __ldcs(src + i);
+    fold ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (fold == 0x9E3779B9u) *sink = fold;  // depends on every load; true for almost no data
+}
+
+}  // namespace
+
+void read_every_byte(const void* src, std::size_t bytes, std::uint32_t* sink, cudaStream_t stream) {
+  if (bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(src) % 16 != 0)
+    throw std::invalid_argument("read_every_byte: needs a 16-byte aligned src and a multiple of 16 bytes; got " +
+                                std::to_string(bytes) + " bytes");
+  int device = 0, sms = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  read_kernel<<<4 * sms, 512, 0, stream>>>(static_cast<const uint4*>(src), static_cast<std::int64_t>(bytes / 16), sink);
+  FA_CHECK_LAUNCH();
 }
 
 void fill_random(void* dst, std::int64_t count, Dtype dtype, std::uint64_t seed, cudaStream_t stream) {

@@ -71,6 +71,13 @@ class Stream {
   cudaStream_t stream_ = nullptr;
 };
 
+// The GPU's plain read, the ceiling of a kernel bound by memory (chapter 10's decode rows are
+// measured against it in the same run): every 16 bytes of src loaded once with streaming loads,
+// four independent loads in flight per thread, 2048 threads an SM. The loaded words fold into one
+// that is stored to *sink only if it equals a constant, so the loads cannot be optimized away and
+// nothing else is written. bytes: a multiple of 16; src 16-byte aligned.
+void read_every_byte(const void* src, std::size_t bytes, std::uint32_t* sink, cudaStream_t stream = nullptr);
+
 // A grow-only scratch buffer for chapters 01 and 02, which keep the N x N score matrix in
 // global memory. The first forward call allocates it (outside any timed region); later calls
 // of the same or a smaller size reuse it. Before growing it checks the free device memory and
