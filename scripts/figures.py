@@ -760,11 +760,14 @@ def fig_09_flash_v3():
 
 def fig_10_decoding():
     # The README's case: batch 1, H = 32 query heads on Hkv = 8 KV heads (G = 4), seqlen_q = 1,
-    # seqlen_k = 16384, D = 128, 132 SMs. 10_decoding/decoding.cu: plan (Br = Bc = 64, one CTA an SM);
-    # decoding.cuh: split_kv_kernel (kStages = 3) and combine_kernel (one warp per output row).
-    B, H, Hkv, Sq, Sk, D, sms, Br, Bc, kStages = 1, 32, 8, 1, 16384, 128, 132, 64, 64, 3
+    # seqlen_k = 16384, D = 128, 132 SMs. 10_decoding/launch.cuh: key_warps and plan_for (Bc = 64,
+    # Br = 16 when the packed rows fit one warp, else 64; one CTA an SM); decoding.cuh: WarpShare,
+    # split_kv_kernel (kStages = 3), merge_key_warps and combine_kernel (one warp per output row).
+    B, H, Hkv, Sq, Sk, D, sms, Bc, kStages = 1, 32, 8, 1, 16384, 128, 132, 64, 3
     G = H // Hkv
     rows = G * Sq  # packed_rows
+    key_warps = 4 if rows <= 16 else 1  # launch.cuh: key_warps
+    Br = 64 // key_warps
     tiles = B * Hkv * ceil_div(rows, Br)
     key_tiles = ceil_div(Sk, Bc)
     splits, per_split = plan_splits(tiles, key_tiles, sms)  # 16 pieces of 16 key tiles
@@ -791,6 +794,7 @@ def fig_10_decoding():
 
     # ---- (a) GQA packing: the G heads of one KV head's group as the packed rows of one 64-row tile.
     ax.text(0.1, 10.2, "(a) GQA packing", ha="left", va="center", fontsize=11)
+    rh_total = 4.16  # the tile's height on the page, whatever its rows
     ax.text(0.1, 9.55, f"one KV head's group:\n{G} query heads x {Sq} position",
             ha="left", va="center", fontsize=8.5)
     zx, zy, zw, zh = 0.2, 7.15, 5.2, 0.42  # the real rows 0 .. G Sq - 1, enlarged
@@ -801,7 +805,7 @@ def fig_10_decoding():
                                linewidth=1.2))
         ax.text(zx + 0.15, y + zh / 2, f"r = {r}:  head {g}, position {i}", ha="left", va="center",
                 fontsize=8.5, color="white")
-    tx, ty, tw, rh = 1.2, 6.65, 1.9, 0.065  # the 64-row tile at scale, row 0 at the top
+    tx, ty, tw, rh = 1.2, 6.65, 1.9, rh_total / Br  # the Br-row tile at scale, row 0 at the top
     for r in range(Br):
         real = r < rows
         ax.add_patch(Rectangle((tx, ty - (r + 1) * rh), tw, rh,
@@ -812,12 +816,15 @@ def fig_10_decoding():
         ax.plot([x0, x1], [zy, ty], color=GREY, linewidth=0.8, linestyle="--")
     ax.annotate(f"rows 0-{rows - 1}: real", (tx + tw, ty - rows * rh / 2), xytext=(tx + tw + 0.35, ty - 0.4),
                 ha="left", va="center", fontsize=8.5, arrowprops=dict(arrowstyle="-", color="black", lw=0.7))
-    ax.text(tx + tw + 0.35, ty - (Br / 2) * rh, f"rows {rows}-{Br - 1}:\npadding (faded),\nzero-filled",
+    ax.text(tx + tw + 0.35, ty - (Br / 2) * rh + 0.5, f"rows {rows}-{Br - 1}:\npadding (faded),\nzero-filled",
             ha="left", va="center", fontsize=8.5, color="#555555")
     ax.text(tx + tw / 2, ty - Br * rh - 0.15, f"Q tile ({Br} x {D})", ha="center", va="top", fontsize=8.5)
     ax.text(0.1, 1.45, "packed row r =\n(query head in group) x Sq + position", ha="left", va="center", fontsize=9)
     ax.text(0.1, 0.7, f"the {G} heads read one copy of K, V", ha="left", va="center", fontsize=9,
             style="italic", color=BLUE)
+    if key_warps > 1:
+        ax.text(tx + tw + 0.35, ty - Br * rh + 0.75, f"{rows} rows fit one\nwarp's 16: the {key_warps}\nwarps split "
+                f"each\nkey tile ({Bc // key_warps} keys\neach)", ha="left", va="center", fontsize=8.5, color=BLUE)
 
     # ---- (b) split-KV: one KV head's keys cut into `splits` pieces, one CTA each.
     bx, bw, by, bh = 7.0, 10.8, 8.0, 0.6  # the key axis of one KV head
@@ -884,11 +891,14 @@ def fig_10_decoding():
                 bbox=None if computing else dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none",
                                                  alpha=0.85))
         arrow((kx + (m + 0.5) * kw_, ky - 0.18), (x + rw / 2, ry + rhh), lw=0.7, scale=8, color="#555555")
-    ax.text(cx + 0.3, ry - 0.2, "computing tile n, tiles n+1, n+2 in flight (cp.async)", ha="left", va="top",
-            fontsize=8.5)
+    ax.text(cx + 0.3, ry - 0.2, f"computing tile n ({key_warps} warps x {Bc // key_warps} keys), n+1, n+2 in flight (cp.async)"
+            if key_warps > 1 else
+            "computing tile n, tiles n+1, n+2 in flight (cp.async)", ha="left", va="top", fontsize=8.5)
     box(cx + 0.2, cy + 0.15, cwid - 0.4, 0.95,
-        "online softmax over its piece; then, per row, writes a partial\n"
-        "O_s (fp32, already divided by its l_s), LSE_s = m_s + log l_s", GREEN, fontsize=8.5, alpha=0.3)
+        ("online softmax over its piece, each warp on its keys; warp 0\n"
+         "merges the warps, writes O_s (fp32, / l_s) and LSE_s per row" if key_warps > 1 else
+         "online softmax over its piece; then, per row, writes a partial\n"
+         "O_s (fp32, already divided by its l_s), LSE_s = m_s + log l_s"), GREEN, fontsize=8.5, alpha=0.3)
     ax.text(bx + bw / 2, 1.75, f"{Hkv} KV heads x {splits} pieces = {tiles * splits} CTAs: one wave on {sms} SMs",
             ha="center", va="center", fontsize=9.5, weight="bold", color=BLUE)
 
