@@ -1,0 +1,82 @@
+// The host's E4M3 encoding (common/host/fp8.h) against the format's definition, code by code:
+// every code decodes to sign x (1 + m/8) x 2^(e-7) (or m x 2^-9), encodes back to itself, and the
+// values between two codes round to the nearer one, ties to the even code; beyond 448 saturates.
+// ctest -L common
+#include "common/host/fp8.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace {
+
+// The format's definition, written independently of fp8.cpp's arithmetic: the value of a code.
+double code_value(int code) {
+  const int e = code >> 3 & 0xF, m = code & 7;
+  const double v = e == 0 ? m * std::pow(2.0, -9) : (1.0 + m / 8.0) * std::pow(2.0, e - 7);
+  return code & 0x80 ? -v : v;
+}
+
+bool is_nan_code(int code) { return (code & 0x7F) == 0x7F; }
+
+TEST(E4m3, EveryCodeDecodesToItsValueAndEncodesBack) {
+  for (int code = 0; code < 256; ++code) {
+    const float x = fa::e4m3_bits_to_float(static_cast<std::uint8_t>(code));
+    if (is_nan_code(code)) {
+      EXPECT_TRUE(std::isnan(x)) << "code " << code;
+      continue;
+    }
+    EXPECT_EQ(static_cast<double>(x), code_value(code)) << "code " << code;
+    EXPECT_EQ(fa::float_to_e4m3_bits(x), code) << "code " << code << " value " << x;
+  }
+  EXPECT_EQ(fa::e4m3_bits_to_float(0x7E), 448.0f);
+  EXPECT_EQ(fa::e4m3_bits_to_float(0x08), std::ldexp(1.0f, -6));  // the smallest normal
+  EXPECT_EQ(fa::e4m3_bits_to_float(0x01), std::ldexp(1.0f, -9));  // the smallest subnormal
+}
+
+TEST(E4m3, BetweenTwoCodesRoundsToTheNearerTiesToEven) {
+  // Consecutive non-negative codes 0 .. 0x7E: the midpoint goes to the even code, a point a
+  // little either side of it to the nearer code.
+  for (int code = 0; code < 0x7E; ++code) {
+    const double lo = code_value(code), hi = code_value(code + 1), mid = (lo + hi) / 2;
+    const int even = code % 2 == 0 ? code : code + 1;
+    EXPECT_EQ(fa::float_to_e4m3_bits(static_cast<float>(mid)), even) << "midpoint of " << code;
+    EXPECT_EQ(fa::float_to_e4m3_bits(static_cast<float>(mid - (hi - lo) / 8)), code) << "below the midpoint of " << code;
+    EXPECT_EQ(fa::float_to_e4m3_bits(static_cast<float>(mid + (hi - lo) / 8)), code + 1) << "above the midpoint of " << code;
+    EXPECT_EQ(fa::float_to_e4m3_bits(static_cast<float>(-mid)), 0x80 | even) << "negative midpoint of " << code;
+  }
+}
+
+TEST(E4m3, SaturatesBeyond448AndKeepsNaN) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  for (float x : {448.0f, 464.0f, 470.0f, 480.0f, 512.0f, 1e10f, kInf}) {
+    EXPECT_EQ(fa::float_to_e4m3_bits(x), 0x7E) << x;
+    EXPECT_EQ(fa::float_to_e4m3_bits(-x), 0xFE) << -x;
+  }
+  EXPECT_TRUE(std::isnan(fa::round_to_e4m3(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(fa::float_to_e4m3_bits(-0.0f), 0x80);
+  EXPECT_EQ(fa::float_to_e4m3_bits(std::ldexp(1.0f, -11)), 0x00);  // below half the smallest subnormal
+}
+
+TEST(E4m3, RelativeErrorOfNormalsIsAtMostOneSixteenth) {
+  // Three mantissa bits: between 2^-6 and 448 a value moves by at most half a step, 2^-4 of it.
+  for (double x = 0x1p-6; x <= 448.0; x *= 1.0137) {
+    const double r = fa::round_to_e4m3(static_cast<float>(x));
+    EXPECT_LE(std::fabs(r - x), x / 16.0 + 1e-12) << x;
+  }
+}
+
+TEST(E4m3, PerTensorQuantizationPutsTheLargestElementOn448) {
+  const std::vector<float> x = {0.5f, -3.0f, 1.25f, 2.9f, 0.0f, -0.01f};
+  const fa::E4m3Tensor t = fa::quantize_e4m3(x);
+  EXPECT_FLOAT_EQ(t.scale, 3.0f / 448.0f);
+  EXPECT_EQ(t.bits[1], 0xFE);  // -3.0 / scale = -448
+  const std::vector<float> back = fa::dequantize(t);
+  for (std::size_t i = 0; i < x.size(); ++i) EXPECT_LE(std::fabs(back[i] - x[i]), std::fabs(x[i]) / 16.0 + 1e-9) << i;
+  EXPECT_EQ(fa::quantize_e4m3({0.0f, 0.0f}).scale, 1.0f);  // a tensor of zeros: scale 1, codes 0
+}
+
+}  // namespace
