@@ -35,6 +35,7 @@
 #include <cstdint>
 
 #include "11_backward_v3/block.cuh"  // Params, Config, walk_of, produce, write_dq, RowVectors, ...
+#include "11_backward_v3/key_grads.cuh"  // flush_after_step, finish_key_grads
 #include "common/device/math.cuh"    // fast_exp2
 #include "common/device/tiles.h"     // needs_mask
 #include "common/device/wgmma.cuh"
@@ -100,18 +101,9 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   float dv[kD / 2], dk[kD / 2];
 #pragma unroll
   for (int r = 0; r < kD / 2; ++r) dv[r] = dk[r] = 0.0f;
-  const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
-
   // LSE and D_i of a step in buffer step % 2 of the group (RowVectors), brought by warp 0.
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * w * C::kVecBytes);
-  if (warp == 0 && walk.n_steps > 0) {
-    RowVectors<Br> v;
-    v.load(prm, walk.first(), lane);
-    v.store(vec_p, lane);
-  }
-  barrier_sync(group_bar, 128);
-  mbarrier_wait(smem_u32(&bars.full_kv), 0);
-  __syncwarp();  // the lanes leave the wait's loop apart: wgmma and bar.sync want the warp whole
+  const typename C::Walk walk = begin_walk<C>(prm, bars, vec_p, group_bar, j, kv_bh, warp, lane);
 
   // The descriptors, built once: a k-step, a stage and the dS^T buffer only move their start
   // address (desc_advance). Byte offsets of k-step ks: K-major 32 ks within an atom, then atoms of

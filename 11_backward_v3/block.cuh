@@ -1,6 +1,7 @@
 // Chapter 11's block, piece by piece: its parameters and configuration, the walk over query tiles,
 // the producer thread, the dQ writer warp and the deterministic mode's turns, and the small pieces
-// of the consumers' step (A fragments from accumulators, the LSE/D_i vectors, the dK/dV store).
+// of the consumers' step (A fragments from accumulators, the LSE/D_i vectors, the dQ handoff);
+// key_grads.cuh has the consumers' dK and dV (the long walks' sums and the store).
 // backward_v3.cuh puts them together into the kernel.
 #pragma once
 
@@ -231,61 +232,21 @@ struct RowVectors {
   }
 };
 
-// A long walk's dK and dV: thread tid of consumer group w adds its accumulators (kRegs floats
-// each) into its float4s of the block's sums (kRegs / 2 of them, 128 threads apart, so a warp's
-// accesses are contiguous), storing them on the first flush, and zeroes the accumulators. The adds
-// are the CUDA cores' fp32 adds, rounded to nearest; unflush_key_grads brings the sums back
-// before the store. A key tile's sums: 2 groups x 128 threads x kD floats at most.
+// A consumer group's start (both kernels): its block's walk, the first step's LSE and D_i in the
+// group's buffer (vec_p; warp 0 brings them, then the group's named barrier), and K_j, V_j landed.
 template <class C>
-__device__ __forceinline__ float4* key_grad_sums(const Params& prm, std::int64_t kv_bh, int j, int w) {
-  const std::int64_t block = kv_bh * ceil_div(prm.seqlen_k, C::Bc) + j;
-  return reinterpret_cast<float4*>(prm.kv_partial) + (block * 2 + w) * (C::kD / 4) * 128;
-}
-template <int kRegs>
-__device__ __forceinline__ void flush_key_grads(float4* sums, int tid, bool first, float (&dk)[kRegs],
-                                                float (&dv)[kRegs]) {
-#pragma unroll
-  for (int q = 0; q < kRegs / 2; ++q) {
-    float* regs = q < kRegs / 4 ? dk + 4 * q : dv + 4 * (q - kRegs / 4);
-    float4 x = first ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : sums[q * 128 + tid];
-    x.x += regs[0], x.y += regs[1], x.z += regs[2], x.w += regs[3];
-    sums[q * 128 + tid] = x;
-    regs[0] = regs[1] = regs[2] = regs[3] = 0.0f;
+__device__ __forceinline__ typename C::Walk begin_walk(const Params& prm, Barriers<C::kStages>& bars, float* vec_p,
+                                                       int group_bar, int j, std::int64_t kv_bh, int warp, int lane) {
+  const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
+  if (warp == 0 && walk.n_steps > 0) {
+    RowVectors<C::Br> v;
+    v.load(prm, walk.first(), lane);
+    v.store(vec_p, lane);
   }
-}
-template <int kRegs>
-__device__ __forceinline__ void unflush_key_grads(const float4* sums, int tid, float (&dk)[kRegs], float (&dv)[kRegs]) {
-#pragma unroll
-  for (int q = 0; q < kRegs / 2; ++q) {
-    float* regs = q < kRegs / 4 ? dk + 4 * q : dv + 4 * (q - kRegs / 4);
-    const float4 x = sums[q * 128 + tid];
-    regs[0] += x.x, regs[1] += x.y, regs[2] += x.z, regs[3] += x.w;
-  }
-}
-
-// dK_j = scale x (the sum of dS^T Q) and dV_j, once, from a consumer thread's registers: its rows
-// key0 and key0 + 8, columns col0 + 8 c + 2 t and + 1 (the accumulator layout of kRegs / 4 x 8
-// columns from col0).
-template <class C, int kRegs>
-__device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t kv_bh, int key0, int t, int col0,
-                                                const float (&dk)[kRegs], const float (&dv)[kRegs]) {
-  using T = typename C::T;
-  const int d = prm.head_dim;  // the row stride; columns from d on are padding, not stored
-  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * d;  // [B, Hkv, Sk, D] global
-  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * d;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int key = key0 + 8 * h;
-    if (key >= prm.seqlen_k) continue;
-#pragma unroll
-    for (int c = 0; c < kRegs / 4; ++c) {
-      if (col0 + 8 * c >= d) continue;
-      const std::int64_t at = std::int64_t{key} * d + col0 + 8 * c + 2 * t;
-      *reinterpret_cast<std::uint32_t*>(dk_g + at) =
-          pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
-      *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
-    }
-  }
+  barrier_sync(group_bar, 128);
+  mbarrier_wait(smem_u32(&bars.full_kv), 0);
+  __syncwarp();  // the lanes leave the wait's loop apart: wgmma and bar.sync want the warp whole
+  return walk;
 }
 
 // Group w hands a partial dQ chunk (32 fp32 registers a thread) to the dQ writer: once the writer
@@ -300,22 +261,6 @@ __device__ __forceinline__ void hand_dq_chunk(unsigned char* base_p, int w, int 
     *reinterpret_cast<float4*>(dq_p + 512 * c + 4 * tid) = make_float4(dq[4 * c], dq[4 * c + 1], dq[4 * c + 2], dq[4 * c + 3]);
   fence_proxy_async();
   barrier_arrive(kDqFullBar + w, 128 + 32);
-}
-
-// The end of a step of a long walk: every kFlushSteps steps dK and dV into their fp32 sums (the
-// caller has waited for the step's wgmmas). And the end of the walk: the sums back, then the store.
-template <class C, int kRegs>
-__device__ __forceinline__ void flush_after_step(const Params& prm, std::int64_t kv_bh, int j, int w, int tid,
-                                                 int step, float (&dk)[kRegs], float (&dv)[kRegs]) {
-  if (prm.kv_partial != nullptr && (step + 1) % C::kFlushSteps == 0)
-    flush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, step + 1 == C::kFlushSteps, dk, dv);
-}
-template <class C, int kRegs>
-__device__ __forceinline__ void finish_key_grads(const Params& prm, std::int64_t kv_bh, int j, int w, int tid,
-                                                 int n_steps, int key0, int t, int col0, float (&dk)[kRegs],
-                                                 float (&dv)[kRegs]) {
-  if (prm.kv_partial != nullptr && n_steps >= C::kFlushSteps) unflush_key_grads(key_grad_sums<C>(prm, kv_bh, j, w), tid, dk, dv);
-  store_key_grads<C>(prm, kv_bh, key0, t, col0, dk, dv);
 }
 
 // A block's roles, for each kernel of the chapter (backward_v3_kernel, backward_v3_wide_kernel):

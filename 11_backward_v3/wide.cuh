@@ -85,17 +85,8 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
   float dv[kCols / 2], dk[kCols / 2];
 #pragma unroll
   for (int r = 0; r < kCols / 2; ++r) dv[r] = dk[r] = 0.0f;
-  const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
-
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * W * C::kVecBytes);
-  if (warp == 0 && walk.n_steps > 0) {
-    RowVectors<Br> v;
-    v.load(prm, walk.first(), lane);
-    v.store(vec_p, lane);
-  }
-  barrier_sync(2 + W, 128);
-  mbarrier_wait(smem_u32(&bars.full_kv), 0);
-  __syncwarp();
+  const typename C::Walk walk = begin_walk<C>(prm, bars, vec_p, 2 + W, j, kv_bh, warp, lane);
 
   auto kstep = [](int ks, int rows) { return static_cast<std::uint32_t>(ks / 4 * rows * 128 + ks % 4 * 32); };
   // S^T (group 0: K_j, Q_i) or dP^T (group 1: V_j, dO_i), both K-major over D.
