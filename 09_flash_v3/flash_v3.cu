@@ -1,5 +1,6 @@
 // Chapter 09's forward: the checks, then one launch of the head dim's kernel (which makes its tensor maps).
-// D = 128: the warp-specialized, ping-pong, persistent kernel of flash_v3.cuh. D = 64: step v1's one
+// D = 96, 128, 192 and 256: the warp-specialized, ping-pong kernel of flash_v3.cuh (ChapterConfig
+// says which tiles at which head dim; D = 96 runs the D = 128 tiles, its columns 96-127 zeros). D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
 // thread), so five share an SM, and the warp schedulers interleave their GEMMs and softmaxes
@@ -21,10 +22,10 @@ const fa::Chapter& chapter() {
   static const fa::Chapter c{
       .support = {.chapter = "09_flash_v3",
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
-                  .head_dims = {64, 128},
-                  .max_head_dim = 128},
+                  .head_dims = {64, 96, 128, 192, 256},
+                  .max_head_dim = 256},
       .forward = forward,
-      .test_head_dims = {64, 128},
+      .test_head_dims = {64, 96, 128, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};
   return c;
 }
@@ -40,8 +41,12 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   const Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3");
   auto run = [&](auto type) {
     using T = decltype(type);
-    if (p.head_dim == 64) steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream);
-    else launch<ChapterConfig<T, 128>>(p, q, k, v, prm, stream);
+    switch (p.head_dim) {
+      case 64: steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream); break;
+      case 192: launch<ChapterConfig<T, 192>>(p, q, k, v, prm, stream); break;
+      case 256: launch<ChapterConfig<T, 256>>(p, q, k, v, prm, stream); break;
+      default: launch<ChapterConfig<T, 128>>(p, q, k, v, prm, stream);  // 96 and 128 (96: zero-filled to 128)
+    }
   };
   if (p.dtype == fa::Dtype::bf16) run(__nv_bfloat16{});
   else run(__half{});

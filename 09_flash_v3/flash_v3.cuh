@@ -65,10 +65,14 @@ struct WsConfig {
 };
 
 // The chapter launches this kernel at D = 128 with two K/V stages (two Q_i slots and the ring: 193 KiB
-// of shared memory). At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this
-// one there with four stages.
+// of shared memory), and at D = 96 the same kernel (the copy engine fills columns 96-127 with zeros).
+// At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this one there with
+// four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so the key tiles shrink to
+// Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
+// D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB).
 template <class T, int kD>
-using ChapterConfig = WsConfig<T, kD, kD == 128 ? 2 : 4>;
+using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
+                               /*kBc=*/kD <= 128 ? 128 : 64>;
 
 // The block's mbarriers: Q_i landed and read; per stage, K_j and V_j landed ("full", the
 // producer's arrival plus the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
@@ -129,15 +133,20 @@ __device__ __forceinline__ void issue_scores(fa2::ScoreTile<typename C::Tile>& S
                                       ks > 0);
 }
 
-// O_i += P_s V_s: per 16 keys, one wgmma of 64 x kD x 16 (RS form: P from registers, V_s read
-// MN-major, keys x columns as TMA landed it).
+// O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
+// MN-major, keys x columns as TMA landed it), kN = kD up to 128, else column chunks of 128 (D = 256)
+// or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
 template <class C>
 __device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w,
                                          const fa2::PTile<typename C::Tile>& P, std::uint32_t V_s) {
-  float(&o)[C::kD / 2] = *reinterpret_cast<float(*)[C::kD / 2]>(&w.O[0][0][0]);
+  constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;
+  float* o = &w.O[0][0][0];
 #pragma unroll
   for (int kk = 0; kk < C::Bc / 16; ++kk)
-    wgmma_rs<typename C::T, C::kD, 1>(o, P[0][kk], mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, 0), true);
+#pragma unroll
+    for (int n0 = 0; n0 < C::kD; n0 += kN)
+      wgmma_rs<typename C::T, kN, 1>(*reinterpret_cast<float(*)[kN / 2]>(o + n0 / 2), P[0][kk],
+                                     mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, n0), true);
 }
 
 // The epilogue through the copy engine (FlashAttention-3's): O_i / l_i in T into the group's 64

@@ -63,9 +63,11 @@ block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, 
 }
 
 // Whether a call runs Hopper's chapters, 09's forward and 11's backward: the tensors' GPU is an
-// sm_90 one, their Support tables take the dtype and head dim, and there is no block mask.
+// sm_90 one, their Support tables take the dtype and head dim, and there is no block mask. Head
+// dims 64 and 128 only: the pair is measured against 06 and 08 in the op there; at 96, 192 and
+// 256 (which both chapters take) the op keeps 06 and 08 until it is.
 bool hopper_path(const Tensor& q, fa::Dtype dt, int head_dim, bool has_mask) {
-  if (has_mask || !q.is_cuda()) return false;
+  if (has_mask || !q.is_cuda() || (head_dim != 64 && head_dim != 128)) return false;
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.get_device());
   if (prop->major != 9 || prop->minor != 0) return false;
   const fa::Support& s = backward_v3::chapter().support;
