@@ -196,11 +196,14 @@ def main():
     if args.readmes:
         update_readmes(args.readmes, fwd, torch_fwd, chapters, backends, meta,
                        extra_rows=root_extra_rows(context.get("sparse1", {}), bwd, torch_fwd, torch_bwd, backends))
-        for family in backward_families(bwd):  # 08's table into 08's README (11's README keeps its own)
+        for family in backward_families(bwd):  # 08's table into 08's README (11's README: a seqlen a column)
             chapter = next(iter(next(iter(family.values()))))
             if chapter.startswith("08_"):
                 replace_between_markers(os.path.join(args.readmes, "08_backward", "README.md"),
                                         backward_table(family, torch_bwd, meta))
+            if chapter.startswith("11_"):  # 11's README: a seqlen a column, from 2k
+                replace_between_markers(os.path.join(args.readmes, "11_backward_v3", "README.md"),
+                                        grid_table(family, torch_bwd, "11_backward_v3"))
         for chapter in sorted(steps):
             replace_between_markers(os.path.join(args.readmes, chapter, "README.md"),
                                     steps_table(chapter, steps[chapter], meta, step_torch[chapter]), marker="steps")
@@ -287,6 +290,23 @@ def backward_table(bwd, torch_bwd, meta):
         cells += [f"{row[c]['ms_median']:.3f}" if c in row else "-" for c in chapters]
         cells += [fmt(row[c]["TFLOPS"]) if c in row else "-" for c in chapters]
         cells += [fmt(t) for t in theirs] + [f"{ours / t:.2f}x" if (ours and t) else "-" for t in theirs]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def grid_table(rows, torch_rows, chapter, seqlens=(2048, 4096, 8192, 16384), backends=("flash", "cudnn")):
+    """One line a (dtype, D, mask), one column a seqlen: the chapter's TFLOP/s and, in brackets, its
+    ratio to each PyTorch backend that ran the shape. `rows` maps (dtype, D, causal, seqlen) to
+    {chapter: record}; the rows of a seqlen the run lacks show -."""
+    lines = ["| dtype | D | mask | " + " | ".join(f"{s // 1024}k" for s in seqlens) + " |",
+             "|" + "---|" * (3 + len(seqlens))]
+    for dtype, d, causal in sorted({k[:3] for k in rows if chapter in rows[k]}):
+        cells = [dtype, str(d), "causal" if causal else "full"]
+        for s in seqlens:
+            ours = rows.get((dtype, d, causal, s), {}).get(chapter, {}).get("TFLOPS")
+            theirs = [(b, torch_rows.get((dtype, d, causal, s), {}).get(b, {}).get("tflops")) for b in backends]
+            ratios = [f"{ours / t:.2f}x {b}" for b, t in theirs if ours and t]
+            cells.append("-" if ours is None else fmt(ours) + (f" ({', '.join(ratios)})" if ratios else ""))
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -518,7 +538,7 @@ def plot_decode(folder, decode, out=None, own_read=None):
         ax.axhline(ceiling, color="black", linestyle="--", linewidth=1,
                    label=f"plain read of 2 GiB ({ceiling:.0f} GB/s)")
         ax.set_ylim(0, ceiling * 1.25)  # room for the legend above the bars
-    ax.set_xticks(range(len(rows)), [f"B{b}, {s // 1024}k keys" for b, s in rows])
+    ax.set_xticks(range(len(rows)), [f"batch {b}\n{s // 1024}k keys" for b, s in rows], fontsize=8)
     ax.set_ylabel("K and V bytes read per second (GB/s)")
     ax.set_title(f"decoding: bf16, H 32 / Hkv 8, D 128, one query token, L2 flushed - {meta.get('gpu', '')}",
                  fontsize=9)

@@ -5,8 +5,8 @@ the chapter and for PyTorch alike; the bench stage's run of 10_decoding_bench
 (bench_10_decoding.json, no PyTorch between) counts only when the decode stage left no file; and
 one round reads as before (no rounds sentence); the chapter's plain read (decode/plain_read), when the
 bench has it, is the last column's ceiling and never a row. The backward tables: one per chapter family (08's
-rows and 11's apart, each with its own ratios), and a backward chapter's steps next to PyTorch's
-backward, not its forward. Run: python3 scripts/test_summarize.py"""
+rows and 11's apart, each with its own ratios), 11's README grid (a seqlen a column, the ratios
+in brackets), and a backward chapter's steps next to PyTorch's backward, not its forward. Run: python3 scripts/test_summarize.py"""
 import json
 import os
 import sys
@@ -118,6 +118,9 @@ def main():
         check("11's steps are backward steps", context["step_direction"].get("11_backward_v3") == "bwd")
         step_text = summarize.steps_table("11_backward_v3", steps["11_backward_v3"], meta, torch_tables["bwd"])
         check("a backward step next to PyTorch's backward: " + step_text, "| 450.0 | 400.0 |" in step_text)
+        # 11's README grid: a seqlen a column; 4k has the chapter and cuDNN, the other columns nothing.
+        grid = summarize.grid_table(families[1], torch_tables["bwd"], "11_backward_v3")
+        check("11's grid: " + grid, "| bf16 | 128 | full | - | 480.0 (1.20x cudnn) | - | - |" in grid)
 
     for f in failures:
         print("FAILED:", f)
