@@ -94,7 +94,7 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
           for (int j = 0; j < Sk; ++j) {
             float dot = 0.0f;
             for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
-            const bool seen = (!p.causal || causal_visible(i, j, Sq, Sk)) && (!visible || visible(b, h, i, j));
+            const bool seen = p.visible(i, j) && (!visible || visible(b, h, i, j));
             s[j] = seen ? scale * dot : kNegInf;
             m = std::max(m, s[j]);
           }

@@ -42,6 +42,9 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
     fail(std::string("layout bshd (Q, K, V, O as [B, S, H, D]) is not supported") +
          (s.bshd_dtypes.empty() ? "" : std::string(" in ") + dtype_name(p.dtype)) +
          ": this chapter takes bhsd, [B, H, S, D]" + (s.bshd_dtypes.empty() ? "" : " there"));
+  if (p.has_window() && !s.window)
+    fail("a sliding window (window_left " + std::to_string(p.window_left) + ", window_right " +
+         std::to_string(p.window_right) + ") is not supported: this chapter attends to every key (or, causal, to every earlier one)");
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 

@@ -265,6 +265,9 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
     }
     add(std::string("LayoutBshd_") + dtype_name(d), [d](Problem& p) { p.layout = Layout::bshd; p.dtype = d; }, "layout");
   }
+  // A sliding window where the chapter takes none (Support::window), and a malformed one anywhere.
+  if (!s.window) add("SlidingWindow", [](Problem& p) { p.window_left = 16; p.window_right = 0; }, "sliding window");
+  add("WindowBelowMinusOne", [](Problem& p) { p.window_right = -2; }, "window_right");
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
       add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");

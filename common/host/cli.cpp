@@ -1,5 +1,6 @@
 #include "common/host/cli.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -91,6 +92,9 @@ std::string usage(const Help& h) {
     << "  --seqlen-k N      key length\n"
     << "  --head-dim N      " << head_dims_text(h.supports) << " (default " << d.head_dim << ")\n"
     << "  --causal          causal mask (bottom-right aligned when seqlen-q != seqlen-k)\n"
+    << "  --window L,R      sliding window: query i sees keys i'-L .. i'+R, i' = i + Sk - Sq; -1: unbounded\n"
+    << "                    (" << (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& s) { return s.window; })
+                                      ? "taken" : "not taken by this chapter") << ")\n"
     << "  --scale X         softmax scale (default 1/sqrt(head-dim))\n"
     << "  --dtype T         " << dtypes_text(h.supports) << " (default " << dtype_name(d.dtype) << ")\n"
     << "  --layout L        " << layout_text(h.supports) << "\n"
@@ -125,6 +129,13 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
     else if (flag == "--seqlen-k") o.problem.seqlen_k = int_value();
     else if (flag == "--head-dim") o.problem.head_dim = int_value();
     else if (flag == "--causal") o.problem.causal = true;
+    else if (flag == "--window") {
+      const std::string w = value();
+      const std::size_t comma = w.find(',');
+      if (comma == std::string::npos) throw std::invalid_argument("--window needs L,R (e.g. 256,0), got '" + w + "'");
+      o.problem.window_left = static_cast<int>(parse_int(flag, w.substr(0, comma)));
+      o.problem.window_right = static_cast<int>(parse_int(flag, w.substr(comma + 1)));
+    }
     else if (flag == "--scale") o.problem.softmax_scale = parse_float(flag, value());
     else if (flag == "--dtype") o.problem.dtype = parse_dtype(value());
     else if (flag == "--layout") o.problem.layout = parse_layout(value());

@@ -44,6 +44,9 @@ void Problem::validate() const {
   require(seqlen_k >= 1, "seqlen_k must be >= 1, got " + std::to_string(seqlen_k));
   require(head_dim >= 1, "head_dim must be >= 1, got " + std::to_string(head_dim));
   require(head_dim_v >= 0, "head_dim_v must be >= 1, or 0 for head_dim's, got " + std::to_string(head_dim_v));
+  require(window_left >= -1 && window_right >= -1,
+          "window_left and window_right must be >= 0, or -1 for no bound, got (" + std::to_string(window_left) + ", " +
+              std::to_string(window_right) + ")");
   require(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0.0f),
           "softmax_scale must be finite and > 0");
   // Chapters index with 32-bit ints inside one (batch, head) slice and 64-bit across slices.
@@ -60,6 +63,7 @@ std::string Problem::describe() const {
   if (dv() != head_dim) s << "/" << dv();  // D=576/512: Q.K's head dim, then V's
   s << (causal ? " causal " : " ") << dtype_name(dtype);
   if (layout == Layout::bshd) s << " bshd";
+  if (has_window()) s << " window=(" << window_left << "," << window_right << ")";
   return s.str();
 }
 
@@ -75,7 +79,16 @@ Problem default_problem(Dtype dtype) {
 
 double forward_flops(const Problem& p) {
   double pairs = static_cast<double>(p.seqlen_q) * p.seqlen_k;
-  if (p.causal) {
+  if (p.has_window()) {
+    pairs = 0;
+    for (int i = 0; i < p.seqlen_q; ++i) {  // keys first .. last of row i
+      const long position = static_cast<long>(i) + p.seqlen_k - p.seqlen_q;
+      const long first = p.window_left < 0 ? 0 : std::max(0L, position - p.window_left);
+      long last = p.window_right < 0 ? p.seqlen_k - 1L : std::min<long>(p.seqlen_k - 1L, position + p.window_right);
+      if (p.causal) last = std::min(last, position);
+      pairs += static_cast<double>(std::max(0L, last - first + 1));
+    }
+  } else if (p.causal) {
     if (p.seqlen_q == p.seqlen_k) {
       pairs /= 2;
     } else {

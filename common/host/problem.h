@@ -62,6 +62,11 @@ struct Problem {
   // (support.h); the others refuse it.
   int head_dim_v = 0;
   bool causal = false;
+  // A sliding window (Mistral, Gemma 2; FlashAttention's window_size): query i sees key j only if
+  // i' - window_left <= j <= i' + window_right, with i' = i + Sk - Sq the query's position among
+  // the keys (bottom-right aligned, as causal masking is). -1: no bound on that side. Under causal
+  // masking as well, window_right > 0 adds nothing. Only a chapter whose Support says so takes one.
+  int window_left = -1, window_right = -1;
   std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_dim)
   Dtype dtype = Dtype::f32;
   Layout layout = Layout::bhsd;  // Q, K, V and O; bshd only where the chapter's Support says so
@@ -69,6 +74,9 @@ struct Problem {
   float scale() const {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
+  FA_HOST_DEVICE bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  // Whether query i sees key j: causal masking and the window (not a chapter's block mask).
+  FA_HOST_DEVICE bool visible(int i, int j) const;
   FA_HOST_DEVICE int group_size() const { return heads / kv_heads; }  // query heads per KV head
   FA_HOST_DEVICE int dv() const { return head_dim_v > 0 ? head_dim_v : head_dim; }  // V's and O's head dim
   // GQA/MQA: the (batch, KV head) slice b * Hkv + h / (H / Hkv) that slice bh = b * H + h reads.
@@ -103,9 +111,20 @@ FA_HOST_DEVICE constexpr bool causal_visible(int i, int j, int seqlen_q, int seq
   return j <= i + (seqlen_k - seqlen_q);
 }
 
+// The sliding window's rule (Problem::window_left, window_right; -1: unbounded on that side).
+FA_HOST_DEVICE constexpr bool window_visible(int i, int j, int seqlen_q, int seqlen_k, int left, int right) {
+  const int position = i + (seqlen_k - seqlen_q);  // the query's position among the keys
+  return (left < 0 || j >= position - left) && (right < 0 || j <= position + right);
+}
+
+FA_HOST_DEVICE inline bool Problem::visible(int i, int j) const {
+  return (!causal || causal_visible(i, j, seqlen_q, seqlen_k)) &&
+         window_visible(i, j, seqlen_q, seqlen_k, window_left, window_right);
+}
+
 // Floating-point operations of one forward pass: two matrix products per head, 2*Sq*Sk*D for
 // S = Q K^T and 2*Sq*Sk*Dv for O = P V (4*Sq*Sk*D when V's head dim is D's). For causal attention with Sq == Sk we count half, as FlashAttention's benchmarks do;
-// for causal with Sq != Sk we count the visible (i, j) pairs exactly.
+// for causal with Sq != Sk, and under a sliding window, we count the visible (i, j) pairs exactly.
 double forward_flops(const Problem& p);
 // The backward pass does five matrix products against the forward's two: 2.5x.
 double backward_flops(const Problem& p);

@@ -42,7 +42,7 @@ void softmax_rows(const Problem& p, int b, int h, const Matrix& q, const Matrix&
     const int i = row0 + r;  // the query row, for the masks
     double m = sink;  // -inf without a sink
     for (int j = 0; j < p.seqlen_k; ++j) {
-      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+      const bool seen = p.visible(i, j) &&
                         (!visible || visible(b, h, i, j));
       if (!seen) {
         s(r, j) = -kInf;
@@ -168,7 +168,7 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
       const float* k_j = &k[kv0 + static_cast<std::size_t>(j) * d];
       float dot = 0.0f;
       for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
-      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+      const bool seen = p.visible(i, j) &&
                         (!visible || visible(b, h, i, j));
       s[j] = seen ? scale * dot : -kInf;
       m = std::max(m, s[j]);
@@ -211,7 +211,7 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
     for (int j = 0; j < p.seqlen_k; ++j) {
       float dot = 0.0f;
       for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
-      const bool seen = (!p.causal || causal_visible(i, j, p.seqlen_q, p.seqlen_k)) &&
+      const bool seen = p.visible(i, j) &&
                         (!visible || visible(b, h, i, j));
       float x = scale * dot;
       if (softcap > 0) x = softcap * std::tanh(x / softcap);

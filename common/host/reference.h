@@ -10,8 +10,9 @@
 
 namespace fa {
 
-// An extra visibility rule on top of causal masking: chapter 07 passes its block mask here,
-// expanded to elements. Empty means every key is visible (subject to causal).
+// An extra visibility rule on top of causal masking and the sliding window (Problem::visible):
+// chapter 07 passes its block mask here, expanded to elements. Empty means every key is visible
+// (subject to those two).
 using VisibleFn = std::function<bool(int b, int h, int i, int j)>;
 
 struct ReferenceForward {

@@ -25,6 +25,8 @@ struct Support {
   // The GPU it needs beyond the build's (90: a step that uses Hopper's copy engine); the GPU tests
   // skip, naming it, on an older GPU. 0: any GPU the chapter is built for.
   int min_compute_capability = 0;
+  // Whether it takes a sliding window (Problem::window_left, window_right); false: refused.
+  bool window = false;
 };
 
 // Whether s takes dtype d's tensors as [B, S, H, D] (Layout::bshd).

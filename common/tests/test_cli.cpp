@@ -213,6 +213,18 @@ TEST(Cli, ErrorLineNamesTheChapterOnce) {
             "error: 08_backward: 08_backward's D_i needs 4 bytes");
 }
 
+TEST(Cli, WindowTakesLeftCommaRight) {
+  const Options o = parse({"--window", "256,0"});
+  EXPECT_EQ(o.problem.window_left, 256);
+  EXPECT_EQ(o.problem.window_right, 0);
+  const Options open = parse({"--window", "-1,16"});
+  EXPECT_EQ(open.problem.window_left, -1);
+  EXPECT_EQ(open.problem.window_right, 16);
+  expect_error_naming({"--window", "256"}, "L,R");
+  expect_error_naming({"--window", "a,0"}, "--window");
+  expect_error_naming({"--window", "-3,0"}, "window_left");
+}
+
 TEST(Cli, UnknownFlagIsNamed) { expect_error_naming({"--bogus"}, "--bogus"); }
 
 TEST(Cli, MissingValueIsNamed) {

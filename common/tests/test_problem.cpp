@@ -194,6 +194,70 @@ TEST(CausalVisible, MoreQueriesThanKeysLeavesEmptyRows) {
   EXPECT_TRUE(causal_visible(4, 1, 5, 2));
 }
 
+// The sliding window, written out: query i of Sq sits at key position i + Sk - Sq and sees keys
+// position - left .. position + right; -1 leaves that side open.
+TEST(WindowVisible, BoundsAroundTheBottomRightAlignedPosition) {
+  // Sq = 2, Sk = 5: query 0 sits at position 3, query 1 at 4.
+  const bool want_left1_right0[2][5] = {{false, false, true, true, false}, {false, false, false, true, true}};
+  const bool want_left0_right1[2][5] = {{false, false, false, true, true}, {false, false, false, false, true}};
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 5; ++j) {
+      EXPECT_EQ(window_visible(i, j, 2, 5, 1, 0), want_left1_right0[i][j]) << i << "," << j;
+      EXPECT_EQ(window_visible(i, j, 2, 5, 0, 1), want_left0_right1[i][j]) << i << "," << j;
+      EXPECT_TRUE(window_visible(i, j, 2, 5, -1, -1)) << i << "," << j;               // no window
+      EXPECT_EQ(window_visible(i, j, 2, 5, -1, 0), causal_visible(i, j, 2, 5)) << i << "," << j;  // = causal
+      EXPECT_EQ(window_visible(i, j, 2, 5, 2, -1), j >= i + 3 - 2) << i << "," << j;    // left only
+    }
+  static_assert(window_visible(0, 2, 2, 5, 1, 0) && !window_visible(0, 1, 2, 5, 1, 0), "usable in kernels");
+}
+
+TEST(WindowVisible, ProblemCombinesItWithCausal) {
+  Problem p;
+  p.seqlen_q = p.seqlen_k = 6;
+  p.causal = true;
+  p.window_left = 2;
+  p.window_right = 3;  // causal already hides every later key
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) EXPECT_EQ(p.visible(i, j), i - 2 <= j && j <= i) << i << "," << j;
+  EXPECT_TRUE(p.has_window());
+  p.causal = false;
+  EXPECT_EQ(p.visible(1, 4), true);
+  EXPECT_EQ(p.visible(1, 5), false);
+  p.window_left = p.window_right = -1;
+  EXPECT_FALSE(p.has_window());
+  EXPECT_TRUE(p.visible(0, 5));
+}
+
+TEST(ProblemValidate, RefusesAWindowBelowMinusOne) {
+  Problem p;
+  p.window_left = -2;
+  try {
+    p.validate();
+    FAIL() << "accepted window_left -2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("window_left"), std::string::npos) << e.what();
+  }
+  p.window_left = 0;  // a window of the diagonal alone is a problem too
+  EXPECT_NO_THROW(p.validate());
+  EXPECT_NE(p.describe().find("window=(0,-1)"), std::string::npos) << p.describe();
+}
+
+TEST(ProblemFlops, WindowCountsVisiblePairs) {
+  Problem p;
+  p.batch = 2;
+  p.heads = p.kv_heads = 3;
+  p.seqlen_q = p.seqlen_k = 8;
+  p.head_dim = 16;
+  p.causal = true;
+  p.window_left = 2;  // rows see 1, 2, 3, 3, 3, 3, 3, 3 keys: 21 pairs
+  EXPECT_DOUBLE_EQ(forward_flops(p), 2.0 * 2 * 3 * 21 * (16 + 16));
+  p.causal = false;
+  p.window_right = 1;  // rows see 2, 3, 4, 4, 4, 4, 4, 3 keys: 28 pairs
+  EXPECT_DOUBLE_EQ(forward_flops(p), 2.0 * 2 * 3 * 28 * (16 + 16));
+  p.seqlen_q = 3;  // rows at positions 5, 6, 7 see keys 3..6, 4..7, 5..7: 4 + 4 + 3
+  EXPECT_DOUBLE_EQ(forward_flops(p), 2.0 * 2 * 3 * 11 * (16 + 16));
+}
+
 TEST(DtypeNames, RoundTripAndAliases) {
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) EXPECT_EQ(parse_dtype(dtype_name(d)), d);
   EXPECT_STREQ(dtype_name(Dtype::f32), "f32");

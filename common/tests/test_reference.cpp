@@ -316,6 +316,39 @@ TEST(ScoreOptions, EachAndAllMatchTheDefinitions) {
   }
 }
 
+// Problem::window_left / window_right: the same numbers as the plain problem given the band,
+// written out here, as a block mask (VisibleFn), forward and backward, bit for bit.
+TEST(ReferenceWindow, IsTheBandAsAVisibilityRule) {
+  for (bool causal : {false, true}) {
+    const Problem plain = make_problem(2, 4, 2, 7, 19, 8, causal);
+    Problem windowed = plain;
+    windowed.window_left = 3;
+    windowed.window_right = 1;
+    SCOPED_TRACE(windowed.describe());
+    const VisibleFn band = [&](int, int, int i, int j) {
+      const int position = i + 19 - 7;
+      return position - 3 <= j && j <= position + 1;
+    };
+    const Inputs in = inputs_for(plain, 9);
+    const ReferenceForward a = reference_forward(windowed, in.q, in.k, in.v);
+    const ReferenceForward b = reference_forward(plain, in.q, in.k, in.v, band);
+    EXPECT_EQ(a.o, b.o);
+    EXPECT_EQ(a.lse, b.lse);
+    const ReferenceForward sa = same_precision_forward(windowed, in.q, in.k, in.v);
+    const ReferenceForward sb = same_precision_forward(plain, in.q, in.k, in.v, band);
+    EXPECT_EQ(sa.o, sb.o);
+    EXPECT_EQ(sa.lse, sb.lse);
+    const std::vector<float> dout = inputs_for(plain, 10).q;  // any seeded [B, H, Sq, D] tensor
+    const ReferenceBackward ga = reference_backward(windowed, in.q, in.k, in.v, dout);
+    const ReferenceBackward gb = reference_backward(plain, in.q, in.k, in.v, dout, band);
+    EXPECT_EQ(ga.dq, gb.dq);
+    EXPECT_EQ(ga.dk, gb.dk);
+    EXPECT_EQ(ga.dv, gb.dv);
+    // And the window changes something: row 0 of head 0 sees 5 of the 19 keys.
+    EXPECT_NE(a.o, reference_forward(plain, in.q, in.k, in.v).o);
+  }
+}
+
 // One query, keys at scores 0 and ln 3 (so P = 1/4, 3/4 without options), V = (1, 0), (0, 1).
 TEST(ScoreOptions, ByHand) {
   Problem p = make_problem(1, 1, 1, 1, 2, 1, false);
