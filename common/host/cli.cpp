@@ -91,10 +91,12 @@ std::string usage(const Help& h) {
     << "  --seqlen-q N      query length\n"
     << "  --seqlen-k N      key length\n"
     << "  --head-dim N      " << head_dims_text(h.supports) << " (default " << d.head_dim << ")\n"
-    << "  --causal          causal mask (bottom-right aligned when seqlen-q != seqlen-k)\n"
-    << "  --window L,R      sliding window: query i sees keys i'-L .. i'+R, i' = i + Sk - Sq; -1: unbounded\n"
-    << "                    (" << (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& s) { return s.window; })
-                                      ? "taken" : "not taken by this chapter") << ")\n"
+    << "  --causal          causal mask (bottom-right aligned when seqlen-q != seqlen-k)\n";
+  // The window's flag where the chapter takes one (the parser reads it anywhere; a chapter
+  // without Support::window refuses the problem, naming it).
+  if (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& t) { return t.window; }))
+    s << "  --window L,R      sliding window: query i sees keys i'-L .. i'+R, i' = i + Sk - Sq (-1: unbounded)\n";
+  s
     << "  --scale X         softmax scale (default 1/sqrt(head-dim))\n"
     << "  --dtype T         " << dtypes_text(h.supports) << " (default " << dtype_name(d.dtype) << ")\n"
     << "  --layout L        " << layout_text(h.supports) << "\n"

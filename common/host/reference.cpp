@@ -238,8 +238,10 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
 
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
-                                     const std::vector<float>& dout, const VisibleFn& visible) {
+                                     const std::vector<float>& dout, const VisibleFn& visible,
+                                     const ScoreOptions& options) {
   check_sizes(p, q, k, v);
+  check_score_options(p, options, "reference_backward");
   if (p.dv() != p.head_dim)
     throw std::invalid_argument("reference_backward: V's head dim must be Q and K's (no chapter's backward takes "
                                 "another), got " + p.describe());
@@ -262,12 +264,18 @@ ReferenceBackward reference_backward(const Problem& p, const std::vector<float>&
         const Matrix doi = slice(dout, b, h, p.heads, p.seqlen_q, d);
         Matrix prob;
         Eigen::VectorXd lse;
-        softmax_rows(p, b, h, qi, kj, visible, prob, lse);
+        softmax_rows(p, b, h, qi, kj, visible, prob, lse, options);
         const Matrix o = prob * vj;
-        // dS = P o (dP - D), D_i = rowsum(dO_i o O_i) = rowsum(P_i o dP_i)
+        // dS = P o (dP - D), D_i = rowsum(dO_i o O_i) = rowsum(P_i o dP_i). A sink adds to the
+        // denominator only (its value row is 0), so the rule holds with P as normalized; ALiBi's
+        // bias is a constant.
         const Matrix dp = doi * vj.transpose();                      // (Sq, Sk)
         const Eigen::VectorXd di = (doi.array() * o.array()).rowwise().sum();
-        const Matrix ds = (prob.array() * (dp.colwise() - di).array()).matrix();
+        Matrix ds = (prob.array() * (dp.colwise() - di).array()).matrix();
+        if (options.softcap > 0) {  // s = c tanh(x / c), x = scale Q.K: ds/dx = 1 - tanh(x / c)^2
+          const Eigen::ArrayXXd t = (static_cast<double>(p.scale()) * (qi * kj.transpose())).array() / options.softcap;
+          ds = (ds.array() * (1.0 - t.tanh().square())).matrix();
+        }
         dv += prob.transpose() * doi;
         dk += scale * ds.transpose() * qi;
         const Matrix dq = scale * ds * kj;

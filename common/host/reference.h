@@ -76,9 +76,11 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
 ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                     const std::vector<float>& v, const VisibleFn& visible = {});
 
+// dQ, dK, dV of L = sum(dO o O) for reference_forward's O, with the same visibility rules and score
+// options (the softcap's tanh differentiated through: dS_raw = dS (1 - tanh(x / softcap)^2)).
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout,
-                                     const VisibleFn& visible = {});
+                                     const VisibleFn& visible = {}, const ScoreOptions& options = {});
 
 }  // namespace fa

@@ -213,6 +213,13 @@ TEST(Cli, ErrorLineNamesTheChapterOnce) {
             "error: 08_backward: 08_backward's D_i needs 4 bytes");
 }
 
+TEST(Cli, HelpListsTheWindowWhereTheChapterTakesOne) {
+  EXPECT_EQ(help_text({kHalfOnly}, Dtype::bf16).find("--window"), std::string::npos);
+  Support windowed = kHalfOnly;
+  windowed.window = true;
+  EXPECT_NE(help_text({windowed}, Dtype::bf16).find("--window L,R"), std::string::npos);
+}
+
 TEST(Cli, WindowTakesLeftCommaRight) {
   const Options o = parse({"--window", "256,0"});
   EXPECT_EQ(o.problem.window_left, 256);

@@ -572,15 +572,16 @@ Tensor numeric_gradient(Tensor& x, Loss loss) {
 }
 
 // L = sum(dO * O): its gradient with respect to (q, k, v) is what reference_backward returns.
-void expect_backward_matches_finite_differences(const Problem& p, const VisibleFn& visible = {}) {
+void expect_backward_matches_finite_differences(const Problem& p, const VisibleFn& visible = {},
+                                                const ScoreOptions& options = {}) {
   SCOPED_TRACE(p.describe());
   const Inputs in = inputs_for(p, 8);
   const std::vector<float> dout = random_normal(p.o_elems(), 99, Dtype::f32);
-  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout, visible);
+  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout, visible, options);
 
   Tensor q = widen(in.q), k = widen(in.k), v = widen(in.v);
   const Tensor d_o = widen(dout);
-  auto loss = [&] { return dot(naive_forward(p, q, k, v, visible).o, d_o); };
+  auto loss = [&] { return dot(naive_forward(p, q, k, v, visible, options).o, d_o); };
   expect_close(ref.dq, numeric_gradient(q, loss), kFiniteDiffTol, "dq");
   expect_close(ref.dk, numeric_gradient(k, loss), kFiniteDiffTol, "dk");
   expect_close(ref.dv, numeric_gradient(v, loss), kFiniteDiffTol, "dv");
@@ -601,6 +602,35 @@ TEST(ReferenceBackward, CausalRectangularAndBlockMask) {
   expect_backward_matches_finite_differences(make_problem(1, 2, 1, 5, 3, 2, true));  // Sq > Sk
   const VisibleFn block_mask = [](int, int h, int i, int j) { return (h + i + j) % 3 != 1; };
   expect_backward_matches_finite_differences(make_problem(1, 2, 1, 4, 5, 2, false), block_mask);
+}
+
+TEST(ReferenceBackward, ScoreOptionsMatchFiniteDifferences) {
+  for (const Problem& p : {make_problem(1, 2, 2, 3, 4, 3, false), make_problem(1, 4, 2, 4, 6, 2, true)}) {
+    const ScoreOptions every = all_options(p);
+    ScoreOptions softcap;
+    softcap.softcap = 0.5;  // scores of size ~1 against a cap of 0.5: deep in tanh's bend
+    expect_backward_matches_finite_differences(p, {}, softcap);
+    expect_backward_matches_finite_differences(p, {}, every);
+  }
+}
+
+TEST(ReferenceBackward, WindowIsTheBand) {
+  Problem p = make_problem(1, 2, 1, 5, 8, 2, false);
+  p.window_left = 2;
+  p.window_right = 1;
+  const VisibleFn band = [](int, int, int i, int j) { return i + 3 - 2 <= j && j <= i + 3 + 1; };
+  // The finite differences of the naive forward with the band written out (it knows no window).
+  const Inputs in = inputs_for(p, 8);
+  const std::vector<float> dout = random_normal(p.o_elems(), 99, Dtype::f32);
+  const ReferenceBackward ref = reference_backward(p, in.q, in.k, in.v, dout);
+  Problem plain = p;
+  plain.window_left = plain.window_right = -1;
+  Tensor q = widen(in.q), k = widen(in.k), v = widen(in.v);
+  const Tensor d_o = widen(dout);
+  auto loss = [&] { return dot(naive_forward(plain, q, k, v, band).o, d_o); };
+  expect_close(ref.dq, numeric_gradient(q, loss), kFiniteDiffTol, "dq");
+  expect_close(ref.dk, numeric_gradient(k, loss), kFiniteDiffTol, "dk");
+  expect_close(ref.dv, numeric_gradient(v, loss), kFiniteDiffTol, "dv");
 }
 
 TEST(ReferenceBackward, GqaEqualsMhaWithRepeatedKeysSummed) {
