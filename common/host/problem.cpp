@@ -79,24 +79,16 @@ Problem default_problem(Dtype dtype) {
 
 double forward_flops(const Problem& p) {
   double pairs = static_cast<double>(p.seqlen_q) * p.seqlen_k;
-  if (p.has_window()) {
+  if (p.causal && !p.has_window() && p.seqlen_q == p.seqlen_k) {
+    pairs /= 2;  // FlashAttention's benchmarks' convention
+  } else if (p.causal || p.has_window()) {
     pairs = 0;
-    for (int i = 0; i < p.seqlen_q; ++i) {  // keys first .. last of row i
+    for (int i = 0; i < p.seqlen_q; ++i) {  // the visible keys first .. last of row i
       const long position = static_cast<long>(i) + p.seqlen_k - p.seqlen_q;
       const long first = p.window_left < 0 ? 0 : std::max(0L, position - p.window_left);
       long last = p.window_right < 0 ? p.seqlen_k - 1L : std::min<long>(p.seqlen_k - 1L, position + p.window_right);
       if (p.causal) last = std::min(last, position);
       pairs += static_cast<double>(std::max(0L, last - first + 1));
-    }
-  } else if (p.causal) {
-    if (p.seqlen_q == p.seqlen_k) {
-      pairs /= 2;
-    } else {
-      pairs = 0;
-      for (int i = 0; i < p.seqlen_q; ++i) {
-        const long last = static_cast<long>(i) + p.seqlen_k - p.seqlen_q;  // last visible key
-        pairs += static_cast<double>(std::max(0L, std::min<long>(last + 1, p.seqlen_k)));
-      }
     }
   }
   return 2.0 * p.batch * p.heads * pairs * (p.head_dim + p.dv());
