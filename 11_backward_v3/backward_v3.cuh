@@ -47,12 +47,12 @@ using namespace fa::cuda;
 // P^T in place of S^T (n = Br queries): register 4 c + e of this thread holds key key0 + 8 (e / 2)
 // and query q0 + 8 c + e % 2 (q0 = i Br + 2 t: the thread's first query column). lse_t points at
 // that column's LSE log2(e) in the step's buffer (+inf past Sq), so register 4 c + e's is
-// lse_t[8 c + e % 2]. `masked`: the tile has keys past Sk or causally invisible pairs
-// (needs_mask), whose P is 0.
+// lse_t[8 c + e % 2]. `masked`: the tile has keys past Sk, causally invisible pairs or pairs
+// outside the sliding window (needs_mask), whose P is 0.
 template <int kRegs>
 __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, const Params& prm, bool masked, int key0,
                                       int q0) {
-  // BEGIN SOLUTION: P^T = 2^(S^T scale log2(e) - LSE log2(e)) (fast_exp2), 0 where a key is past Sk or causally invisible (08_backward/README.md: Algorithm; README: Why the scores are transposed)
+  // BEGIN SOLUTION: P^T = 2^(S^T scale log2(e) - LSE log2(e)) (fast_exp2), 0 where a key is past Sk, causally invisible or outside the window (08_backward/README.md: Algorithm; README: Why the scores are transposed)
 #pragma unroll
   for (int c = 0; c < kRegs / 4; ++c) {
     const float2 lse = *reinterpret_cast<const float2*>(lse_t + 8 * c);
@@ -62,7 +62,8 @@ __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, con
       float p = fast_exp2(s[r] * prm.scale_log2 - (e % 2 ? lse.y : lse.x));
       if (masked) {
         const int key = key0 + 8 * (e / 2), q = q0 + 8 * c + e % 2;
-        if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
+        if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)) ||
+            !fa::window_visible(q, key, prm.seqlen_q, prm.seqlen_k, prm.window_left, prm.window_right))
           p = 0.0f;
       }
       s[r] = p;
@@ -149,7 +150,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // P^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2.
     const float* lse_s = vec_p + step % 2 * 2 * Br;
     const float* D_s = lse_s + Br;
-    const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    const bool masked =
+        needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right);
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
     probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
