@@ -48,11 +48,11 @@ using namespace fa::cuda;
 // and query q0 + 8 c + e % 2 (q0 = i Br + 2 t: the thread's first query column). lse_t points at
 // that column's LSE log2(e) in the step's buffer (+inf past Sq), so register 4 c + e's is
 // lse_t[8 c + e % 2]. `masked`: the tile has keys past Sk, causally invisible pairs or pairs
-// outside the sliding window (needs_mask), whose P is 0.
+// outside the sliding window (needs_mask), whose P is 0 (the window's: mask_window, after this).
 template <int kRegs>
 __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, const Params& prm, bool masked, int key0,
                                       int q0) {
-  // BEGIN SOLUTION: P^T = 2^(S^T scale log2(e) - LSE log2(e)) (fast_exp2), 0 where a key is past Sk, causally invisible or outside the window (08_backward/README.md: Algorithm; README: Why the scores are transposed)
+  // BEGIN SOLUTION: P^T = 2^(S^T scale log2(e) - LSE log2(e)) (fast_exp2), 0 where a key is past Sk or causally invisible (08_backward/README.md: Algorithm; README: Why the scores are transposed)
 #pragma unroll
   for (int c = 0; c < kRegs / 4; ++c) {
     const float2 lse = *reinterpret_cast<const float2*>(lse_t + 8 * c);
@@ -62,14 +62,24 @@ __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, con
       float p = fast_exp2(s[r] * prm.scale_log2 - (e % 2 ? lse.y : lse.x));
       if (masked) {
         const int key = key0 + 8 * (e / 2), q = q0 + 8 * c + e % 2;
-        if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)) ||
-            !fa::window_visible(q, key, prm.seqlen_q, prm.seqlen_k, prm.window_left, prm.window_right))
+        if (key >= prm.seqlen_k || (prm.causal && !fa::causal_visible(q, key, prm.seqlen_q, prm.seqlen_k)))
           p = 0.0f;
       }
       s[r] = p;
     }
   }
   // END SOLUTION
+}
+
+// A sliding window's part of the mask, after probs on a masked tile: P^T = 0 for the (query, key)
+// pairs outside the window (the same registers and coordinates as probs).
+template <int kRegs>
+__device__ __forceinline__ void mask_window(float (&s)[kRegs], const Params& prm, int key0, int q0) {
+#pragma unroll
+  for (int r = 0; r < kRegs; ++r) {
+    const int key = key0 + 8 * (r % 4 / 2), q = q0 + 8 * (r / 4) + r % 2;
+    if (!fa::window_visible(q, key, prm.seqlen_q, prm.seqlen_k, prm.window_left, prm.window_right)) s[r] = 0.0f;
+  }
 }
 
 // dS^T in place of dP^T: dS^T = P^T o (dP^T - D_i), with D_i by query: D_t points at this
@@ -155,6 +165,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
     probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
+    if (masked && (prm.window_left >= 0 || prm.window_right >= 0)) mask_window(s, prm, key0, i * Br + 2 * t);
     if constexpr (C::Walk::kHalves) {  // the block-sparse step: the mask may turn the group's 64 keys off
       if ((at.halves >> w & 1) == 0) {
 #pragma unroll
