@@ -72,9 +72,10 @@ __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, con
 }
 
 // A sliding window's part of the mask, after probs on a masked tile: P^T = 0 for the (query, key)
-// pairs outside the window (the same registers and coordinates as probs).
+// pairs outside the window (the same registers and coordinates as probs). Nothing without a window.
 template <int kRegs>
-__device__ __forceinline__ void mask_window(float (&s)[kRegs], const Params& prm, int key0, int q0) {
+__device__ __forceinline__ void mask_window(float (&s)[kRegs], const Params& prm, bool masked, int key0, int q0) {
+  if (!masked || (prm.window_left < 0 && prm.window_right < 0)) return;
 #pragma unroll
   for (int r = 0; r < kRegs; ++r) {
     const int key = key0 + 8 * (r % 4 / 2), q = q0 + 8 * (r / 4) + r % 2;
@@ -165,7 +166,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
     probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
-    if (masked && (prm.window_left >= 0 || prm.window_right >= 0)) mask_window(s, prm, key0, i * Br + 2 * t);
+    mask_window(s, prm, masked, key0, i * Br + 2 * t);
     if constexpr (C::Walk::kHalves) {  // the block-sparse step: the mask may turn the group's 64 keys off
       if ((at.halves >> w & 1) == 0) {
 #pragma unroll

@@ -128,7 +128,7 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
       const bool masked =
           needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right);
       probs(sd, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
-      if (masked && (prm.window_left >= 0 || prm.window_right >= 0)) mask_window(sd, prm, key0, i * Br + 2 * t);
+      mask_window(sd, prm, masked, key0, i * Br + 2 * t);
 #pragma unroll
       for (int c = 0; c < Br / 8; ++c)  // fp32 P^T for group 1, in accumulator order
         *reinterpret_cast<float4*>(pf + 512 * c + 4 * tid) = make_float4(sd[4 * c], sd[4 * c + 1], sd[4 * c + 2], sd[4 * c + 3]);
