@@ -4,7 +4,8 @@
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
 // thread), so five share an SM, and the warp schedulers interleave their GEMMs and softmaxes
-// without any hand-made schedule.
+// without any hand-made schedule. A sliding window runs the warp-specialized kernel at every head
+// dim (D = 64: its four-stage configuration, as the steps run it): v1 takes no window.
 #include "09_flash_v3/flash_v3.h"
 
 #include <cuda_bf16.h>
@@ -23,7 +24,8 @@ const fa::Chapter& chapter() {
       .support = {.chapter = "09_flash_v3",
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
                   .head_dims = {64, 96, 128, 192, 256},
-                  .max_head_dim = 256},
+                  .max_head_dim = 256,
+                  .window = true},
       .forward = forward,
       .test_head_dims = {64, 96, 128, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};
@@ -42,7 +44,10 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   auto run = [&](auto type) {
     using T = decltype(type);
     switch (p.head_dim) {
-      case 64: steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream); break;
+      case 64:
+        if (p.has_window()) launch<ChapterConfig<T, 64>>(p, q, k, v, prm, stream);
+        else steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream);
+        break;
       case 192: launch<ChapterConfig<T, 192>>(p, q, k, v, prm, stream); break;
       case 256: launch<ChapterConfig<T, 256>>(p, q, k, v, prm, stream); break;
       default: launch<ChapterConfig<T, 128>>(p, q, k, v, prm, stream);  // 96 and 128 (96: zero-filled to 128)

@@ -104,12 +104,13 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   for (; !walk.done(); walk.advance(), ++n) {
     const WorkTile wt = walk.tile();
     const std::int64_t kv_bh = wt.bh / prm.group_size;
-    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
     if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
     mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
     load_tile<C::Br, C::kD>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, smem_u32(&bars.full_q[slot]));
-    for (int s = 0; s < Tc_end; ++s, ++it) {
+    for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
       const int stage = it % C::kStages, use = it / C::kStages;
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
@@ -173,13 +174,14 @@ __device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w
 }
 
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
-// turn s (s = 0 .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
+// turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
 // softmax of S_s follows, outside the turn. Ping-pong: group g waits on named barrier 1 + g for its
 // turn and hands over by arriving on 2 - g. The turns alternate across tiles as well: group 1 lets
 // group 0 go first once, and its last turn of a tile hands over to group 0's first turn of the
 // block's next tile, so group 0 starts the next S while group 1 writes its O_i (only the block's
-// very last turn hands over nothing). Both groups take Tc_end + 1 turns a tile (a group's rows past
-// the causal edge of a tile are masked), so every bar.sync has its arrival, tile after tile.
+// very last turn hands over nothing). Both groups take Tc_end - Tc_begin + 1 turns a tile (a
+// group's rows past the causal edge or outside the window of a tile are masked), so every bar.sync
+// has its arrival, tile after tile.
 template <class C, int kGroup>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
                                         unsigned char* base_p, const CUtensorMap* o_map) {
@@ -199,7 +201,9 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     }
     const WorkTile wt = walk.tile();
     const bool last_tile = walk.last();  // the block's last: no turn follows its last
-    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    // Key tiles Tc_begin .. Tc_end - 1 (all of them, or the causal prefix, or a sliding window's band).
+    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
     const int group_tile = 2 * wt.i_tile + kGroup;  // the group's 64 rows as a tile of their own
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
     const int slot = n % C::kQSlots;
@@ -211,7 +215,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
     // 128 threads take: a wgmma under a run-time branch makes ptxas serialize them all (C7520).
     auto turn = [&](int s, auto kScores, auto kPV) {
-      const int it = it0 + s;  // K_s's place in the ring; V_{s-1} is at it - 1
+      const int it = it0 + s - Tc_begin;  // K_s's place in the ring; V_{s-1} is at it - 1
       if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
       if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
       if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
@@ -227,7 +231,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if (kPV) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
       }
       if constexpr (kScores) {
-        if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
+        if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right))
           fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
         fa2::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
       }
@@ -236,14 +240,14 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     using No = std::false_type;
 
     mbarrier_wait(smem_u32(&bars.full_q[slot]), n / C::kQSlots % 2);  // Q_i has landed
-    if (Tc_end == 0) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
-      turn(0, No{}, No{});
+    if (Tc_end <= Tc_begin) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
+      turn(Tc_begin, No{}, No{});
     } else {
-      turn(0, Yes{}, No{});
-      for (int s = 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
+      turn(Tc_begin, Yes{}, No{});
+      for (int s = Tc_begin + 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
       turn(Tc_end, No{}, Yes{});
     }
-    it0 += Tc_end;
+    it0 += Tc_end > Tc_begin ? Tc_end - Tc_begin : 0;
     // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
     // top of the group's next tile, once the copy engine has read it.
     stage_o<C>(w, prm, wt.bh, base_p + (Q_w - base), warp, row, g, t);

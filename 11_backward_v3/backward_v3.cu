@@ -2,20 +2,17 @@
 // launch.cuh's entry point (the checks, the preparation, the main kernel, the dQ conversion).
 #include "11_backward_v3/backward_v3.h"
 
-#include "06_tensor_core/tensor_core.h"  // the forward at D = 96, 192, 256
-#include "09_flash_v3/flash_v3.h"          // the forward at D = 64 and 128
+#include "09_flash_v3/flash_v3.h"  // the forward
 #include "11_backward_v3/launch.cuh"
 
 namespace backward_v3 {
 
 namespace {
 
-// The chapter's forward, for O and LSE: 09's at D = 64 and 128; 06's at D = 96, 192 and 256, which
-// 09 does not take (any forward's O and LSE serve the backward).
+// The chapter's forward, for O and LSE: 09's, which takes the same head dims and windows.
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
-  if (p.head_dim == 64 || p.head_dim == 128) flash_v3::forward(p, q, k, v, o, lse, stream);
-  else tensor_core::forward(p, q, k, v, o, lse, stream);
+  flash_v3::forward(p, q, k, v, o, lse, stream);
 }
 
 }  // namespace
@@ -26,7 +23,8 @@ const fa::BackwardChapter& chapter() {
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
                   .head_dims = {64, 96, 128, 192, 256},
                   .max_head_dim = 256,
-                  .min_compute_capability = 90},
+                  .min_compute_capability = 90,
+                  .window = true},
       .forward = forward,
       .backward = backward,
       .test_head_dims = {64, 96, 128, 192, 256},

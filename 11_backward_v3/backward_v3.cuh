@@ -47,8 +47,8 @@ using namespace fa::cuda;
 // P^T in place of S^T (n = Br queries): register 4 c + e of this thread holds key key0 + 8 (e / 2)
 // and query q0 + 8 c + e % 2 (q0 = i Br + 2 t: the thread's first query column). lse_t points at
 // that column's LSE log2(e) in the step's buffer (+inf past Sq), so register 4 c + e's is
-// lse_t[8 c + e % 2]. `masked`: the tile has keys past Sk or causally invisible pairs
-// (needs_mask), whose P is 0.
+// lse_t[8 c + e % 2]. `masked`: the tile has keys past Sk, causally invisible pairs or pairs
+// outside the sliding window (needs_mask), whose P is 0 (the window's: mask_window, after this).
 template <int kRegs>
 __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, const Params& prm, bool masked, int key0,
                                       int q0) {
@@ -69,6 +69,18 @@ __device__ __forceinline__ void probs(float (&s)[kRegs], const float* lse_t, con
     }
   }
   // END SOLUTION
+}
+
+// A sliding window's part of the mask, after probs on a masked tile: P^T = 0 for the (query, key)
+// pairs outside the window (the same registers and coordinates as probs). Nothing without a window.
+template <int kRegs>
+__device__ __forceinline__ void mask_window(float (&s)[kRegs], const Params& prm, bool masked, int key0, int q0) {
+  if (!masked || (prm.window_left < 0 && prm.window_right < 0)) return;
+#pragma unroll
+  for (int r = 0; r < kRegs; ++r) {
+    const int key = key0 + 8 * (r % 4 / 2), q = q0 + 8 * (r / 4) + r % 2;
+    if (!fa::window_visible(q, key, prm.seqlen_q, prm.seqlen_k, prm.window_left, prm.window_right)) s[r] = 0.0f;
+  }
 }
 
 // dS^T in place of dP^T: dS^T = P^T o (dP^T - D_i), with D_i by query: D_t points at this
@@ -149,10 +161,12 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // P^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2.
     const float* lse_s = vec_p + step % 2 * 2 * Br;
     const float* D_s = lse_s + Br;
-    const bool masked = needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+    const bool masked =
+        needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right);
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
     probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
+    mask_window(s, prm, masked, key0, i * Br + 2 * t);
     if constexpr (C::Walk::kHalves) {  // the block-sparse step: the mask may turn the group's 64 keys off
       if ((at.halves >> w & 1) == 0) {
 #pragma unroll

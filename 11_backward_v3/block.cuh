@@ -36,6 +36,7 @@ struct Params {
   int head_dim;  // the tensors' D: Config::kD, or 96 on the kD = 128 kernel (its columns 96-127 are TMA's zeros)
   bool causal;
   float scale, scale_log2;
+  int window_left = -1, window_right = -1;  // a sliding window (Problem's; -1: unbounded)
 };
 
 // kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
@@ -95,7 +96,8 @@ struct Barriers {
 using backward::tc::Step;  // a step's query head (b * H + h), query tile i_tile and key halves
 
 // Block (j, kv_bh)'s walk. Dense (08's DenseWalk): every query head of the KV head, and for each
-// the query tiles i0 .. Tr - 1 that see key tile j (causal: from query_tile_begin), in that order;
+// the query tiles i0 .. i1 - 1 that see key tile j (causal or a window's right bound: from
+// query_tile_begin; a window's left bound: up to query_tile_end, else Tr), in that order;
 // next() moves on with a compare, no division (the consumers' per-step instructions are on the
 // tensor cores' critical path). Block-sparse (ListedWalk): the steps the host listed for the key
 // tile, chapter 07's mask transposed (08_backward/sparse_walk.h).
@@ -107,8 +109,9 @@ __device__ __forceinline__ typename C::Walk walk_of(const Params& prm, int j, st
     const int begin = prm.walk_offsets[row];
     return {bh0, prm.walk_steps + begin, nullptr, prm.walk_offsets[row + 1] - begin};
   } else {
-    const int i0 = query_tile_begin(j, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
-    return {bh0, prm.Tr, i0, prm.group_size * (prm.Tr - i0), j};
+    const int i0 = query_tile_begin(j, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
+    const int i1 = query_tile_end(j, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);  // Tr without a window
+    return {bh0, i1, i0, i1 > i0 ? prm.group_size * (i1 - i0) : 0, j};
   }
 }
 
@@ -149,7 +152,7 @@ __device__ __forceinline__ void to_a_fragment(std::uint32_t (&a)[4], const float
 }
 
 // The deterministic mode's order (08's wait_turn / pass_turn, one thread instead of a block): the
-// key tiles that visit query tile i are 0 .. jmax (all of them, or causal's first ones:
+// key tiles that visit query tile i end at jmax (all of them, or causal's or a window's first ones:
 // key_tile_end(i) - 1), and they add their chunks from jmax down: key tile j when the chunk's
 // counter reads its rank jmax - j, setting it to rank + 1 once the add is complete. Downwards,
 // because under causal masking a block walks from its first visible query tile, so key tile
@@ -195,7 +198,8 @@ __device__ __forceinline__ void write_dq(const Params& prm, std::uint32_t base, 
       barrier_sync(kDqFullBar + w, 128 + 32);
       if (lane == 0) {
         const std::int64_t chunk = (at.bh * prm.Tr + at.i_tile) * C::kChunks + (C::kChunks == 1 ? 0 : c);
-        const int turn = key_tile_end(at.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal) - 1 - j;
+        const int turn =
+            key_tile_end(at.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right) - 1 - j;
         const int rank = C::kChunks == 1 ? 2 * turn + w : turn;  // one chunk: both groups add, in turn
         if constexpr (kTurns) wait_turn(prm.dq_turn + chunk, rank);
         bulk_reduce_add_f32(prm.dq_accum + chunk * 4096, base + C::kDq + w * C::kDqBytes, C::kDqBytes);

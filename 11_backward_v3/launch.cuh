@@ -144,7 +144,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                    .batch_kv_heads = std::int64_t{p.batch} * p.kv_heads,
                    .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
                    .head_dim = p.head_dim,
-                   .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e};
+                   .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
+                   .window_left = p.window_left, .window_right = p.window_right};
   const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
   FA_CHECK_LAUNCH();

@@ -125,8 +125,10 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
     const std::uint32_t pt_u = base + C::kPt + buf * C::kPBytes, ds_u = base + C::kDs + buf * C::kPBytes;
     std::uint32_t frag[Br / 16][4];
     if constexpr (W == 0) {
-      probs(sd, lse_s + 2 * t, prm, needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal), key0,
-            i * Br + 2 * t);
+      const bool masked =
+          needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right);
+      probs(sd, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
+      mask_window(sd, prm, masked, key0, i * Br + 2 * t);
 #pragma unroll
       for (int c = 0; c < Br / 8; ++c)  // fp32 P^T for group 1, in accumulator order
         *reinterpret_cast<float4*>(pf + 512 * c + 4 * tid) = make_float4(sd[4 * c], sd[4 * c + 1], sd[4 * c + 2], sd[4 * c + 3]);

@@ -55,7 +55,8 @@ def support_line(exe):
         raise SystemExit(f"check_readmes: {exe} --help names no --head-dim, --dtype or --layout")
     layouts = "[B, H, S, D] only" if layout.group(1) == "bhsd only" else "[B, H, S, D] or [B, S, H, D] (--layout bshd" + (
         f"; {layout.group(2)} only)" if layout.group(2) else ")")
-    return f"Supports (from `--help`): dtype {dtypes.group(1)}; head dim {dims.group(1)}; tensors {layouts}.\n"
+    window = "; a sliding window (`--window L,R`)" if re.search(r"^\s+--window L,R", out, re.M) else ""
+    return f"Supports (from `--help`): dtype {dtypes.group(1)}; head dim {dims.group(1)}; tensors {layouts}{window}.\n"
 
 
 if build is not None:

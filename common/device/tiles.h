@@ -17,27 +17,51 @@ namespace fa::cuda {
 template <class I>
 FA_HOST_DEVICE constexpr I ceil_div(I a, I b) { return (a + b - 1) / b; }
 
+// A sliding window (Problem::window_left, window_right; -1: unbounded) narrows the band further:
+// row i (at key position i + Sk - Sq) sees keys position - left .. position + right. Causal
+// masking is the window's right bound at 0, so the functions below take `causal` and the window
+// together through this: the right bound in force, -1 for none.
+FA_HOST_DEVICE constexpr int right_bound(bool causal, int window_right) { return causal ? 0 : window_right; }
+
 // Number of key tiles (of Bc keys) that query tile `i_tile` (of Br rows) visits: key tiles
-// 0 .. key_tile_end - 1. Zero when no row of the tile sees any key (Sq > Sk, causal).
+// 0 .. key_tile_end - 1 (from key_tile_begin under a window's left bound). Zero when no row of
+// the tile sees any key (Sq > Sk, causal).
 FA_HOST_DEVICE constexpr int key_tile_end(int i_tile, int Br, int Bc, int seqlen_q, int seqlen_k,
-                                          bool causal) {
+                                          bool causal, int window_right = -1) {
   const int Tc = ceil_div(seqlen_k, Bc);
-  if (!causal) return Tc;
+  const int right = right_bound(causal, window_right);
+  if (right < 0) return Tc;
   const int last_row = (i_tile + 1) * Br < seqlen_q ? (i_tile + 1) * Br - 1 : seqlen_q - 1;
-  const int last_key = last_row + (seqlen_k - seqlen_q);  // the last key that row sees
+  const int last_key = last_row + (seqlen_k - seqlen_q) + right;  // the last key that row sees
   if (last_key < 0) return 0;
   return last_key / Bc + 1 < Tc ? last_key / Bc + 1 : Tc;
 }
 
+// The first key tile query tile `i_tile` visits under a window's left bound (0 without one): its
+// first row sees the earliest keys, from its position - window_left on. Tc when that lies past Sk.
+FA_HOST_DEVICE constexpr int key_tile_begin(int i_tile, int Br, int Bc, int seqlen_q, int seqlen_k,
+                                            int window_left = -1) {
+  if (window_left < 0) return 0;
+  const int first_key = i_tile * Br + (seqlen_k - seqlen_q) - window_left;  // the first key row i_tile Br sees
+  if (first_key <= 0) return 0;
+  return first_key < seqlen_k ? first_key / Bc : ceil_div(seqlen_k, Bc);
+}
+
 // Whether tile (i_tile, j_tile) needs the element mask: some key column lies past Sk (the
-// last, partial key tile), or, under causal masking, some row of the tile does not see some
-// key of it (the diagonal tiles). Every other visited tile is computed without any mask.
+// last, partial key tile), or some row of the tile does not see some key of it: under causal
+// masking or a window's right bound the diagonal tiles, under a window's left bound the tiles
+// its lower edge crosses. Every other visited tile is computed without any mask.
 FA_HOST_DEVICE constexpr bool needs_mask(int i_tile, int j_tile, int Br, int Bc, int seqlen_q,
-                                         int seqlen_k, bool causal) {
+                                         int seqlen_k, bool causal, int window_left = -1, int window_right = -1) {
   const int last_col = (j_tile + 1) * Bc - 1;
   if (last_col >= seqlen_k) return true;
-  // The tile's first row sees the fewest keys; if it sees the tile's last key, all rows do.
-  return causal && !fa::causal_visible(i_tile * Br, last_col, seqlen_q, seqlen_k);
+  // The tile's first row sees the fewest late keys; if it sees the tile's last key, all rows do.
+  const int right = right_bound(causal, window_right);
+  if (right >= 0 && last_col > i_tile * Br + (seqlen_k - seqlen_q) + right) return true;
+  // Its last row (of those below Sq) sees the fewest early keys; if it sees the first, all rows do.
+  if (window_left < 0) return false;
+  const int last_row = (i_tile + 1) * Br < seqlen_q ? (i_tile + 1) * Br - 1 : seqlen_q - 1;
+  return j_tile * Bc < last_row + (seqlen_k - seqlen_q) - window_left;
 }
 
 // The backward turns the loops around and asks the transpose: "which query tiles see key tile j?".
@@ -47,11 +71,24 @@ FA_HOST_DEVICE constexpr bool needs_mask(int i_tile, int j_tile, int Br, int Bc,
 // First query tile (of Br rows) that key tile `j_tile` (of Bc keys) is visible to: query tiles
 // query_tile_begin .. Tr - 1 are visited. Tr (nothing to visit) when no row sees any key of it.
 FA_HOST_DEVICE constexpr int query_tile_begin(int j_tile, int Br, int Bc, int seqlen_q, int seqlen_k,
-                                              bool causal) {
-  if (!causal) return 0;
-  const int first_row = j_tile * Bc - (seqlen_k - seqlen_q);  // the first row that sees key j_tile * Bc
+                                              bool causal, int window_right = -1) {
+  const int right = right_bound(causal, window_right);
+  if (right < 0) return 0;
+  const int first_row = j_tile * Bc - (seqlen_k - seqlen_q) - right;  // the first row that sees key j_tile * Bc
   if (first_row >= seqlen_q) return ceil_div(seqlen_q, Br);
   return first_row > 0 ? first_row / Br : 0;
+}
+
+// One past the last query tile that key tile `j_tile` is visible to under a window's left bound
+// (Tr without one): the tile's last key is seen by rows up to its position + window_left.
+FA_HOST_DEVICE constexpr int query_tile_end(int j_tile, int Br, int Bc, int seqlen_q, int seqlen_k,
+                                            int window_left = -1) {
+  const int Tr = ceil_div(seqlen_q, Br);
+  if (window_left < 0) return Tr;
+  const int last_col = (j_tile + 1) * Bc < seqlen_k ? (j_tile + 1) * Bc - 1 : seqlen_k - 1;
+  const int last_row = last_col - (seqlen_k - seqlen_q) + window_left;  // the last row that sees it
+  if (last_row < 0) return 0;
+  return last_row / Br + 1 < Tr ? last_row / Br + 1 : Tr;
 }
 
 }  // namespace fa::cuda

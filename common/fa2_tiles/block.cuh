@@ -113,7 +113,8 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
   if (!aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(o))
     throw std::invalid_argument(std::string(chapter) + ": q, k, v and o must be 16-byte aligned");
   return {q,          k,           v,         o, lse, std::int64_t{p.batch} * p.heads, p.seqlen_q, p.seqlen_k,
-          p.group_size(), p.causal, p.scale() * kLog2e, p.head_dim, p.q_strides(), p.kv_strides(), p.heads};
+          p.group_size(), p.causal, p.scale() * kLog2e, p.head_dim, p.q_strides(), p.kv_strides(), p.heads,
+          p.window_left, p.window_right};
 }
 
 // Launches kKernel (a kernel of configuration C taking P) on the grid of query tiles: Tr along x,

@@ -38,6 +38,9 @@ struct Params {
   // the constant D apart there, and its code stays what it was before the strides came.
   fa::Strides q_strides, kv_strides;
   int heads;  // H: slice bh is batch bh / H, head bh % H
+  // A sliding window (Problem::window_left, window_right; -1: unbounded): only a kernel whose
+  // chapter's Support takes one reads them (09's); mask_scores applies them wherever it is called.
+  int window_left = -1, window_right = -1;
 };
 
 // Tile sizes and switches. 06's step-by-step versions are its kernel with some switches off
@@ -151,8 +154,9 @@ __device__ __forceinline__ void tile_scores(ScoreTile<C>& S, const QFrags<C>& q_
   }
 }
 
-// The element mask, for the tiles needs_mask picks: -inf where the key is past Sk or causally
-// hidden. row: the query row of this lane's first element (mt = 0, h = 0); j0: the tile's first key.
+// The element mask, for the tiles needs_mask picks: -inf where the key is past Sk, causally
+// hidden or outside the sliding window. row: the query row of this lane's first element (mt = 0,
+// h = 0); j0: the tile's first key.
 template <class C>
 __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, int t, const Params& prm) {
 #pragma unroll
@@ -162,7 +166,8 @@ __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, in
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int i = row + 16 * mt + 8 * (e / 2), j = j0 + 8 * nt + 2 * t + e % 2;
-        if (j >= prm.seqlen_k || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, prm.seqlen_k)))
+        if (j >= prm.seqlen_k || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, prm.seqlen_k)) ||
+            !fa::window_visible(i, j, prm.seqlen_q, prm.seqlen_k, prm.window_left, prm.window_right))
           S[mt][nt][e] = -std::numeric_limits<float>::infinity();
       }
 }

@@ -50,6 +50,24 @@ constexpr Shape kBshdShapes[] = {
     {1, 6, 2, 1013, 1013, false},
 };
 
+// Sliding windows (Problem::window_left, window_right), for a chapter whose Support takes them:
+// Mistral's causal window over GQA; both sides open by different amounts with Sq < Sk; the
+// diagonal alone with more queries than keys (its first rows see nothing); one query row over a
+// long cache with the left bound only; a long causal window with large logits (every row from
+// 256 on sees 257 keys, over two or three key tiles).
+struct WindowShape {
+  Shape shape;
+  int left, right;
+  InputKind inputs;
+};
+constexpr WindowShape kWindowShapes[] = {
+    {{2, 4, 2, 1013, 1013, true}, 127, 0, InputKind::normal},
+    {{1, 2, 2, 300, 777, false}, 64, 31, InputKind::normal},
+    {{1, 2, 1, 777, 300, true}, 0, -1, InputKind::normal},
+    {{1, 4, 2, 1, 5000, false}, 1000, -1, InputKind::normal},
+    {{1, 2, 2, 4096, 4096, true}, 256, 0, InputKind::large_logits},
+};
+
 constexpr Shape kManyHeads{129, 512, 128, 3, 5, true};             // B * H = 66,048
 constexpr Shape kManyRows{1, 1, 1, 128 * 65536 + 1, 2, false};     // 65,537 tiles of 128 rows
 
@@ -59,7 +77,10 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
          std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
          (p.causal ? "_causal_" : "_") + dtype_name(p.dtype) +
          (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs)) +
-         (p.layout == Layout::bshd ? "_bshd" : "");
+         (p.layout == Layout::bshd ? "_bshd" : "") +
+         (p.has_window() ? "_W" + std::string(p.window_left < 0 ? "inf" : std::to_string(p.window_left)) + "x" +
+                               (p.window_right < 0 ? "inf" : std::to_string(p.window_right))
+                         : "");
 }
 
 
@@ -177,6 +198,16 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
         if (!full && !square_dim && (s.seqlen_q > 1 || !end_dim)) continue;
         const Problem p = problem_of(s, d, dtype);
         cases.push_back({name_of(p, InputKind::large_logits), p, InputKind::large_logits});
+      }
+      if (support.window) {  // sliding windows: the first two in core, at every (dtype, head dim)
+        for (std::size_t n = 0; n < std::size(kWindowShapes); ++n) {
+          if (!full && n >= 2) continue;
+          const WindowShape& w = kWindowShapes[n];
+          Problem p = problem_of(w.shape, d, dtype);
+          p.window_left = w.left;
+          p.window_right = w.right;
+          cases.push_back({name_of(p, w.inputs), p, w.inputs});
+        }
       }
       if (takes_bshd(support, dtype)) {
         for (std::size_t n = 0; n < std::size(kBshdShapes); ++n) {

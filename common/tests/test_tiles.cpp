@@ -1,0 +1,81 @@
+// CPU test of the tile index math (common/device/tiles.h) under causal masking and a sliding
+// window, against brute force over every (row, key) pair of every tile pair: the key tiles a query
+// tile visits are exactly key_tile_begin .. key_tile_end - 1, the query tiles a key tile is seen by
+// exactly query_tile_begin .. query_tile_end - 1, and needs_mask says whether a visited tile holds
+// a (row < Sq, key) pair that is not visible or a key column past Sk.
+#include "common/device/tiles.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+namespace fa::cuda {
+namespace {
+
+struct Shape {
+  int Br, Bc, Sq, Sk;
+};
+
+TEST(TilesUnderAWindow, RangesAndMasksMatchBruteForce) {
+  const Shape shapes[] = {{64, 64, 1, 300},    {64, 64, 37, 37},     {128, 64, 300, 1000}, {64, 128, 1000, 300},
+                          {128, 176, 700, 701}, {64, 64, 128, 1},     {128, 80, 257, 513},  {64, 64, 200, 217}};
+  int checked = 0;
+  for (const Shape& sh : shapes)
+    for (bool causal : {false, true})
+      for (int left : {-1, 0, 1, 2, 5, 31, 63, 64, 65, 127, 300})
+        for (int right : {-1, 0, 1, 3, 63, 64, 130}) {
+          Problem p;
+          p.seqlen_q = sh.Sq;
+          p.seqlen_k = sh.Sk;
+          p.causal = causal;
+          p.window_left = left;
+          p.window_right = right;
+          const int Tr = ceil_div(sh.Sq, sh.Br), Tc = ceil_div(sh.Sk, sh.Bc);
+          SCOPED_TRACE(p.describe() + " Br " + std::to_string(sh.Br) + " Bc " + std::to_string(sh.Bc));
+          for (int it = 0; it < Tr; ++it) {
+            const int begin = key_tile_begin(it, sh.Br, sh.Bc, sh.Sq, sh.Sk, left);
+            const int end = key_tile_end(it, sh.Br, sh.Bc, sh.Sq, sh.Sk, causal, right);
+            for (int jt = 0; jt < Tc; ++jt) {
+              bool seen = false, hidden = false;
+              for (int i = it * sh.Br; i < std::min((it + 1) * sh.Br, sh.Sq); ++i)
+                for (int j = jt * sh.Bc; j < (jt + 1) * sh.Bc; ++j) {
+                  const bool v = j < sh.Sk && p.visible(i, j);
+                  seen |= v;
+                  hidden |= !v;
+                }
+              ASSERT_EQ(begin <= jt && jt < end, seen) << "query tile " << it << " key tile " << jt << ": range "
+                                                       << begin << " .. " << end;
+              const int qb = query_tile_begin(jt, sh.Br, sh.Bc, sh.Sq, sh.Sk, causal, right);
+              const int qe = query_tile_end(jt, sh.Br, sh.Bc, sh.Sq, sh.Sk, left);
+              ASSERT_EQ(qb <= it && it < qe, seen) << "key tile " << jt << " query tile " << it << ": range " << qb
+                                                   << " .. " << qe;
+              if (seen) {
+                ASSERT_EQ(needs_mask(it, jt, sh.Br, sh.Bc, sh.Sq, sh.Sk, causal, left, right), hidden)
+                    << "query tile " << it << " key tile " << jt;
+                ++checked;
+              }
+            }
+          }
+        }
+  EXPECT_GT(checked, 1000);
+}
+
+// Without a window the functions are what they were: the window's parameters default to -1.
+TEST(TilesUnderAWindow, NoWindowIsCausalOrFull) {
+  EXPECT_EQ(key_tile_begin(5, 64, 64, 1024, 1024), 0);
+  EXPECT_EQ(key_tile_end(5, 64, 64, 1024, 1024, true), 6);
+  EXPECT_EQ(key_tile_end(5, 64, 64, 1024, 1024, false), 16);
+  EXPECT_EQ(query_tile_begin(3, 64, 64, 1024, 1024, true), 3);
+  EXPECT_EQ(query_tile_end(3, 64, 64, 1024, 1024), 16);
+  EXPECT_TRUE(needs_mask(3, 3, 64, 64, 1024, 1024, true));
+  EXPECT_FALSE(needs_mask(3, 2, 64, 64, 1024, 1024, true));
+  // A window of 128 keys back: query tile 5 (rows 320-383) starts at key tile 3 (key 192) and key
+  // tile 3 is seen up to query tile 5.
+  EXPECT_EQ(key_tile_begin(5, 64, 64, 1024, 1024, 128), 3);
+  EXPECT_EQ(query_tile_end(3, 64, 64, 1024, 1024, 128), 6);
+  EXPECT_TRUE(needs_mask(5, 3, 64, 64, 1024, 1024, true, 128));   // row 383 sees from key 255 on
+  EXPECT_FALSE(needs_mask(5, 4, 64, 64, 1024, 1024, true, 128));  // keys 256-319: every row
+}
+
+}  // namespace
+}  // namespace fa::cuda
