@@ -14,17 +14,22 @@
 //   * v3 (kPersistent = false): ping-pong. A consumer's turn issues its wgmmas of one step,
 //     O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; then it hands the tensor cores to the other
 //     consumer (named barriers) and runs the softmax of S_s while the other's wgmmas run.
-//   * v4 (this kernel, the chapter's at D = 128): persistent. One block per SM walks the tiles
+//   * v4 (kOverlap = false): persistent. One block per SM walks the tiles
 //     (causal: in pairs of a long and a short tile, TileWalk): the producer loads the next tile's
 //     Q_i and first K/V, and the other consumer starts the next tile's S, while a consumer finishes
 //     its last P V and writes O_i. O_i leaves through the copy engine (stage_o, a TMA store), as in
 //     FlashAttention-3, instead of v1's write_rows.
+//   * v5 (this kernel, the chapter's from D = 96): the intra-warpgroup overlap. S_s and P_{s-1} V_{s-1}
+//     are committed as two groups; the consumer waits for S_s alone, runs the softmax while its own
+//     P V is still on the tensor cores, and scales O_i by alpha once that lands. P alternates
+//     between two sets of registers, as the softmax writes P_s while the wgmma reads P_{s-1}.
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
 #pragma once
 
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 
 #include "common/fa2_tiles/block.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
@@ -39,7 +44,8 @@ using namespace fa::cuda;
 using fa2::Params;
 
 // Three warpgroups: the producer (0) and two consumers (1, 2) of 64 rows of Q_i each.
-template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128>
+template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128,
+          bool kOverlap_ = false>
 struct WsConfig {
   using T = T_;
   static constexpr int kD = kD_;
@@ -47,6 +53,9 @@ struct WsConfig {
   static constexpr int kStages = kStages_;  // K/V ring depth
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a unit)
+  // The softmax of S_s runs while the group's own P_{s-1} V_{s-1} is still on the tensor cores
+  // (FlashAttention-3's intra-warpgroup overlap; consume says how), not only while the other's is.
+  static constexpr bool kOverlap = kOverlap_;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
   // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
@@ -69,10 +78,13 @@ struct WsConfig {
 // At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this one there with
 // four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so the key tiles shrink to
 // Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
-// D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB).
-template <class T, int kD>
+// D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The
+// intra-warpgroup overlap (v5) at every head dim: at D = 256 its second P and the softmax's own
+// rows no longer fit beside O_i, and ptxas spills 340 bytes a thread, yet it measures 1-4% faster
+// there than without it (README: How we got here).
+template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
-                               /*kBc=*/kD <= 128 ? 128 : 64>;
+                               /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
 
 // The block's mbarriers: Q_i landed and read; per stage, K_j and V_j landed ("full", the
 // producer's arrival plus the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
@@ -155,13 +167,15 @@ __device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w,
 // after the group releases it, in the 128-byte swizzle the O map writes from (a quad's 8 bytes a
 // row land in one 16-byte chunk, the 8 rows of a lane group in 8 chunks: no bank conflict); LSE
 // straight to global memory (06's row_sum and row_lse). O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
-template <class C>
-__device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w, const Params& prm,
-                                        std::int64_t bh, unsigned char* O_p, int warp, int row, int g, int t) {
+// stats: the rows' m and l (w itself, or with the overlap consume's own).
+template <class C, class Stats>
+__device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w, const Stats& stats,
+                                        const Params& prm, std::int64_t bh, unsigned char* O_p, int warp, int row,
+                                        int g, int t) {
   using T = typename C::T;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const float l = fa2::row_sum(w, 0, h);
+    const float l = fa2::row_sum(stats, 0, h);
     const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
     const int r = 16 * warp + g + 8 * h;             // the row among the group's 64
 #pragma unroll
@@ -169,13 +183,13 @@ __device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w
       *reinterpret_cast<std::uint32_t*>(O_p + kmajor_sw128_offset(r, 8 * nt + 2 * t, C::Br)) =
           pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
     if (t == 0 && row + 8 * h < prm.seqlen_q)
-      prm.lse[bh * prm.seqlen_q + row + 8 * h] = fa2::row_lse(w, 0, h, l);
+      prm.lse[bh * prm.seqlen_q + row + 8 * h] = fa2::row_lse(stats, 0, h, l);
   }
 }
 
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
 // turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
-// softmax of S_s follows, outside the turn. Ping-pong: group g waits on named barrier 1 + g for its
+// softmax of S_s follows, outside the turn (with kOverlap, under the turn's own P V). Ping-pong: group g waits on named barrier 1 + g for its
 // turn and hands over by arriving on 2 - g. The turns alternate across tiles as well: group 1 lets
 // group 0 go first once, and its last turn of a tile hands over to group 0's first turn of the
 // block's next tile, so group 0 starts the next S while group 1 writes its O_i (only the block's
@@ -209,48 +223,93 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const int slot = n % C::kQSlots;
     const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + kGroup * 64 * 128;  // the group's rows: 8 KiB into each atom
     fa2::WarpRows<Tile> w;
-    fa2::PTile<Tile> P_ij;  // the softmax of step s, consumed by turn s + 1
+    // P_s leaves the softmax of turn s and is read by turn s + 1's P V. With the overlap, turn s + 1's
+    // softmax writes P_{s+1} while that wgmma still reads P_s, so the two alternate between
+    // registers P[0] and P[1] (the loop below takes turns in pairs); without it, P[0] serves all.
+    fa2::PTile<Tile> P[C::kOverlap ? 2 : 1];
+    // With the overlap, softmax_step runs while P_{s-1} V_{s-1} still accumulates into w.O, which
+    // it must not touch then. So it is handed rows of its own (a Config with a 16-column O, set to
+    // ones): they carry m and l, and the O they return holds alpha, by which w.O is scaled once
+    // the wgmma has landed.
+    using StatsTile = fa2::Config<typename C::T, 16, Bc, 1>;
+    fa2::WarpRows<StatsTile> ml;
+    auto& stats = std::get<C::kOverlap ? 0 : 1>(std::tie(ml, w));  // the rows' m and l
 
     // Turn s. kScores: it issues S_s (not in the last turn); kPV: it issues P_{s-1} V_{s-1} (not
     // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
     // 128 threads take: a wgmma under a run-time branch makes ptxas serialize them all (C7520).
-    auto turn = [&](int s, auto kScores, auto kPV) {
+    // P_in: P_{s-1}; P_out: where P_s goes.
+    auto turn = [&](int s, auto kScores, auto kPV, fa2::PTile<Tile>& P_in, fa2::PTile<Tile>& P_out) {
       const int it = it0 + s - Tc_begin;  // K_s's place in the ring; V_{s-1} is at it - 1
       if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
       if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
       if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
       fa2::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
-      wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
-      if constexpr (kScores) issue_scores<C>(S_ij, Q_w, K_s(it));
-      if constexpr (kPV) issue_pv<C>(w, P_ij, V_s(it - 1));
+      wgmma_fence();  // O_i was rescaled and P_in written by ordinary instructions
+      if constexpr (kScores) {
+        issue_scores<C>(S_ij, Q_w, K_s(it));
+        if constexpr (C::kOverlap) wgmma_commit();  // a group of its own: S_s lands first
+      }
+      if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1));
       wgmma_commit();
       if (C::kPingPong && (kGroup == 0 || kScores || !last_tile)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
-      wgmma_wait<0>();  // S_s and O_i are in the registers; K_s, V_{s-1} and P_{s-1} are read
+      // With the overlap: wait for S_s alone (the older group) and run the softmax while P V runs.
+      if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
+      else wgmma_wait<0>();  // without: S_s and O_i are both in the registers
+      if constexpr (kScores) wgmma_fence_operands(*reinterpret_cast<float(*)[Bc / 2]>(&S_ij[0][0][0]));
       if (lane == 0) {  // this warp is done with the stages: the producer may refill them
         if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[it % C::kStages]));
-        if (kPV) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
+        if (kPV && !C::kOverlap) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
       }
       if constexpr (kScores) {
         if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right))
           fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
-        fa2::softmax_step<Tile>(S_ij, P_ij, w, prm.scale_log2);
+        if constexpr (C::kOverlap) {
+#pragma unroll
+          for (int nt = 0; nt < 2; ++nt) ml.O[0][nt][0] = ml.O[0][nt][1] = ml.O[0][nt][2] = ml.O[0][nt][3] = 1.0f;
+          fa2::softmax_step<StatsTile>(S_ij, P_out, ml, prm.scale_log2);
+        } else {
+          fa2::softmax_step<Tile>(S_ij, P_out, w, prm.scale_log2);
+        }
+      }
+      if constexpr (C::kOverlap && kPV) {
+        if constexpr (kScores) wgmma_wait<0>();  // O_i is in the registers; V_{s-1} and P_in are read
+        wgmma_fence_operands(*reinterpret_cast<float(*)[C::kD / 2]>(&w.O[0][0][0]));
+        if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
+        if constexpr (kScores) {
+#pragma unroll
+          for (int nt = 0; nt < C::kD / 8; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) w.O[0][nt][e] *= ml.O[0][0][e];  // alpha of row g (e < 2), g + 8
+        }
       }
     };
     using Yes = std::true_type;
     using No = std::false_type;
+    auto& P0 = P[0];
+    auto& P1 = P[C::kOverlap ? 1 : 0];
 
     mbarrier_wait(smem_u32(&bars.full_q[slot]), n / C::kQSlots % 2);  // Q_i has landed
     if (Tc_end <= Tc_begin) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
-      turn(Tc_begin, No{}, No{});
+      turn(Tc_begin, No{}, No{}, P0, P0);
     } else {
-      turn(Tc_begin, Yes{}, No{});
-      for (int s = Tc_begin + 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{});
-      turn(Tc_end, No{}, Yes{});
+      turn(Tc_begin, Yes{}, No{}, P1, P0);
+      int s = Tc_begin + 1;
+      for (; s + 1 < Tc_end; s += 2) {
+        turn(s, Yes{}, Yes{}, P0, P1);
+        turn(s + 1, Yes{}, Yes{}, P1, P0);
+      }
+      if (s < Tc_end) {
+        turn(s, Yes{}, Yes{}, P0, P1);
+        turn(Tc_end, No{}, Yes{}, P1, P0);
+      } else {
+        turn(Tc_end, No{}, Yes{}, P0, P1);
+      }
     }
     it0 += Tc_end > Tc_begin ? Tc_end - Tc_begin : 0;
     // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
     // top of the group's next tile, once the copy engine has read it.
-    stage_o<C>(w, prm, wt.bh, base_p + (Q_w - base), warp, row, g, t);
+    stage_o<C>(w, stats, prm, wt.bh, base_p + (Q_w - base), warp, row, g, t);
     fence_proxy_async();                 // the stores, before the copy engine reads them
     barrier_sync<3 + kGroup>(128);       // the group's 4 warps have stored their rows
     if (storer) {

@@ -36,6 +36,15 @@ template <int kInFlight>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kInFlight) : "memory");
 }
+// The compiler sees a wgmma's accumulators as written when the wgmma is issued, not when
+// wgmma_wait says they landed: without a fence it may move their reads above the wait. This empty
+// asm, placed after the wait, "rewrites" each register, so every later use depends on it and stays
+// below (CUTLASS's warpgroup_fence_operand).
+template <int kN>
+__device__ __forceinline__ void wgmma_fence_operands(float (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
 // Generic-proxy writes to shared memory (st.shared, cp.async) become visible to the async proxy
 // (wgmma, TMA stores) only after this fence.
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
