@@ -19,10 +19,12 @@
 //     Q_i and first K/V, and the other consumer starts the next tile's S, while a consumer finishes
 //     its last P V and writes O_i. O_i leaves through the copy engine (stage_o, a TMA store), as in
 //     FlashAttention-3, instead of v1's write_rows.
-//   * v5 (this kernel, the chapter's from D = 96): the intra-warpgroup overlap. S_s and P_{s-1} V_{s-1}
-//     are committed as two groups; the consumer waits for S_s alone, runs the softmax while its own
-//     P V is still on the tensor cores, and scales O_i by alpha once that lands. P alternates
-//     between two sets of registers, as the softmax writes P_s while the wgmma reads P_{s-1}.
+//   * v5 (this kernel, the chapter's from D = 96): FlashAttention-3's intra-warpgroup overlap, as
+//     far as ptxas lets it. S_s and P_{s-1} V_{s-1} are committed as two groups; the consumer waits
+//     for S_s alone, releases K_s and masks, runs the softmax on rows of its own (m, l, alpha) and
+//     scales O_i by alpha once P V has landed; P alternates between two sets of registers. In the
+//     SASS, ptxas puts the wait for P V ahead of the softmax's exponentials, so they do not run
+//     under the group's own P V yet (README: How we got here).
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
