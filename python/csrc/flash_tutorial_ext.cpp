@@ -38,7 +38,8 @@ std::optional<fa::Dtype> dtype_of(const Tensor& t) {
   return std::nullopt;
 }
 
-fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double scale, bool bshd = false) {
+fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double scale, bool bshd = false,
+                       int64_t window_left = -1, int64_t window_right = -1) {
   fa::Problem p;
   const int s = bshd ? 1 : 2, h = bshd ? 2 : 1;  // [B, S, H, D] or [B, H, S, D]
   p.batch = static_cast<int>(q.size(0));
@@ -49,6 +50,8 @@ fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double sca
   if (bshd) p.layout = fa::Layout::bshd;  // a chapter refuses it unless its Support takes it (06, 07, 08)
   p.head_dim = static_cast<int>(q.size(3));
   p.causal = causal;
+  p.window_left = static_cast<int>(window_left);  // -1: unbounded (Problem's convention, FlashAttention's)
+  p.window_right = static_cast<int>(window_right);
   p.softmax_scale = static_cast<float>(scale);
   p.dtype = *dtype_of(q);
   return p;
@@ -103,8 +106,9 @@ bool reads_bshd(const Tensor& q, bool has_mask, bool for_backward) {
   return fa::takes_bshd(forward_support(q, *dt, d, has_mask), *dt);
 }
 
-// Why the kernels cannot run this call ("" when they can): the chapters' Support tables.
-std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward) {
+// Why the kernels cannot run this call ("" when they can): the chapters' Support tables. A sliding
+// window runs only where both chapters take one (09 and 11: hopper_path).
+std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward, bool window) {
   if (!q.is_cuda()) return "the tensors are not on a CUDA device";
   const auto dt = dtype_of(q);
   if (!dt) return std::string("dtype ") + c10::toString(q.scalar_type()) + " (the kernels take float32, float16, bfloat16)";
@@ -114,6 +118,9 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
     return std::find(s.dtypes.begin(), s.dtypes.end(), *dt) != s.dtypes.end() && fa::supports_head_dim(s, d);
   };
   if (!takes(fwd)) return fwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
+  if (window && !fwd.window) return fwd.chapter + " does not take a sliding window (09 and 11 do, on Hopper)";
+  if (window && for_backward && !backward_support(q, *dt, d, has_mask).window)
+    return backward_support(q, *dt, d, has_mask).chapter + " does not take a sliding window (11 does, on Hopper)";
   if (for_backward) {
     const fa::Support& bwd = backward_support(q, *dt, d, has_mask);
     if (!takes(bwd)) return bwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
@@ -134,11 +141,12 @@ std::tuple<std::string, std::string> chapters(const Tensor& q, bool has_mask) {
 
 // bshd: q, k, v and O as [B, S, H, D] (06 and 07, f16/bf16); LSE is [B, H, Sq] either way.
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
-                                   const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd) {
+                                   const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
+                                   int64_t window_left, int64_t window_right) {
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
               "flash_tutorial._C: contiguous [B, H, S, D] (or with bshd [B, S, H, D]) tensors");
   const c10::cuda::CUDAGuard on_device(q.device());  // the kernels launch on the current device
-  const fa::Problem p = problem_of(q, k, causal, scale, bshd);
+  const fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
   Tensor out = torch::empty_like(q);
   Tensor lse = torch::empty({p.batch, p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
@@ -160,12 +168,13 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
 // bshd: q, k, v, O, dO and the gradients as [B, S, H, D] (08's tensor-core dense backward).
 std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& out, const Tensor& lse, bool causal, double scale,
-                                            const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd) {
+                                            const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
+                                            int64_t window_left, int64_t window_right) {
   TORCH_CHECK(dout.is_contiguous() && q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
                   out.is_contiguous() && lse.is_contiguous(),
               "flash_tutorial._C: contiguous tensors");
   const c10::cuda::CUDAGuard on_device(q.device());
-  const fa::Problem p = problem_of(q, k, causal, scale, bshd);
+  const fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
   Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (block_mask) {

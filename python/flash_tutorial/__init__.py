@@ -7,7 +7,7 @@
 See python/README.md.
 """
 import math
-from typing import Optional
+from typing import Optional, Tuple
 
 import torch
 
@@ -29,6 +29,19 @@ def _check_layout(q, k, v, layout):
         if not isinstance(t, torch.Tensor) or t.dim() != 4:
             raise ValueError(f"flash_tutorial.attention: {name} must be a 4-D tensor ({layout}), got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+
+
+def _check_window(window):
+    """(left, right) as two ints, each -1 (unbounded) or >= 0; None: no window."""
+    if window is None:
+        return -1, -1
+    if (not isinstance(window, (tuple, list)) or len(window) != 2
+            or not all(isinstance(w, int) and not isinstance(w, bool) for w in window)):
+        raise ValueError(f"flash_tutorial.attention: window must be a pair of ints (left, right), got {window!r}")
+    left, right = window
+    if left < -1 or right < -1:
+        raise ValueError(f"flash_tutorial.attention: window sides must be >= 0, or -1 for unbounded, got {tuple(window)}")
+    return left, right
 
 
 def _check(q, k, v, block_mask, block_k):
@@ -62,12 +75,17 @@ def _check(q, k, v, block_mask, block_k):
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None, block_mask: Optional[torch.Tensor] = None,
-              layout: str = "bshd", return_lse: bool = False, block_k: int = 128):
+              layout: str = "bshd", return_lse: bool = False, block_k: int = 128,
+              window: Optional[Tuple[int, int]] = None):
     """softmax(scale q k^T + mask) v, differentiable in q, k and v.
 
     q: [B, Sq, H, D] (layout "bshd") or [B, H, Sq, D] ("bhsd"); k, v: the same with Hkv heads and Sk
     keys, H a multiple of Hkv (GQA, MQA). causal: bottom-right aligned when Sq != Sk. scale: default
     1/sqrt(D). block_mask: bool [B, H, ceil(Sq/128), ceil(Sk/block_k)], False switches a block off.
+    window: (left, right), a sliding window: query i sees keys i' - left .. i' + right, with
+    i' = i + Sk - Sq (aligned as causal); -1 leaves a side unbounded, as FlashAttention's
+    window_size. The kernels that take one are 09's forward and 11's backward (Hopper, float16 and
+    bfloat16, head dims 64 and 128); elsewhere a window runs the reference, with a warning.
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
@@ -88,19 +106,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if layout == "bshd":
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # views: [B, H, S, D]
     _check(q, k, v, block_mask, block_k)
+    left, right = _check_window(window)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None)
+    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None, window=left >= 0 or right >= 0)
     in_place = (layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
                 and all(t.is_contiguous() for t in given))  # 06 reads [B, S, H, D] as it lies
     if in_place:
-        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), block_mask, int(block_k), True)
+        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), block_mask, int(block_k), True, left, right)
         return (out, lse) if return_lse else out
     if reason is None:  # the other kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))
     elif not torch.compiler.is_compiling():
         ops._fallback(reason, stacklevel=3)  # the warning points at the line that called attention()
-    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False)
+    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False, left, right)
     if layout == "bshd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out

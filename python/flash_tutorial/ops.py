@@ -1,7 +1,8 @@
 """The op: torch.library custom ops for the forward and the backward, tied together by autograd.
 
-`flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd) -> (out, lse)` and
-`flash_tutorial::attention_bwd(..., bshd) -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
+`flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd, window_left,
+window_right) -> (out, lse)` and `flash_tutorial::attention_bwd(..., bshd, window_left, window_right)
+-> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
 with `bshd=True` contiguous [B, S, H, D] ones (the f16/bf16 forwards of 06 and 07 and 08's dense
 f16/bf16 backward read them in place; they are asked for only where those run, reads_bshd). Each runs the
 tutorial's CUDA kernels through the compiled extension `flash_tutorial._C` where it can, and the
@@ -26,14 +27,15 @@ _warned = set()
 
 
 def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None, has_mask: bool = False,
-                              backward: bool = False) -> Optional[str]:
+                              backward: bool = False, window: bool = False) -> Optional[str]:
     """Why the CUDA kernels cannot run this call (None: they can): the extension is not built, the
-    tensors are not on a GPU, or the chapters' Support tables refuse the dtype or head dim."""
+    tensors are not on a GPU, or the chapters' Support tables refuse the dtype, the head dim or a
+    sliding window (only 09 and 11, on a Hopper GPU, take one)."""
     if _C is None:
         return "the CUDA extension flash_tutorial._C is not built (python/README.md: FA_PYTHON_EXTENSION)"
     if not q.is_cuda:
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
-    return _C.unsupported(q, q if k is None else k, has_mask, backward) or None
+    return _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
 
 
 def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) -> bool:
@@ -62,25 +64,28 @@ def _fallback(reason: str, stacklevel: int = 3) -> None:
 
 @torch.library.custom_op("flash_tutorial::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
-                  block_mask: Optional[torch.Tensor], block_k: int, bshd: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+                  block_mask: Optional[torch.Tensor], block_k: int, bshd: bool, window_left: int = -1,
+                  window_right: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
+    window = window_left >= 0 or window_right >= 0
     if bshd:  # q, k, v: [B, S, H, D]; the kernel's view of them below is [B, H, S, D]
-        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None)
+        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, window=window)
         if reason is None:
-            return _C.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal, scale, block_mask, block_k, True)
+            return _C.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal, scale, block_mask, block_k, True,
+                              window_left, window_right)
         _fallback(reason)
         out, lse = reference.forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal, scale,
-                                     block_mask, block_k)
+                                     block_mask, block_k, window_left, window_right)
         return out.transpose(1, 2).contiguous(), lse.contiguous()
-    reason = kernel_unavailable_reason(q, k, block_mask is not None)
+    reason = kernel_unavailable_reason(q, k, block_mask is not None, window=window)
     if reason is None:
-        return _C.forward(q, k, v, causal, scale, block_mask, block_k, False)
+        return _C.forward(q, k, v, causal, scale, block_mask, block_k, False, window_left, window_right)
     _fallback(reason)
-    out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k)
+    out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k, window_left, window_right)
     return out.contiguous(), lse.contiguous()
 
 
 @attention_fwd.register_fake
-def _(q, k, v, causal, scale, block_mask, block_k, bshd):
+def _(q, k, v, causal, scale, block_mask, block_k, bshd, window_left=-1, window_right=-1):
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if bshd else q.shape[:3]
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty((b, h, s), dtype=lse_dtype)
@@ -89,36 +94,43 @@ def _(q, k, v, causal, scale, block_mask, block_k, bshd):
 @torch.library.custom_op("flash_tutorial::attention_bwd", mutates_args=())
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, causal: bool, scale: float, block_mask: Optional[torch.Tensor],
-                  block_k: int, bshd: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  block_k: int, bshd: bool, window_left: int = -1,
+                  window_right: int = -1) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    window = window_left >= 0 or window_right >= 0
     if bshd:  # every tensor but lse: [B, S, H, D]; the kernel's view of them below is [B, H, S, D]
-        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, backward=True)
+        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, backward=True,
+                                           window=window)
         if reason is None:
-            return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, True)
+            return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, True, window_left,
+                               window_right)
         _fallback(reason)
         t = [x.transpose(1, 2) for x in (dout, q, k, v, out)]
-        grads = reference.backward(*t, lse, causal, scale, block_mask, block_k)
+        grads = reference.backward(*t, lse, causal, scale, block_mask, block_k, window_left, window_right)
         return tuple(g.transpose(1, 2).contiguous() for g in grads)
-    reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True)
+    reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True, window=window)
     if reason is None:
-        return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, False)
+        return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, False, window_left,
+                           window_right)
     _fallback(reason)
-    dq, dk, dv = reference.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k)
+    dq, dk, dv = reference.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, window_left,
+                                    window_right)
     return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @attention_bwd.register_fake
-def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, bshd):
+def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, bshd, window_left=-1, window_right=-1):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format),
             torch.empty_like(v, memory_format=torch.contiguous_format))
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale, block_mask, block_k, bshd = inputs
+    q, k, v, causal, scale, block_mask, block_k, bshd, window_left, window_right = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.mark_non_differentiable(lse)  # LSE is for inspection: no gradient flows through it
     ctx.causal, ctx.scale, ctx.block_mask, ctx.block_k, ctx.bshd = causal, scale, block_mask, block_k, bshd
+    ctx.window = (window_left, window_right)
 
 
 def _backward(ctx, dout, dlse):
@@ -131,10 +143,10 @@ def _backward(ctx, dout, dlse):
     if copies:
         q, k, v, out, dout = (t.transpose(1, 2).contiguous() for t in (q, k, v, out, dout))
     dq, dk, dv = attention_bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.scale, ctx.block_mask,
-                               ctx.block_k, in_place)
+                               ctx.block_k, in_place, *ctx.window)
     if copies:
         dq, dk, dv = (t.transpose(1, 2) for t in (dq, dk, dv))
-    return dq, dk, dv, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -3,6 +3,9 @@
 Conventions are the C++ chapters' (common/host/problem.h):
   * tensors [B, H, S, D]; K and V have Hkv heads, query head h reads KV head h // (H // Hkv);
   * causal masking is bottom-right aligned: query i sees key j iff j <= i + (Sk - Sq);
+  * a sliding window (left, right), aligned the same way: query i sees key j iff
+    i' - left <= j <= i' + right with i' = i + (Sk - Sq); -1 leaves that side unbounded
+    (FlashAttention's window_size); causal and a window both apply where both are given;
   * a block mask [B, H, ceil(Sq / 128), ceil(Sk / block_k)] (bool, block_k 64 or 128) switches
     whole (query block, key block) pairs off, on top of causal masking (chapter 07);
   * a row that sees no key has O = 0 and LSE = +inf (so that P = exp(S - LSE) = 0 in the backward).
@@ -14,13 +17,17 @@ import torch
 BLOCK_Q = 128  # query rows per block-mask block: chapter 07's
 
 
-def visible(sq, sk, causal, block_mask, block_k, device):
+def visible(sq, sk, causal, block_mask, block_k, device, window_left=-1, window_right=-1):
     """[B or 1, H or 1, Sq, Sk] bool: which keys each query row sees."""
+    i = torch.arange(sq, device=device)[:, None] + (sk - sq)  # the row's position among the keys
+    j = torch.arange(sk, device=device)[None, :]
     vis = torch.ones(sq, sk, dtype=torch.bool, device=device)
     if causal:
-        i = torch.arange(sq, device=device)[:, None]
-        j = torch.arange(sk, device=device)[None, :]
-        vis = j <= i + (sk - sq)
+        vis = vis & (j <= i)
+    if window_left >= 0:
+        vis = vis & (j >= i - window_left)
+    if window_right >= 0:
+        vis = vis & (j <= i + window_right)
     vis = vis[None, None]
     if block_mask is not None:
         expanded = block_mask.bool().repeat_interleave(BLOCK_Q, dim=2)[:, :, :sq]
@@ -37,13 +44,13 @@ def _expand_kv(t, group):
     return t if group == 1 else t.repeat_interleave(group, dim=1)
 
 
-def forward(q, k, v, causal, scale, block_mask=None, block_k=128):
+def forward(q, k, v, causal, scale, block_mask=None, block_k=128, window_left=-1, window_right=-1):
     """(O, LSE) for q [B, H, Sq, D], k and v [B, Hkv, Sk, D]."""
     ct = _compute_dtype(q)
     group = q.shape[1] // k.shape[1]
     kf, vf = _expand_kv(k.to(ct), group), _expand_kv(v.to(ct), group)
     s = (q.to(ct) @ kf.transpose(-1, -2)) * scale  # [B, H, Sq, Sk]
-    vis = visible(q.shape[2], k.shape[2], causal, block_mask, block_k, q.device)
+    vis = visible(q.shape[2], k.shape[2], causal, block_mask, block_k, q.device, window_left, window_right)
     s = s.masked_fill(~vis, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)  # -inf where a row sees no key
     seen = torch.isfinite(lse)
@@ -53,7 +60,7 @@ def forward(q, k, v, causal, scale, block_mask=None, block_k=128):
     return out.to(q.dtype), lse
 
 
-def backward(dout, q, k, v, out, lse, causal, scale, block_mask=None, block_k=128):
+def backward(dout, q, k, v, out, lse, causal, scale, block_mask=None, block_k=128, window_left=-1, window_right=-1):
     """(dQ, dK, dV): FlashAttention's backward, on whole matrices. P is recomputed from LSE;
     dS = P o (dP - rowsum(dO o O)); dK and dV sum over the query heads sharing a KV head."""
     ct = _compute_dtype(q)
@@ -63,7 +70,7 @@ def backward(dout, q, k, v, out, lse, causal, scale, block_mask=None, block_k=12
     qf, dof, of = q.to(ct), dout.to(ct), out.to(ct)
     kf, vf = _expand_kv(k.to(ct), group), _expand_kv(v.to(ct), group)
     s = (qf @ kf.transpose(-1, -2)) * scale
-    vis = visible(sq, sk, causal, block_mask, block_k, q.device)
+    vis = visible(sq, sk, causal, block_mask, block_k, q.device, window_left, window_right)
     lse_f = lse.to(ct)
     p = torch.where(vis & torch.isfinite(lse_f)[..., None], torch.exp(s - lse_f[..., None]), torch.zeros_like(s))
     dv = p.transpose(-1, -2) @ dof                      # [B, H, Sk, D]
