@@ -13,7 +13,7 @@ import torch
 
 from . import ops, reference  # noqa: F401  (ops registers the custom ops)
 
-__all__ = ["attention", "kernel_unavailable_reason"]
+__all__ = ["attention", "attention_varlen", "kernel_unavailable_reason"]
 
 # Why the CUDA kernels would not run a call on these tensors (None: they would), e.g.
 # kernel_unavailable_reason(q) before a training run; python/README.md.
@@ -122,4 +122,74 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False, left, right)
     if layout == "bshd":
         out = out.transpose(1, 2)
+    return (out, lse) if return_lse else out
+
+
+def _check_cu_seqlens(name, cu, total, max_seqlen):
+    """cu: int32/int64 [batch + 1] on any device, 0 first, non-decreasing, `total` last; returns it as a list."""
+    if not isinstance(cu, torch.Tensor) or cu.dim() != 1 or cu.numel() < 2 or cu.dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"flash_tutorial.attention_varlen: {name} must be a 1-D int32 tensor [batch + 1], got "
+                         f"{cu.dtype if isinstance(cu, torch.Tensor) else type(cu).__name__} "
+                         f"{tuple(cu.shape) if isinstance(cu, torch.Tensor) else ''}")
+    bounds = cu.tolist()
+    if bounds[0] != 0 or bounds[-1] != total or any(b > a for a, b in zip(bounds[1:], bounds[:-1])):
+        raise ValueError(f"flash_tutorial.attention_varlen: {name} must start at 0, never decrease and end at the "
+                         f"packed length {total}, got {bounds[:8]}{' ...' if len(bounds) > 8 else ''}")
+    longest = max(b - a for a, b in zip(bounds[:-1], bounds[1:]))
+    if max_seqlen is not None and max_seqlen < longest:
+        raise ValueError(f"flash_tutorial.attention_varlen: max_seqlen for {name} is {max_seqlen}, but a sequence "
+                         f"has {longest}")
+    return bounds
+
+
+def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
+                     cu_seqlens_k: torch.Tensor, max_seqlen_q: Optional[int] = None,
+                     max_seqlen_k: Optional[int] = None, causal: bool = False, scale: Optional[float] = None,
+                     window: Optional[Tuple[int, int]] = None, return_lse: bool = False):
+    """Attention over a batch of sequences of different lengths packed without padding
+    (FlashAttention's varlen interface), differentiable in q, k and v.
+
+    q: [total_q, H, D]; k, v: [total_k, Hkv, D]; sequence b owns query rows cu_seqlens_q[b] ..
+    cu_seqlens_q[b + 1] - 1 and keys cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 (int32 or int64,
+    [batch + 1], starting at 0). max_seqlen_q / max_seqlen_k, when given, are checked against the
+    longest sequence. causal and window apply within each sequence, aligned at its last key as in
+    attention(). Returns O [total_q, H, D], and with return_lse=True LSE [H, total_q] (float32;
+    +inf for a row that sees no key, such as the rows of a sequence with no keys).
+
+    Each sequence runs as one attention() call on views of the packed tensors ([1, S, H, D], read
+    in place where the chapter takes that layout), so the kernels, the fallback and its warnings
+    are attention()'s. The chapters' kernels do not walk the sequences themselves: a batch of many
+    short sequences costs one launch (forward and backward) per sequence.
+    """
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 3:
+            raise ValueError(f"flash_tutorial.attention_varlen: {name} must be a 3-D tensor [total, heads, head_dim], "
+                             f"got {tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    if k.shape != v.shape:
+        raise ValueError(f"flash_tutorial.attention_varlen: k and v must have one shape, got {tuple(k.shape)} "
+                         f"and {tuple(v.shape)}")
+    bq = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], max_seqlen_q)
+    bk = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], max_seqlen_k)
+    if len(bq) != len(bk):
+        raise ValueError(f"flash_tutorial.attention_varlen: cu_seqlens_q and cu_seqlens_k must describe one batch, "
+                         f"got {len(bq) - 1} and {len(bk) - 1} sequences")
+    _check(q[None].transpose(1, 2), k[None].transpose(1, 2), v[None].transpose(1, 2), None, 128)
+    _check_window(window)
+    if scale is None:
+        scale = 1.0 / math.sqrt(q.shape[-1])
+    lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32  # attention()'s LSE
+    outs, lses = [], []
+    for q0, q1, k0, k1 in zip(bq[:-1], bq[1:], bk[:-1], bk[1:]):
+        if q1 == q0:
+            continue
+        if k1 == k0:  # rows that see no key: O = 0 (their gradient is 0), LSE = +inf
+            outs.append(torch.zeros_like(q[q0:q1]))
+            lses.append(torch.full((q.shape[1], q1 - q0), float("inf"), dtype=lse_dtype, device=q.device))
+            continue
+        out, lse = attention(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal=causal, scale=scale,
+                             layout="bshd", return_lse=True, window=window)
+        outs.append(out[0])
+        lses.append(lse[0])
+    out = torch.cat(outs) if outs else torch.zeros_like(q)
+    lse = torch.cat(lses, dim=1) if lses else torch.zeros((q.shape[1], 0), dtype=lse_dtype, device=q.device)
     return (out, lse) if return_lse else out

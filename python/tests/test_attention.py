@@ -118,6 +118,65 @@ def test_window_unbounded_is_no_window():
                        ft.attention(q, k, v, causal=True, layout="bhsd"))
 
 
+def packed(lens_q, lens_k, h, hkv, d, dtype=torch.float32, seed=0):
+    """q [sum lens_q, H, D], k, v [sum lens_k, Hkv, D] and their cu_seqlens (int32)."""
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(sum(n), heads, d, generator=g, dtype=torch.float64).to(dtype)
+               for n, heads in ((lens_q, h), (lens_k, hkv), (lens_k, hkv)))
+    cu = [torch.tensor([0] + list(torch.tensor(n).cumsum(0).tolist()), dtype=torch.int32) for n in (lens_q, lens_k)]
+    return q, k, v, cu[0], cu[1]
+
+
+VARLEN_BATCHES = [  # lengths of the sequences' queries and keys
+    ([5], [5]),
+    ([3, 1, 17, 8], [3, 6, 17, 2]),      # Sq < Sk and Sq > Sk within one batch
+    ([4, 0, 9], [7, 3, 0]),              # a sequence without queries, one without keys
+]
+
+
+@pytest.mark.parametrize("lens", VARLEN_BATCHES)
+@pytest.mark.parametrize("causal, window", [(False, None), (True, None), (False, (2, 1)), (True, (4, -1))])
+def test_varlen_matches_float64_per_sequence(lens, causal, window):
+    q, k, v, cu_q, cu_k = packed(*lens, h=4, hkv=2, d=8)
+    out, lse = ft.attention_varlen(q, k, v, cu_q, cu_k, max(lens[0]), max(lens[1]), causal=causal, window=window,
+                                   return_lse=True)
+    assert out.shape == q.shape and lse.shape == (4, q.shape[0])
+    for b in range(len(lens[0])):
+        q0, q1, k0, k1 = cu_q[b].item(), cu_q[b + 1].item(), cu_k[b].item(), cu_k[b + 1].item()
+        if q1 == q0:
+            continue
+        qs, ks, vs = (t[None].transpose(1, 2) for t in (q[q0:q1], k[k0:k1], v[k0:k1]))  # [1, H, S, D]
+        want, want_lse = reference64(qs, ks, vs, causal, 1 / math.sqrt(8), window or (-1, -1))
+        torch.testing.assert_close(out[q0:q1].double(), want[0].transpose(0, 1), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(lse[:, q0:q1].double(), want_lse[0], atol=1e-5, rtol=1e-5)
+
+
+def test_varlen_gradients_float64():
+    q, k, v, cu_q, cu_k = packed([3, 2, 4], [2, 5, 4], h=2, hkv=1, d=4, dtype=torch.float64)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    torch.autograd.gradcheck(lambda q, k, v: ft.attention_varlen(q, k, v, cu_q, cu_k, causal=True), (q, k, v),
+                             eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(cu_seqlens_q=torch.tensor([1, 5], dtype=torch.int32)), "start at 0"),
+    (dict(cu_seqlens_q=torch.tensor([0, 4], dtype=torch.int32)), "end at"),
+    (dict(cu_seqlens_q=torch.tensor([0, 4, 3, 5], dtype=torch.int32),
+          cu_seqlens_k=torch.tensor([0, 1, 2, 6], dtype=torch.int32)), "never decrease"),
+    (dict(cu_seqlens_q=torch.tensor([0.0, 5.0])), "int32"),
+    (dict(cu_seqlens_k=torch.tensor([0, 2, 6], dtype=torch.int32)), "one batch"),
+    (dict(max_seqlen_q=4), "max_seqlen"),
+    (dict(q=torch.zeros(1, 5, 4, 8)), "3-D"),
+    (dict(window=(-3, 0)), "window"),
+])
+def test_varlen_bad_input_is_refused(bad, match):
+    args = dict(q=torch.zeros(5, 4, 8), k=torch.zeros(6, 2, 8), v=torch.zeros(6, 2, 8),
+                cu_seqlens_q=torch.tensor([0, 5], dtype=torch.int32), cu_seqlens_k=torch.tensor([0, 6], dtype=torch.int32))
+    args.update(bad)
+    with pytest.raises(ValueError, match=match):
+        ft.attention_varlen(**args)
+
+
 GRAD_SHAPES = [  # small: gradcheck builds whole Jacobians (inputs x outputs)
     (1, 1, 1, 1, 1, 8),
     (1, 2, 2, 5, 5, 4),
@@ -315,6 +374,27 @@ def test_cuda_window_forward_and_backward(dtype, window, causal, head_dim):
     close(lse, lse64, 1e-4, "LSE")
     for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
         close(g.transpose(1, 2), w, 2 * tol, name)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_cuda_varlen_forward_and_backward(dtype):
+    # The kernels that run each sequence (09 and 11 on Hopper at bf16; 05 and 08 at f32), on a
+    # packed batch with GQA, a sequence without keys and causal masking, against the reference.
+    q, k, v, cu_q, cu_k = packed([100, 1, 257, 30], [130, 0, 257, 64], h=8, hkv=2, d=64, dtype=dtype)
+    q, k, v = (t.cuda().requires_grad_() for t in (q, k, v))
+    kernels_or_skip(q[None].transpose(1, 2), k[None].transpose(1, 2))
+    out, lse = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, return_lse=True)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    q64, k64, v64, do64 = (t.detach().double().cpu() for t in (q, k, v, dout))
+    ref = ft.attention_varlen(*(t.requires_grad_() for t in (q64, k64, v64)), cu_q, cu_k, causal=True)
+    g64 = torch.autograd.grad(ref, (q64, k64, v64), do64)
+    tol = KERNEL_TOL[dtype]
+    close(out, ref.detach(), tol, "O")
+    assert torch.isinf(lse[:, 100]).all() and torch.isfinite(lse[:, :100]).all()
+    for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
+        close(g, w, 2 * tol, name)
 
 
 @cuda
