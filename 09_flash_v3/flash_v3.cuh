@@ -24,7 +24,7 @@
 //     for S_s alone, releases K_s and masks, runs the softmax on rows of its own (m, l, alpha) and
 //     scales O_i by alpha once P V has landed; P alternates between two sets of registers. In the
 //     SASS, ptxas puts the wait for P V ahead of the softmax's exponentials, so they do not run
-//     under the group's own P V yet (README: How we got here).
+//     under the group's own P V (README: How we got here).
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
