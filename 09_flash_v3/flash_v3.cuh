@@ -24,7 +24,7 @@
 //     for S_s alone, releases K_s and masks, runs the softmax on rows of its own (m, l, alpha) and
 //     scales O_i by alpha once P V has landed; P alternates between two sets of registers. In the
 //     SASS, ptxas puts the wait for P V ahead of the softmax's exponentials, so they do not run
-//     under the group's own P V (README: How we got here).
+//     under the group's own P V (steps.md: Notes on the rows).
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
@@ -83,7 +83,7 @@ struct WsConfig {
 // D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The
 // intra-warpgroup overlap (v5) at every head dim: at D = 256 its second P and the softmax's own
 // rows no longer fit beside O_i, and ptxas spills 340 bytes a thread, yet it measures 1-4% faster
-// there than without it (README: How we got here).
+// there than without it (steps.md).
 template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
                                /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
