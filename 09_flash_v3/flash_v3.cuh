@@ -55,8 +55,9 @@ struct WsConfig {
   static constexpr int kStages = kStages_;  // K/V ring depth
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a unit)
-  // The softmax of S_s runs while the group's own P_{s-1} V_{s-1} is still on the tensor cores
-  // (FlashAttention-3's intra-warpgroup overlap; consume says how), not only while the other's is.
+  // S_s and P_{s-1} V_{s-1} as two wgmma groups, the softmax of S_s placed before the wait for the
+  // group's own P V (FlashAttention-3's intra-warpgroup overlap; consume says how, steps.md what
+  // ptxas keeps of it).
   static constexpr bool kOverlap = kOverlap_;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
@@ -82,8 +83,8 @@ struct WsConfig {
 // Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
 // D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The
 // intra-warpgroup overlap (v5) at every head dim: at D = 256 its second P and the softmax's own
-// rows no longer fit beside O_i, and ptxas spills 340 bytes a thread, yet it measures 1-4% faster
-// there than without it (steps.md).
+// rows no longer fit beside O_i, and ptxas spills 340 bytes a thread, yet it measures 0.99-1.05x
+// of v4 there (steps.md).
 template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
                                /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
@@ -191,8 +192,9 @@ __device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w
 
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
 // turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
-// softmax of S_s follows, outside the turn (with kOverlap, under the turn's own P V). Ping-pong: group g waits on named barrier 1 + g for its
-// turn and hands over by arriving on 2 - g. The turns alternate across tiles as well: group 1 lets
+// softmax of S_s follows, outside the turn (with kOverlap, before the wait for the turn's own
+// P V). Ping-pong: group g waits on named barrier 1 + g for its turn and hands over by arriving
+// on 2 - g. The turns alternate across tiles as well: group 1 lets
 // group 0 go first once, and its last turn of a tile hands over to group 0's first turn of the
 // block's next tile, so group 0 starts the next S while group 1 writes its O_i (only the block's
 // very last turn hands over nothing). Both groups take Tc_end - Tc_begin + 1 turns a tile (a
@@ -226,11 +228,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + kGroup * 64 * 128;  // the group's rows: 8 KiB into each atom
     fa2::WarpRows<Tile> w;
     // P_s leaves the softmax of turn s and is read by turn s + 1's P V. With the overlap, turn s + 1's
-    // softmax writes P_{s+1} while that wgmma still reads P_s, so the two alternate between
+    // softmax writes P_{s+1} where that wgmma may still read P_s, so the two alternate between
     // registers P[0] and P[1] (the loop below takes turns in pairs); without it, P[0] serves all.
     fa2::PTile<Tile> P[C::kOverlap ? 2 : 1];
-    // With the overlap, softmax_step runs while P_{s-1} V_{s-1} still accumulates into w.O, which
-    // it must not touch then. So it is handed rows of its own (a Config with a 16-column O, set to
+    // With the overlap, softmax_step comes before the wait for P_{s-1} V_{s-1}, which may still
+    // accumulate into w.O: it must not touch w.O. So it is handed rows of its own (a Config with a 16-column O, set to
     // ones): they carry m and l, and the O they return holds alpha, by which w.O is scaled once
     // the wgmma has landed.
     using StatsTile = fa2::Config<typename C::T, 16, Bc, 1>;
@@ -255,7 +257,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1));
       wgmma_commit();
       if (C::kPingPong && (kGroup == 0 || kScores || !last_tile)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
-      // With the overlap: wait for S_s alone (the older group) and run the softmax while P V runs.
+      // With the overlap: wait for S_s alone (the older group), and the softmax comes before the
+      // wait for P V in the source (ptxas moves that wait up: steps.md).
       if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
       else wgmma_wait<0>();  // without: S_s and O_i are both in the registers
       if constexpr (kScores) wgmma_fence_operands(*reinterpret_cast<float(*)[Bc / 2]>(&S_ij[0][0][0]));
