@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "common/fa2_tiles/block.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
+#include "09_flash_v3/pipeline.cuh"   // Barriers, produce, issue_scores, issue_pv, stage_o
 #include "09_flash_v3/tile_walk.h"  // TileWalk: which tiles a block computes, in which order
 #include "common/device/tma.cuh"
 #include "common/device/wgmma.cuh"
@@ -88,107 +89,6 @@ struct WsConfig {
 template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
                                /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
-
-// The block's mbarriers: Q_i landed and read; per stage, K_j and V_j landed ("full", the
-// producer's arrival plus the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
-template <int kStages>
-struct Barriers {
-  std::uint64_t full_q[2], empty_q[2], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
-};
-
-// TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
-// .. of matrix `matrix` (b * H + h or b * Hkv + h) of `map`. Atom a lands kRows * 128 bytes after
-// atom a - 1. One thread calls it.
-template <int kRows, int kD>
-__device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t matrix,
-                                          std::uint32_t bar) {
-#pragma unroll
-  for (int a = 0; a < kD / kAtomCols; ++a)
-    tma_load_3d(dst + a * kRows * 128, map, a * kAtomCols, row, static_cast<int>(matrix), bar);
-}
-
-// The producer: one thread, over the block's tiles. Per tile n: Q_i into slot n % kQSlots once the
-// consumers have read that slot's previous Q_i, then K_s and V_s into the ring. `it` counts K/V tiles over the block's
-// whole life: tile `it` goes to stage it % kStages, and its use u = it / kStages of the stage
-// waits for the (u-1)-th completion of the stage's empty barrier.
-template <class C>
-__device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                        Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm) {
-  int it = 0, n = 0;  // K/V tiles and work tiles so far
-  TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x);
-  for (; !walk.done(); walk.advance(), ++n) {
-    const WorkTile wt = walk.tile();
-    const std::int64_t kv_bh = wt.bh / prm.group_size;
-    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);
-    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
-    const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
-    if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
-    mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
-    load_tile<C::Br, C::kD>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, smem_u32(&bars.full_q[slot]));
-    for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
-      const int stage = it % C::kStages, use = it / C::kStages;
-      if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
-      mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, smem_u32(&bars.full_k[stage]));
-      if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
-      mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, smem_u32(&bars.full_v[stage]));
-    }
-  }
-}
-
-// S_s = Q_i K_s^T for the warpgroup's 64 rows: kD / 16 wgmmas of 64 x Bc x 16, Q_i and K_s both
-// K-major in shared memory. Q_w: the warpgroup's rows (8 KiB into each atom of Q_i).
-template <class C>
-__device__ __forceinline__ void issue_scores(fa2::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
-                                             std::uint32_t K_s) {
-  float(&s)[C::Bc / 2] = *reinterpret_cast<float(*)[C::Bc / 2]>(&S[0][0][0]);  // the accumulator's registers
-#pragma unroll
-  for (int ks = 0; ks < C::kD / 16; ++ks)
-    wgmma_ss<typename C::T, C::Bc, 0>(s, kmajor_sw128_desc(Q_w, C::Br, 16 * ks), kmajor_sw128_desc(K_s, C::Bc, 16 * ks),
-                                      ks > 0);
-}
-
-// O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
-// MN-major, keys x columns as TMA landed it), kN = kD up to 128, else column chunks of 128 (D = 256)
-// or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
-template <class C>
-__device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w,
-                                         const fa2::PTile<typename C::Tile>& P, std::uint32_t V_s) {
-  constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;
-  float* o = &w.O[0][0][0];
-#pragma unroll
-  for (int kk = 0; kk < C::Bc / 16; ++kk)
-#pragma unroll
-    for (int n0 = 0; n0 < C::kD; n0 += kN)
-      wgmma_rs<typename C::T, kN, 1>(*reinterpret_cast<float(*)[kN / 2]>(o + n0 / 2), P[0][kk],
-                                     mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, n0), true);
-}
-
-// The epilogue through the copy engine (FlashAttention-3's): O_i / l_i in T into the group's 64
-// rows of the tile's Q slot, which the tile's last S has read and which the producer refills only
-// after the group releases it, in the 128-byte swizzle the O map writes from (a quad's 8 bytes a
-// row land in one 16-byte chunk, the 8 rows of a lane group in 8 chunks: no bank conflict); LSE
-// straight to global memory (06's row_sum and row_lse). O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
-// stats: the rows' m and l (w itself, or with the overlap consume's own).
-template <class C, class Stats>
-__device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w, const Stats& stats,
-                                        const Params& prm, std::int64_t bh, unsigned char* O_p, int warp, int row,
-                                        int g, int t) {
-  using T = typename C::T;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float l = fa2::row_sum(stats, 0, h);
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;  // a row that sees no key: O = 0
-    const int r = 16 * warp + g + 8 * h;             // the row among the group's 64
-#pragma unroll
-    for (int nt = 0; nt < C::kD / 8; ++nt)
-      *reinterpret_cast<std::uint32_t*>(O_p + kmajor_sw128_offset(r, 8 * nt + 2 * t, C::Br)) =
-          pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
-    if (t == 0 && row + 8 * h < prm.seqlen_q)
-      prm.lse[bh * prm.seqlen_q + row + 8 * h] = fa2::row_lse(stats, 0, h, l);
-  }
-}
 
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
 // turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the

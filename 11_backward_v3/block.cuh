@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "08_backward/walks.cuh"     // Step, DenseWalk, ListedWalk: 08's walks over query tiles
-#include "09_flash_v3/flash_v3.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "09_flash_v3/pipeline.cuh"  // load_tile: a TMA tile of 64-column boxes
 #include "common/device/grid.cuh"    // grid_row
 #include "common/device/mma.cuh"     // pack2, barrier_sync, barrier_arrive
 #include "common/device/tiles.h"     // query_tile_begin, key_tile_end
