@@ -57,13 +57,6 @@ def reference64(q, k, v, causal, scale, window=(-1, -1)):
     return out, lse
 
 
-@pytest.fixture(autouse=True)
-def quiet_fallback():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
-
-
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"])
@@ -336,13 +329,19 @@ def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
     # [B, H, S, D] for 05, 08's fp32 kernel, and on Hopper 09 and 11), GQA, Sq != Sk.
     q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, head_dim, dtype=dtype, layout="bshd"))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
-    out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
+    check_forward_and_backward(q, k, v, dtype, causal)
+
+
+def check_forward_and_backward(q, k, v, dtype, causal, window=(-1, -1)):
+    """attention() on [B, S, H, D] CUDA tensors, forward and backward, against the reference in float64."""
+    out, lse = ft.attention(q, k, v, causal=causal, return_lse=True, window=window)
     dout = torch.randn_like(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
-    scale = 1 / math.sqrt(head_dim)
+    scale = 1 / math.sqrt(q.shape[-1])
     q64, k64, v64 = (t.detach().double().cpu().transpose(1, 2) for t in (q, k, v))
-    o64, lse64 = reference.forward(q64, k64, v64, causal, scale)
-    g64 = reference.backward(dout.double().cpu().transpose(1, 2), q64, k64, v64, o64, lse64, causal, scale)
+    o64, lse64 = reference.forward(q64, k64, v64, causal, scale, None, 128, *window)
+    g64 = reference.backward(dout.double().cpu().transpose(1, 2), q64, k64, v64, o64, lse64, causal, scale, None, 128,
+                             *window)
     tol = KERNEL_TOL[dtype]
     close(out.transpose(1, 2), o64, tol, "O")
     close(lse, lse64, 1e-4, "LSE")
@@ -361,19 +360,7 @@ def test_cuda_window_forward_and_backward(dtype, window, causal, head_dim):
     reason = ops.kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), backward=True, window=True)
     if reason is not None:
         pytest.skip(reason)
-    out, lse = ft.attention(q, k, v, causal=causal, return_lse=True, window=window)
-    dout = torch.randn_like(out)
-    grads = torch.autograd.grad(out, (q, k, v), dout)
-    scale = 1 / math.sqrt(head_dim)
-    q64, k64, v64 = (t.detach().double().cpu().transpose(1, 2) for t in (q, k, v))
-    o64, lse64 = reference.forward(q64, k64, v64, causal, scale, None, 128, *window)
-    g64 = reference.backward(dout.double().cpu().transpose(1, 2), q64, k64, v64, o64, lse64, causal, scale, None, 128,
-                             *window)
-    tol = KERNEL_TOL[dtype]
-    close(out.transpose(1, 2), o64, tol, "O")
-    close(lse, lse64, 1e-4, "LSE")
-    for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
-        close(g.transpose(1, 2), w, 2 * tol, name)
+    check_forward_and_backward(q, k, v, dtype, causal, window)
 
 
 @cuda

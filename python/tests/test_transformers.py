@@ -2,7 +2,6 @@
 attention registry (flash_tutorial.hf), against the same models on SDPA (pytest). Small configs,
 random weights, nothing downloaded; skipped where transformers is not installed."""
 import copy
-import warnings
 
 import pytest
 import torch
@@ -26,13 +25,6 @@ def models(kind):
     ours = copy.deepcopy(model)
     ours.set_attn_implementation(hf.register())
     return model, ours
-
-
-@pytest.fixture(autouse=True)
-def quiet_fallback():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        yield
 
 
 @pytest.mark.parametrize("kind", ["llama", "mistral"])
