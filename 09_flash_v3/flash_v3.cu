@@ -25,6 +25,7 @@ const fa::Chapter& chapter() {
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
                   .head_dims = {64, 96, 128, 192, 256},
                   .max_head_dim = 256,
+                  .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: the tensor maps' strides
                   .window = true},
       .forward = forward,
       .test_head_dims = {64, 96, 128, 192, 256},

@@ -220,7 +220,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     if (storer) {
 #pragma unroll
       for (int a = 0; a < C::kD / kAtomCols; ++a)
-        tma_store_3d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh), Q_w + a * C::Br * 128);
+        tma_store_4d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh % prm.heads),
+                     static_cast<int>(wt.bh / prm.heads), Q_w + a * C::Br * 128);
       bulk_commit();
     }
   }

@@ -8,18 +8,25 @@
 
 namespace flash_v3 {
 
-// The tensor maps of q, k, v as [B * H][S][D] (3-D, so that a box never crosses a head): boxes of
-// q_rows (Q) or kv_rows (K, V) rows x 64 columns.
+// The tensor maps of q, k, v as (B, H, S, D) in their layout (Problem::layout: [B, H, S, D] or
+// [B, S, H, D], the strides of Problem), 4-D so that a box never crosses a head: boxes of q_rows (Q)
+// or kv_rows (K, V) rows x 64 columns. o_map_of: O's, in boxes of `rows` rows.
 struct Maps {
   CUtensorMap q, k, v;
 };
+inline CUtensorMap map_of(const void* base, const fa::Problem& p, int heads, int rows, int cols, fa::Strides s,
+                          std::uint32_t box_rows) {
+  return make_tma_4d(base, p.dtype == fa::Dtype::bf16, p.batch, heads, rows, cols, s.batch, s.head, s.row, box_rows,
+                     kAtomCols);
+}
 inline Maps make_maps(const fa::Problem& p, const void* q, const void* k, const void* v, std::uint32_t q_rows,
                       std::uint32_t kv_rows) {
-  const bool bf16 = p.dtype == fa::Dtype::bf16;
-  const std::uint64_t bh = std::uint64_t(p.batch) * p.heads, kv_bh = std::uint64_t(p.batch) * p.kv_heads;
-  return {make_tma(q, bf16, bh, p.seqlen_q, p.head_dim, q_rows, kAtomCols),
-          make_tma(k, bf16, kv_bh, p.seqlen_k, p.head_dim, kv_rows, kAtomCols),
-          make_tma(v, bf16, kv_bh, p.seqlen_k, p.head_dim, kv_rows, kAtomCols)};
+  return {map_of(q, p, p.heads, p.seqlen_q, p.head_dim, p.q_strides(), q_rows),
+          map_of(k, p, p.kv_heads, p.seqlen_k, p.head_dim, p.kv_strides(), kv_rows),
+          map_of(v, p, p.kv_heads, p.seqlen_k, p.dv(), p.v_strides(), kv_rows)};
+}
+inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t rows) {
+  return map_of(o, p, p.heads, p.seqlen_q, p.dv(), p.o_strides(), rows);
 }
 
 template <class C>
@@ -41,9 +48,8 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   }();
   const std::int64_t cap = C::kPersistent ? blocks_per_gpu : std::int64_t{kMaxGridX};
   const unsigned blocks = static_cast<unsigned>(units < cap ? units : cap);
-  // O as [B * H][Sq][D] in boxes of one consumer's 64 rows x 64 columns (the TMA-store epilogue).
-  const CUtensorMap o_map = make_tma(prm.o, p.dtype == fa::Dtype::bf16, std::uint64_t(p.batch) * p.heads, p.seqlen_q,
-                                     p.head_dim, 64, kAtomCols);
+  // O in boxes of one consumer's 64 rows x 64 columns (the TMA-store epilogue).
+  const CUtensorMap o_map = o_map_of(prm.o, p, 64);
   flash_v3_kernel<C><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm);
   FA_CHECK_LAUNCH();
 }

@@ -27,14 +27,14 @@ struct Barriers {
 };
 
 // TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
-// .. of matrix `matrix` (b * H + h or b * Hkv + h) of `map`. Atom a lands kRows * 128 bytes after
-// atom a - 1. One thread calls it.
+// .. of slice `slice` (b * heads + h) of `map`, a 4-D map (D, S, H, B) in the tensor's layout
+// (launch.cuh: make_maps). Atom a lands kRows * 128 bytes after atom a - 1. One thread calls it.
 template <int kRows, int kD>
-__device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t matrix,
-                                          std::uint32_t bar) {
+__device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t slice,
+                                          int heads, std::uint32_t bar) {
+  const int h = static_cast<int>(slice) % heads, b = static_cast<int>(slice) / heads;
 #pragma unroll
-  for (int a = 0; a < kD / kAtomCols; ++a)
-    tma_load_3d(dst + a * kRows * 128, map, a * kAtomCols, row, static_cast<int>(matrix), bar);
+  for (int a = 0; a < kD / kAtomCols; ++a) tma_load_4d(dst + a * kRows * 128, map, a * kAtomCols, row, h, b, bar);
 }
 
 // The producer: one thread, over the block's tiles. Per tile n: Q_i into slot n % kQSlots once the
@@ -49,20 +49,21 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
   for (; !walk.done(); walk.advance(), ++n) {
     const WorkTile wt = walk.tile();
     const std::int64_t kv_bh = wt.bh / prm.group_size;
+    const int kv_heads = prm.heads / prm.group_size;
     const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
     if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
     mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
-    load_tile<C::Br, C::kD>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, smem_u32(&bars.full_q[slot]));
+    load_tile<C::Br, C::kD>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, prm.heads, smem_u32(&bars.full_q[slot]));
     for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
       const int stage = it % C::kStages, use = it / C::kStages;
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, smem_u32(&bars.full_k[stage]));
+      load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, smem_u32(&bars.full_v[stage]));
+      load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
     }
   }
 }

@@ -23,6 +23,7 @@ const fa::BackwardChapter& chapter() {
                   .dtypes = {fa::Dtype::bf16, fa::Dtype::f16},
                   .head_dims = {64, 96, 128, 192, 256},
                   .max_head_dim = 256,
+                  .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: strides and tensor maps
                   .min_compute_capability = 90,
                   .window = true},
       .forward = forward,

@@ -29,14 +29,16 @@ struct Params {
                        // (flush_key_grads); nullptr when no walk is that long
   const int* walk_offsets;          // the block-sparse step (ListedWalk): [B * Hkv * Tc + 1]
   const std::uint32_t* walk_steps;  // and its steps (08_backward/sparse_walk.h)
-  void* dk;            // [B, Hkv, Sk, D]
-  void* dv;
+  void* dk;            // [B, Hkv, Sk, D] ([B, Sk, Hkv, D] under Layout::bshd: k_strides)
+  void* dv;            // as dK (v_strides)
   std::int64_t batch_kv_heads;
   int seqlen_q, seqlen_k, group_size, Tr;
   int head_dim;  // the tensors' D: Config::kD, or 96 on the kD = 128 kernel (its columns 96-127 are TMA's zeros)
   bool causal;
   float scale, scale_log2;
   int window_left = -1, window_right = -1;  // a sliding window (Problem's; -1: unbounded)
+  int heads;  // H: query slice bh is batch bh / H, head bh % H (the tensor maps' coordinates)
+  fa::Strides k_strides, v_strides;  // dK's and dV's element strides: K's and V's (Problem's Strides)
 };
 
 // kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
@@ -127,9 +129,10 @@ template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
                                         const Params& prm, int j, std::int64_t kv_bh) {
+  const int kv_heads = prm.heads / prm.group_size;
   mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
-  flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
-  flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
   const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
   Step at = walk.first();
   for (int step = 0; step < walk.n_steps; at = step_after(walk, at, step), ++step) {
@@ -138,8 +141,8 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     const std::uint32_t full = smem_u32(&bars.full[stage]);
     if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
     mbarrier_arrive_expect_tx(full, C::kStageTx);
-    flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, full);
-    flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, full);
+    flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, prm.heads, full);
+    flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, prm.heads, full);
   }
 }
 

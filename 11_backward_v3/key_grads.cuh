@@ -52,9 +52,12 @@ template <class C, int kRegs>
 __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t kv_bh, int key0, int t, int col0,
                                                 const float (&dk)[kRegs], const float (&dv)[kRegs]) {
   using T = typename C::T;
-  const int d = prm.head_dim;  // the row stride; columns from d on are padding, not stored
-  T* dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * d;  // [B, Hkv, Sk, D] global
-  T* dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * d;
+  const int d = prm.head_dim;  // columns from d on are padding, not stored
+  const int kv_heads = prm.heads / prm.group_size;
+  const fa::Strides &ks = prm.k_strides, &vs = prm.v_strides;  // dK lies as K, dV as V
+  const int batch = static_cast<int>(kv_bh) / kv_heads, head = static_cast<int>(kv_bh) % kv_heads;
+  T* dk_g = static_cast<T*>(prm.dk) + batch * ks.batch + head * ks.head;  // key 0 of the slice
+  T* dv_g = static_cast<T*>(prm.dv) + batch * vs.batch + head * vs.head;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + 8 * h;
@@ -62,10 +65,10 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
 #pragma unroll
     for (int c = 0; c < kRegs / 4; ++c) {
       if (col0 + 8 * c >= d) continue;
-      const std::int64_t at = std::int64_t{key} * d + col0 + 8 * c + 2 * t;
-      *reinterpret_cast<std::uint32_t*>(dk_g + at) =
+      const int col = col0 + 8 * c + 2 * t;
+      *reinterpret_cast<std::uint32_t*>(dk_g + key * ks.row + col) =
           pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
-      *reinterpret_cast<std::uint32_t*>(dv_g + at) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(dv_g + key * vs.row + col) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
     }
   }
 }

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "09_flash_v3/launch.cuh"  // make_maps: Q, K, V as [B * H][S][D] boxes
+#include "09_flash_v3/launch.cuh"  // make_maps, o_map_of: 4-D tensor maps in the layout's strides
 #include "11_backward_v3/backward_v3.cuh"
 #include "11_backward_v3/wide.cuh"  // head dims 192 and 256
 #include "common/cuda/cuda_check.h"
@@ -33,11 +33,12 @@ constexpr int kPrepWarps = 8;  // padded rows a block of prepare_kernel, one war
 
 // One warp a row of the padded [B * H][Tr * Br] vectors: D_i = rowsum(dO_i o O_i) and LSE_i
 // log2(e) for rows below Sq; past Sq, D = 0 and LSE = +inf, so those rows' P is exactly 0.
+// O and dO lie alike (os: their strides, Problem::o_strides); H: the query heads.
 template <class T>
 __global__ void __launch_bounds__(32 * kPrepWarps)
     prepare_kernel(const T* __restrict__ o, const T* __restrict__ dout, const float* __restrict__ lse,
                    float* __restrict__ lse2, float* __restrict__ D_row, std::int64_t padded_rows, int padded_len,
-                   int Sq, int D) {
+                   int Sq, int D, fa::Strides os, int H) {
   const std::int64_t row = std::int64_t{blockIdx.x} * kPrepWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= padded_rows) return;  // the whole warp: the shuffles see 32 lanes
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
   const int r = static_cast<int>(row % padded_len);
   float acc = 0.0f;
   if (r < Sq) {
-    const std::int64_t at = (bh * Sq + r) * D;
+    const std::int64_t at = bh / H * os.batch + bh % H * os.head + r * os.row;
     for (int c = lane; c < D; c += 32) acc = fmaf(static_cast<float>(dout[at + c]), static_cast<float>(o[at + c]), acc);
   }
   acc = fa::cuda::warp_sum(acc);
@@ -60,11 +61,12 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
 // 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
 // A query tile of Br rows has Config::kChunks chunks: at Br = 64 columns 64 c .. 64 c + 63 (one at
 // D = 64, two at D = 128, D / 64 in the wide kernel), at Br = 128 (D = 64) rows 0-63 and 64-127.
-// D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written).
+// D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written). dQ lies
+// as Q (qs: Problem::q_strides); H: the query heads.
 template <class T, int kD, int Br>
 __global__ void __launch_bounds__(256)
     convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr, int D,
-                      float scale) {
+                      float scale, fa::Strides qs, int H) {
   const std::int64_t f = std::int64_t{blockIdx.x} * 256 + threadIdx.x;
   if (f >= quads) return;
   const std::int64_t chunk = f / 1024;
@@ -78,10 +80,11 @@ __global__ void __launch_bounds__(256)
   const int row = Br * i + (Br == 128 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
   if (col >= D) return;
   const float4 v = acc[f];
+  T* slice = dq + bh / H * qs.batch + bh % H * qs.head + col;
   if (row < Sq)
-    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * D + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
+    *reinterpret_cast<std::uint32_t*>(slice + row * qs.row) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
   if (row + 8 < Sq)
-    *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * D + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+    *reinterpret_cast<std::uint32_t*>(slice + (row + 8) * qs.row) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
 }
 
 // The three kernels on `stream`, for configuration C; kTurns: the deterministic mode. sparse: the
@@ -122,7 +125,8 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
   prepare_kernel<T><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
                       32 * kPrepWarps, 0, stream>>>(static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2,
-                                                    D_row, padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim);
+                                                    D_row, padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim,
+                                                    p.o_strides(), p.heads);
   FA_CHECK_LAUNCH();
 
   constexpr auto kernel = [] {
@@ -137,7 +141,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
   const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
   // At D = 96 on the kD = 128 kernel, the second 64-column box of a row reaches past the tensor:
   // TMA fills columns 96-127 with zeros, which add nothing to S^T, dP^T or dQ.
-  const CUtensorMap do_map = make_tma(dout, p.dtype == fa::Dtype::bf16, bh, p.seqlen_q, p.head_dim, C::Br, kAtomCols);
+  const CUtensorMap do_map = flash_v3::o_map_of(dout, p, C::Br);  // dO lies as O
   const Params prm{.lse2 = lse2, .D_row = D_row, .dq_accum = dq_accum, .dq_turn = dq_turn, .kv_partial = kv_partial,
                    .walk_offsets = sparse ? sparse->offsets() : nullptr,
                    .walk_steps = sparse ? sparse->steps() : nullptr, .dk = dk, .dv = dv,
@@ -145,14 +149,16 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                    .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
                    .head_dim = p.head_dim,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
-                   .window_left = p.window_left, .window_right = p.window_right};
+                   .window_left = p.window_left, .window_right = p.window_right, .heads = p.heads,
+                   .k_strides = p.kv_strides(), .v_strides = p.v_strides()};
   const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
   kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
   FA_CHECK_LAUNCH();
 
   const std::int64_t quads = padded_rows * kD / 4;
   convert_dq_kernel<T, kD, C::Br><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale());
+      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale(),
+      p.q_strides(), p.heads);
   FA_CHECK_LAUNCH();
 }
 

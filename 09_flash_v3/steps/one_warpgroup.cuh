@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(128, 2)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int i_tile = fa2::query_tile(prm), i0 = i_tile * Br;
   const std::int64_t kv_bh = bh / prm.group_size;
+  const int kv_heads = prm.heads / prm.group_size;
   const int Tc_end = key_tile_end(i_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
 
   if (threadIdx.x == 0) {
@@ -66,12 +67,12 @@ __global__ void __launch_bounds__(128, 2)
   __syncthreads();  // the barriers are initialized before anyone waits on them
   auto load_kv = [&](int j, int stage) {
     mbarrier_arrive_expect_tx(bar_kv(stage), 2 * S::kTileBytes);
-    load_tile<64, C::kD>(K_s(stage), &k_map, j * Bc, kv_bh, bar_kv(stage));
-    load_tile<64, C::kD>(V_s(stage), &v_map, j * Bc, kv_bh, bar_kv(stage));
+    load_tile<64, C::kD>(K_s(stage), &k_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
+    load_tile<64, C::kD>(V_s(stage), &v_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
   };
   if (threadIdx.x == 0) {
     mbarrier_arrive_expect_tx(bar_q, S::kTileBytes);
-    load_tile<64, C::kD>(Q_s, &q_map, i0, bh, bar_q);
+    load_tile<64, C::kD>(Q_s, &q_map, i0, bh, prm.heads, bar_q);
     if (Tc_end > 0) load_kv(0, 0);
   }
 
@@ -111,7 +112,7 @@ __global__ void __launch_bounds__(128, 2)
     wgmma_wait<0>();  // O_i is in the registers; K_j, V_j and P_ij are no longer read
     __syncthreads();  // every warp is done with this stage before tile j+2's copy overwrites it
   }
-  fa2::write_rows<C>(w, prm, bh, i0 + 16 * warp + g, t);
+  fa2::write_rows<C, true>(w, prm, bh, i0 + 16 * warp + g, t);  // through O's strides: either layout
 }
 
 template <class C>

@@ -115,6 +115,21 @@ __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap
 #endif
 }
 
+// The same for a 4-D map: the box at (column c0, row c1, head c2, batch c3). Attention's tensors as
+// (B, H, S, D) with the strides of their layout (fa::Problem::layout: [B, H, S, D] or [B, S, H, D]):
+// a box never crosses into the next head, and rows past S land as zeros.
+__device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap* map, int c0, int c1, int c2, int c3,
+                                            std::uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
 // The other direction, a box of shared memory (in the map's 128-byte swizzle) to global memory at
 // (column c0, row c1, matrix c2); rows past the matrix's end are not written. Tracked in the
 // calling thread's bulk group (bulk_commit / bulk_wait_read below). The generic-proxy stores that
@@ -130,16 +145,29 @@ __device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, int c0, int
 #endif
 }
 
+// The same for a 4-D map: (column c0, row c1, head c2, batch c3), rows past S not written.
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3, std::uint32_t src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(src)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+
 // ---- host ----------------------------------------------------------------------------------
 
-// A 3-D tensor map of `matrices` row-major (rows, cols) matrices of `elem_bytes`-byte elements of
-// `type`, one after the other, boxes of (box_rows, box_cols) in the 128-byte swizzle (with rank 2
-// and matrices 1: a 2-D map of one matrix). box_cols * elem_bytes <= 128; rows of 16-byte multiples.
+// A tensor map of `rank` dimensions (dims innermost first, strides in bytes between the elements of
+// dimensions 1 .. rank - 1) of `elem_bytes`-byte elements of `type`, boxes of (box_rows, box_cols)
+// and 1 along the outer dimensions, in the 128-byte swizzle: box_cols * elem_bytes <= 128, rows of
+// 16-byte multiples, strides of 16-byte multiples.
 // cuTensorMapEncodeTiled is a driver function: it is looked up through the runtime
 // (cudaGetDriverEntryPointByVersion), so nothing links libcuda.
-inline CUtensorMap make_tma_of(CUtensorMapDataType type, std::uint32_t elem_bytes, const void* base,
-                               std::uint64_t matrices, std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
-                               std::uint32_t box_cols, cuuint32_t rank = 3) {
+inline CUtensorMap encode_tma(CUtensorMapDataType type, std::uint32_t elem_bytes, const void* base, cuuint32_t rank,
+                              const cuuint64_t* dims, const cuuint64_t* strides, std::uint32_t box_rows,
+                              std::uint32_t box_cols) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -151,19 +179,43 @@ inline CUtensorMap make_tma_of(CUtensorMapDataType type, std::uint32_t elem_byte
       throw std::runtime_error("cuTensorMapEncodeTiled is not available from this driver");
     return reinterpret_cast<Encode>(fn);
   }();
-  if (box_cols * elem_bytes > 128 || (cols * elem_bytes) % 16 != 0)
+  if (box_cols * elem_bytes > 128 || (dims[0] * elem_bytes) % 16 != 0)
     throw std::invalid_argument("make_tma: a 128-byte-swizzled box is at most 128 bytes wide; rows must be 16-byte multiples");
+  for (cuuint32_t d = 0; d + 1 < rank; ++d)
+    if (strides[d] % 16 != 0) throw std::invalid_argument("make_tma: strides must be multiples of 16 bytes");
   CUtensorMap map{};
-  const cuuint64_t dims[3] = {cols, rows, matrices};                                  // innermost first
-  const cuuint64_t strides[2] = {cols * elem_bytes, rows * cols * elem_bytes};  // bytes between rows, between matrices
-  const cuuint32_t box[3] = {box_cols, box_rows, 1};
-  const cuuint32_t steps[3] = {1, 1, 1};
+  const cuuint32_t box[5] = {box_cols, box_rows, 1, 1, 1};
+  const cuuint32_t steps[5] = {1, 1, 1, 1, 1};
   const CUresult r = encode(&map, type, rank, const_cast<void*>(base), dims, strides, box, steps,
                             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out of bounds: zeros
   if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
   return map;
+}
+
+// A 3-D tensor map of `matrices` row-major (rows, cols) matrices of `elem_bytes`-byte elements of
+// `type`, one after the other, boxes of (box_rows, box_cols) in the 128-byte swizzle (with rank 2
+// and matrices 1: a 2-D map of one matrix).
+inline CUtensorMap make_tma_of(CUtensorMapDataType type, std::uint32_t elem_bytes, const void* base,
+                               std::uint64_t matrices, std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
+                               std::uint32_t box_cols, cuuint32_t rank = 3) {
+  const cuuint64_t dims[3] = {cols, rows, matrices};                            // innermost first
+  const cuuint64_t strides[2] = {cols * elem_bytes, rows * cols * elem_bytes};  // bytes between rows, between matrices
+  return encode_tma(type, elem_bytes, base, rank, dims, strides, box_rows, box_cols);
+}
+
+// The 4-D map of a bf16 or fp16 attention tensor (B, H, S, D) whose rows, heads and batches lie
+// row_stride, head_stride and batch_stride elements apart (fa::Problem's Strides: [B, H, S, D] and
+// [B, S, H, D] alike), boxes of (box_rows, box_cols) of one head: tma_load_4d, tma_store_4d.
+inline CUtensorMap make_tma_4d(const void* base, bool bf16, std::uint64_t batch, std::uint64_t heads,
+                               std::uint64_t rows, std::uint64_t cols, std::int64_t batch_stride,
+                               std::int64_t head_stride, std::int64_t row_stride, std::uint32_t box_rows,
+                               std::uint32_t box_cols) {
+  const cuuint64_t dims[4] = {cols, rows, heads, batch};  // innermost first
+  const cuuint64_t strides[3] = {cuuint64_t(row_stride) * 2, cuuint64_t(head_stride) * 2, cuuint64_t(batch_stride) * 2};
+  return encode_tma(bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, base, 4, dims,
+                    strides, box_rows, box_cols);
 }
 
 // The map of bf16 or fp16 matrices (2-byte elements; box_cols <= 64).

@@ -191,12 +191,52 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
   return {dq, dk, dv};
 }
 
+// The op's eager fast path (flash_tutorial.attention calls it where the kernels run both passes,
+// without a block mask, outside torch.compile): autograd in C++, so that a call costs one Python
+// -> C++ crossing forward and none backward, where the custom ops of ops.py (which torch.compile
+// traces) cross into Python for the dispatch, the autograd node and the backward. The same kernels
+// run either way: forward_op and backward_op above. bshd: the tensors as [B, S, H, D], for the
+// chapters that read them in place (the backward's chapter takes the forward's layout where there
+// is no block mask).
+struct Attention : torch::autograd::Function<Attention> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& q,
+                                                const Tensor& k, const Tensor& v, bool causal, double scale,
+                                                int64_t window_left, int64_t window_right, bool bshd) {
+    auto [out, lse] = forward_op(q, k, v, causal, scale, std::nullopt, 128, bshd, window_left, window_right);
+    ctx->save_for_backward({q, k, v, out, lse});
+    ctx->mark_non_differentiable({lse});  // LSE is for inspection: no gradient flows through it
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["window_left"] = window_left;
+    ctx->saved_data["window_right"] = window_right;
+    ctx->saved_data["bshd"] = bshd;
+    return {out, lse};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto [dq, dk, dv] =
+        backward_op(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3], saved[4],
+                    ctx->saved_data["causal"].toBool(), ctx->saved_data["scale"].toDouble(), std::nullopt, 128,
+                    ctx->saved_data["bshd"].toBool(), ctx->saved_data["window_left"].toInt(),
+                    ctx->saved_data["window_right"].toInt());
+    return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
+                                     int64_t window_left, int64_t window_right, bool bshd) {
+  const auto outs = Attention::apply(q, k, v, causal, scale, window_left, window_right, bshd);
+  return {outs[0], outs[1]};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "The CUDA attention tutorial's kernels (flash_tutorial.ops calls them)";
   m.def("forward", &forward_op, "O, LSE of chapters 05 / 06 / 07 / 09");
   m.def("backward", &backward_op, "dQ, dK, dV of chapter 08 or 11");
+  m.def("attention", &attention, "O, LSE with autograd in C++ (the eager fast path, no block mask)");
   m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
   m.def("reads_bshd", &reads_bshd, "whether the forward's (or backward's) chapter reads [B, S, H, D] in place");

@@ -89,17 +89,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
-    Copies: the float16 and bfloat16 forwards (chapter 06, or 07 under a block mask) read contiguous
-    "bshd" inputs in place and write O as [B, Sq, H, D], contiguous. Elsewhere the kernels read
-    [B, H, S, D] contiguous tensors: a "bshd" input to 05 (float32) or, on a Hopper GPU at head
-    dims 64 and 128, to 09 and 11 (python/README.md: Which kernels run), or any input not
-    contiguous in its layout, is copied once into [B, H, S, D], and O comes back as a transposed
-    view.
-    After a forward that read "bshd" in place, the backward (08's tensor-core kernel) reads q, k,
-    v, O and dO in place too, and writes dq, dk, dv as [B, S, H, D] (dO is copied only if autograd
-    hands it over non-contiguous), except under a block mask: 08's block-sparse backward, like
-    every other backward path, reads contiguous [B, H, S, D] copies.
+    Copies: the float16 and bfloat16 forwards (09 on a Hopper GPU, else 06, or 07 under a block
+    mask) read "bshd" inputs in place (an input that is not contiguous, such as a slice of a fused
+    QKV projection, is copied into a contiguous [B, S, H, D] first) and write O as [B, Sq, H, D],
+    contiguous. 05 (float32) reads [B, H, S, D] contiguous tensors: a "bshd" input is copied once
+    into [B, H, S, D], and O comes back as a transposed view.
+    After a forward that read "bshd" in place, the backward (11, or 08's tensor-core kernel) reads
+    q, k, v, O and dO in place too, and writes dq, dk, dv as [B, S, H, D] (dO is copied only if
+    autograd hands it over non-contiguous), except under a block mask: 08's block-sparse
+    backward, like every other backward path, reads contiguous [B, H, S, D] copies.
     The reference fallback copies nothing extra.
+
+    In eager mode, where the kernels run both passes and there is no block mask, the call goes to
+    _C.attention, whose autograd is written in C++ (python/README.md: The eager fast path); under
+    torch.compile, with a block mask, or where the reference runs, to the custom ops of ops.py.
     """
     _check_layout(q, k, v, layout)
     given = (q, k, v)
@@ -109,9 +112,20 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     left, right = _check_window(window)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
-    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None, window=left >= 0 or right >= 0)
-    in_place = (layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
-                and all(t.is_contiguous() for t in given))  # 06 reads [B, S, H, D] as it lies
+    has_window = left >= 0 or right >= 0
+    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None, window=has_window)
+    in_place = layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
+    if in_place:  # the chapter reads [B, S, H, D] as it lies; copied only where not contiguous so
+        given = tuple(t.contiguous() for t in given)
+    if ops.fast_path(q, block_mask is not None, has_window):  # the same kernels, autograd in C++
+        if in_place:
+            out, lse = ops._C.attention(*given, bool(causal), float(scale), left, right, True)
+        else:
+            out, lse = ops._C.attention(q.contiguous(), k.contiguous(), v.contiguous(), bool(causal), float(scale),
+                                        left, right, False)
+            if layout == "bshd":
+                out = out.transpose(1, 2)
+        return (out, lse) if return_lse else out
     if in_place:
         out, lse = ops.attention_fwd(*given, bool(causal), float(scale), block_mask, int(block_k), True, left, right)
         return (out, lse) if return_lse else out

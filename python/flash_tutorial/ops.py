@@ -26,6 +26,12 @@ except ImportError as e:
 _warned = set()
 
 
+# The answers of kernel_unavailable_reason and reads_bshd depend on the GPU, the dtype, the head dim
+# and the flags only: asked once per combination (a model asks the same question at every layer
+# and step), outside torch.compile's tracing.
+_reasons, _bshd = {}, {}
+
+
 def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None, has_mask: bool = False,
                               backward: bool = False, window: bool = False) -> Optional[str]:
     """Why the CUDA kernels cannot run this call (None: they can): the extension is not built, the
@@ -35,14 +41,34 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
         return "the CUDA extension flash_tutorial._C is not built (python/README.md: FA_PYTHON_EXTENSION)"
     if not q.is_cuda:
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
-    return _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
+    if torch.compiler.is_compiling():
+        return _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
+    key = (q.device, q.dtype, q.shape[-1], has_mask, backward, window)
+    if key not in _reasons:
+        _reasons[key] = _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
+    return _reasons[key]
 
 
 def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) -> bool:
     """Whether the chapter whose forward (or backward) runs this call takes [B, S, H, D] tensors in
     place (its Support table's bshd_dtypes: 06's and 07's forwards and 08's dense f16/bf16 backward do). Only
     asked where the kernels can run the call."""
-    return _C is not None and _C.reads_bshd(q, has_mask, backward)
+    if _C is None:
+        return False
+    if torch.compiler.is_compiling():
+        return _C.reads_bshd(q, has_mask, backward)
+    key = (q.device, q.dtype, q.shape[-1], has_mask, backward)
+    if key not in _bshd:
+        _bshd[key] = _C.reads_bshd(q, has_mask, backward)
+    return _bshd[key]
+
+
+def fast_path(q: torch.Tensor, has_mask: bool, window: bool) -> bool:
+    """Whether attention() may call _C.attention, the op with its autograd in C++: in eager mode,
+    without a block mask, where the kernels run the forward and the backward (no fallback needed)."""
+    return (not has_mask and not torch.compiler.is_compiling() and _C is not None
+            and kernel_unavailable_reason(q, has_mask=False, window=window) is None
+            and kernel_unavailable_reason(q, has_mask=False, backward=True, window=window) is None)
 
 
 def chapters(q: torch.Tensor, has_mask: bool = False) -> Tuple[str, str]:

@@ -399,14 +399,47 @@ def test_cuda_chapters_per_gpu(head_dim):
 
 
 @cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+@pytest.mark.parametrize("window", [(-1, -1), (40, 0)])
+def test_cuda_fast_path_equals_the_custom_ops(dtype, window):
+    # In eager mode attention() calls _C.attention, whose autograd is in C++; the custom ops of ops.py
+    # (torch.compile's path) run the same kernels on the same tensors: the same bits, but for dQ,
+    # which the backwards sum by atomics in whatever order the blocks come (compared by a tolerance).
+    q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, 64, dtype=dtype))
+    kernels_or_skip(q, k)
+    has_window = window != (-1, -1)
+    if ops.kernel_unavailable_reason(q, backward=True, window=has_window) is not None:
+        pytest.skip(ops.kernel_unavailable_reason(q, backward=True, window=has_window))
+    assert ops.fast_path(q, False, has_window)
+    out, lse = ft.attention(q, k, v, causal=True, layout="bhsd", return_lse=True, window=window)
+    out2, lse2 = ops.attention_fwd(q, k, v, True, 1 / math.sqrt(64), None, 128, False, *window)
+    assert torch.equal(out, out2) and torch.equal(lse, lse2), "the fast path and the custom op differ"
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    grads2 = torch.autograd.grad(out2, (q, k, v), dout)
+    assert torch.equal(grads[1], grads2[1]) and torch.equal(grads[2], grads2[2]), "dK or dV differ"
+    close(grads[0], grads2[0].double().cpu(), KERNEL_TOL[dtype] / 4, "dQ of the fast path against the custom op")
+
+
+@cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("causal", [False, True])
-def test_cuda_bshd_read_in_place(dtype, causal):
-    # 06's forward and 08's backward read [B, S, H, D] through their strides: O, dK and dV come back
+@pytest.mark.parametrize("head_dim", [96, 64, 128])
+@pytest.mark.parametrize("fused", [False, True])
+def test_cuda_bshd_read_in_place(dtype, causal, head_dim, fused):
+    # The forward (09 on a Hopper GPU at head dims 64 and 128, else 06) and the backward (11, or 08's
+    # tensor-core kernel) read [B, S, H, D] through their strides: O, dQ, dK and dV come back
     # contiguous in that layout, with the same bits as the same inputs copied to [B, H, S, D] first
     # (the same kernels, the same order of operations; only the addresses differ). dQ is summed by
-    # atomics in whatever order the blocks come, so it is compared by a tolerance.
-    q, k, v = (t.cuda().requires_grad_() for t in make(2, 6, 2, 257, 300, 96, dtype=dtype, layout="bshd"))
+    # atomics in whatever order the blocks come, so it is compared by a tolerance. fused: q, k, v
+    # are slices of one [B, S, 3, H, D] tensor (a fused QKV projection; H = Hkv here), not
+    # contiguous, which attention() copies into contiguous [B, S, H, D] tensors first.
+    hkv = 6 if fused else 2
+    q, k, v = (t.cuda() for t in make(2, 6, hkv, 257, 257 if fused else 300, head_dim, dtype=dtype, layout="bshd"))
+    if fused:
+        q, k, v = torch.stack((q, k, v), dim=2).unbind(2)
+        assert not q.is_contiguous()
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
     assert out.shape == q.shape and out.is_contiguous(), "O should be a contiguous [B, S, H, D] tensor"
