@@ -13,6 +13,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "09_flash_v3/launch.cuh"  // launch, and through it the kernel (flash_v3.cuh)
 #include "09_flash_v3/steps/one_warpgroup.cuh"
@@ -42,20 +43,27 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
     throw std::invalid_argument("09_flash_v3: needs a Hopper GPU (compute capability 9.0: wgmma, TMA); this one is " +
                                 std::to_string(fa::cuda::compute_capability()));
   const Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3");
-  auto run = [&](auto type) {
+  // kBshd: [B, S, H, D] tensors, read and written through 4-D tensor maps (launch.cuh: make_maps)
+  // by kernels of their own, so that the [B, H, S, D] kernels keep their 3-D maps' code.
+  auto run = [&](auto type, auto bshd) {
     using T = decltype(type);
+    constexpr bool kBshd = decltype(bshd)::value;
     switch (p.head_dim) {
       case 64:
-        if (p.has_window()) launch<ChapterConfig<T, 64>>(p, q, k, v, prm, stream);
-        else steps::launch_one_warpgroup<steps::V1Config<T, 64>>(p, q, k, v, prm, stream);
+        if (p.has_window()) launch<ChapterConfig<T, 64>, kBshd>(p, q, k, v, prm, stream);
+        else steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd>(p, q, k, v, prm, stream);
         break;
-      case 192: launch<ChapterConfig<T, 192>>(p, q, k, v, prm, stream); break;
-      case 256: launch<ChapterConfig<T, 256>>(p, q, k, v, prm, stream); break;
-      default: launch<ChapterConfig<T, 128>>(p, q, k, v, prm, stream);  // 96 and 128 (96: zero-filled to 128)
+      case 192: launch<ChapterConfig<T, 192>, kBshd>(p, q, k, v, prm, stream); break;
+      case 256: launch<ChapterConfig<T, 256>, kBshd>(p, q, k, v, prm, stream); break;
+      default: launch<ChapterConfig<T, 128>, kBshd>(p, q, k, v, prm, stream);  // 96 and 128 (96: zero-filled to 128)
     }
   };
-  if (p.dtype == fa::Dtype::bf16) run(__nv_bfloat16{});
-  else run(__half{});
+  auto layout = [&](auto type) {
+    if (p.layout == fa::Layout::bshd) run(type, std::true_type{});
+    else run(type, std::false_type{});
+  };
+  if (p.dtype == fa::Dtype::bf16) layout(__nv_bfloat16{});
+  else layout(__half{});
 }
 
 }  // namespace flash_v3

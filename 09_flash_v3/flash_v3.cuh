@@ -100,7 +100,7 @@ using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=
 // very last turn hands over nothing). Both groups take Tc_end - Tc_begin + 1 turns a tile (a
 // group's rows past the causal edge or outside the window of a tile are masked), so every bar.sync
 // has its arrival, tile after tile.
-template <class C, int kGroup>
+template <class C, int kGroup, bool kBshd>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
                                         unsigned char* base_p, const CUtensorMap* o_map) {
   using Tile = typename C::Tile;
@@ -220,8 +220,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     if (storer) {
 #pragma unroll
       for (int a = 0; a < C::kD / kAtomCols; ++a)
-        tma_store_4d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh % prm.heads),
-                     static_cast<int>(wt.bh / prm.heads), Q_w + a * C::Br * 128);
+        if constexpr (kBshd)
+          tma_store_4d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh) % prm.heads,
+                       static_cast<int>(wt.bh) / prm.heads, Q_w + a * C::Br * 128);
+        else
+          tma_store_3d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh), Q_w + a * C::Br * 128);
       bulk_commit();
     }
   }
@@ -229,7 +232,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
 }
 
 // grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
-template <class C>
+// kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D].
+template <class C, bool kBshd = false>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
@@ -255,13 +259,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // the producer: one thread issues every copy; the other 127 leave
     setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<C>(&q_map, &k_map, &v_map, bars, base, prm);
+    if (threadIdx.x == 0) produce<C, kBshd>(&q_map, &k_map, &v_map, bars, base, prm);
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
-  if (warpgroup == 1) consume<C, 0>(prm, bars, base, base_p, &o_map);
-  else consume<C, 1>(prm, bars, base, base_p, &o_map);
+  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map);
+  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map);
 }
 
 }  // namespace flash_v3

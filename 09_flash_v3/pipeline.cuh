@@ -27,21 +27,29 @@ struct Barriers {
 };
 
 // TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
-// .. of slice `slice` (b * heads + h) of `map`, a 4-D map (D, S, H, B) in the tensor's layout
-// (launch.cuh: make_maps). Atom a lands kRows * 128 bytes after atom a - 1. One thread calls it.
-template <int kRows, int kD>
+// .. of slice `slice` (b * heads + h) of `map` (launch.cuh: make_maps). [B, H, S, D] tensors have a
+// 3-D map (D, S, B * H), the slice its third coordinate; kBshd: [B, S, H, D] tensors a 4-D one
+// (D, S, H, B) in their strides, coordinates h and b. Atom a lands kRows * 128 bytes after atom
+// a - 1. One thread calls it.
+template <int kRows, int kD, bool kBshd = false>
 __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t slice,
                                           int heads, std::uint32_t bar) {
-  const int h = static_cast<int>(slice) % heads, b = static_cast<int>(slice) / heads;
+  if constexpr (kBshd) {
+    const int h = static_cast<int>(slice) % heads, b = static_cast<int>(slice) / heads;
 #pragma unroll
-  for (int a = 0; a < kD / kAtomCols; ++a) tma_load_4d(dst + a * kRows * 128, map, a * kAtomCols, row, h, b, bar);
+    for (int a = 0; a < kD / kAtomCols; ++a) tma_load_4d(dst + a * kRows * 128, map, a * kAtomCols, row, h, b, bar);
+  } else {
+#pragma unroll
+    for (int a = 0; a < kD / kAtomCols; ++a)
+      tma_load_3d(dst + a * kRows * 128, map, a * kAtomCols, row, static_cast<int>(slice), bar);
+  }
 }
 
 // The producer: one thread, over the block's tiles. Per tile n: Q_i into slot n % kQSlots once the
 // consumers have read that slot's previous Q_i, then K_s and V_s into the ring. `it` counts K/V tiles over the block's
 // whole life: tile `it` goes to stage it % kStages, and its use u = it / kStages of the stage
-// waits for the (u-1)-th completion of the stage's empty barrier.
-template <class C>
+// waits for the (u-1)-th completion of the stage's empty barrier. kBshd: [B, S, H, D] tensors.
+template <class C, bool kBshd = false>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm) {
   int it = 0, n = 0;  // K/V tiles and work tiles so far
@@ -55,15 +63,15 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
     if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
     mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
-    load_tile<C::Br, C::kD>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, prm.heads, smem_u32(&bars.full_q[slot]));
+    load_tile<C::Br, C::kD, kBshd>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, prm.heads, smem_u32(&bars.full_q[slot]));
     for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
       const int stage = it % C::kStages, use = it / C::kStages;
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
+      load_tile<C::Bc, C::kD, kBshd>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
+      load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
     }
   }
 }

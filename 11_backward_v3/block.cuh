@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "08_backward/walks.cuh"     // Step, DenseWalk, ListedWalk: 08's walks over query tiles
 #include "09_flash_v3/pipeline.cuh"  // load_tile: a TMA tile of 64-column boxes
@@ -29,17 +30,28 @@ struct Params {
                        // (flush_key_grads); nullptr when no walk is that long
   const int* walk_offsets;          // the block-sparse step (ListedWalk): [B * Hkv * Tc + 1]
   const std::uint32_t* walk_steps;  // and its steps (08_backward/sparse_walk.h)
-  void* dk;            // [B, Hkv, Sk, D] ([B, Sk, Hkv, D] under Layout::bshd: k_strides)
-  void* dv;            // as dK (v_strides)
+  void* dk;            // [B, Hkv, Sk, D] ([B, Sk, Hkv, D] under Layout::bshd: BshdParams' k_strides)
+  void* dv;            // as dK
   std::int64_t batch_kv_heads;
   int seqlen_q, seqlen_k, group_size, Tr;
   int head_dim;  // the tensors' D: Config::kD, or 96 on the kD = 128 kernel (its columns 96-127 are TMA's zeros)
   bool causal;
   float scale, scale_log2;
   int window_left = -1, window_right = -1;  // a sliding window (Problem's; -1: unbounded)
-  int heads;  // H: query slice bh is batch bh / H, head bh % H (the tensor maps' coordinates)
+};
+
+// The parameters of the [B, S, H, D] kernels (Bshd<C>, below): Params and what their addresses need
+// beyond it. A kernel of configuration C takes KernelParams<C>; its device functions take Params&
+// and, where C::kBshd, read the rest through bshd_params.
+struct BshdParams : Params {
+  int heads;                         // H: query slice bh is batch bh / H, head bh % H (the maps' coordinates)
   fa::Strides k_strides, v_strides;  // dK's and dV's element strides: K's and V's (Problem's Strides)
 };
+template <class C>
+using KernelParams = std::conditional_t<C::kBshd, BshdParams, Params>;
+__device__ __forceinline__ const BshdParams& bshd_params(const Params& prm) {
+  return static_cast<const BshdParams&>(prm);
+}
 
 // kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
 // Walk: every query tile that sees the key tile (08's DenseWalk), or the block-sparse step's
@@ -88,6 +100,14 @@ struct Config {
   // 65,537 steps, dK and dV exceed the same-precision bound (README: Pitfalls). 256 steps are 16K
   // or 32K query rows.
   static constexpr int kFlushSteps = 256;
+  static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<Config>: [B, S, H, D]
+};
+
+// A configuration C on [B, S, H, D] tensors (Problem::layout == bshd): 4-D tensor maps and strided
+// dK, dV, dQ, O and dO, in kernels of their own, so that the [B, H, S, D] ones keep their code.
+template <class C>
+struct Bshd : C {
+  static constexpr bool kBshd = true;
 };
 
 template <int kStages>
@@ -129,10 +149,14 @@ template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
                                         const Params& prm, int j, std::int64_t kv_bh) {
-  const int kv_heads = prm.heads / prm.group_size;
+  int heads = 0, kv_heads = 0;  // [B, S, H, D]: the maps' head counts (load_tile)
+  if constexpr (C::kBshd) {
+    heads = bshd_params(prm).heads;
+    kv_heads = heads / prm.group_size;
+  }
   mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
-  flash_v3::load_tile<C::Bc, C::kD>(base + C::kK, k_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
-  flash_v3::load_tile<C::Bc, C::kD>(base + C::kV, v_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD, C::kBshd>(base + C::kK, k_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD, C::kBshd>(base + C::kV, v_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
   const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
   Step at = walk.first();
   for (int step = 0; step < walk.n_steps; at = step_after(walk, at, step), ++step) {
@@ -141,8 +165,8 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     const std::uint32_t full = smem_u32(&bars.full[stage]);
     if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
     mbarrier_arrive_expect_tx(full, C::kStageTx);
-    flash_v3::load_tile<C::Br, C::kD>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, prm.heads, full);
-    flash_v3::load_tile<C::Br, C::kD>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, prm.heads, full);
+    flash_v3::load_tile<C::Br, C::kD, C::kBshd>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, heads, full);
+    flash_v3::load_tile<C::Br, C::kD, C::kBshd>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, heads, full);
   }
 }
 

@@ -53,11 +53,20 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
                                                 const float (&dk)[kRegs], const float (&dv)[kRegs]) {
   using T = typename C::T;
   const int d = prm.head_dim;  // columns from d on are padding, not stored
-  const int kv_heads = prm.heads / prm.group_size;
-  const fa::Strides &ks = prm.k_strides, &vs = prm.v_strides;  // dK lies as K, dV as V
-  const int batch = static_cast<int>(kv_bh) / kv_heads, head = static_cast<int>(kv_bh) % kv_heads;
-  T* dk_g = static_cast<T*>(prm.dk) + batch * ks.batch + head * ks.head;  // key 0 of the slice
-  T* dv_g = static_cast<T*>(prm.dv) + batch * vs.batch + head * vs.head;
+  T *dk_g, *dv_g;               // key 0 of the slice
+  std::int64_t k_row = 0, v_row = 0;  // [B, Sk, Hkv, D]: elements between keys
+  if constexpr (C::kBshd) {     // [B, Sk, Hkv, D]: dK lies as K, dV as V
+    const BshdParams& bp = bshd_params(prm);
+    const int kv_heads = bp.heads / prm.group_size;
+    const int batch = static_cast<int>(kv_bh) / kv_heads, head = static_cast<int>(kv_bh) % kv_heads;
+    dk_g = static_cast<T*>(prm.dk) + batch * bp.k_strides.batch + head * bp.k_strides.head;
+    dv_g = static_cast<T*>(prm.dv) + batch * bp.v_strides.batch + head * bp.v_strides.head;
+    k_row = bp.k_strides.row;
+    v_row = bp.v_strides.row;
+  } else {  // [B, Hkv, Sk, D]: rows d apart
+    dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * d;
+    dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * d;
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = key0 + 8 * h;
@@ -65,10 +74,12 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
 #pragma unroll
     for (int c = 0; c < kRegs / 4; ++c) {
       if (col0 + 8 * c >= d) continue;
-      const int col = col0 + 8 * c + 2 * t;
-      *reinterpret_cast<std::uint32_t*>(dk_g + key * ks.row + col) =
+      const std::int64_t at = std::int64_t{key} * d + col0 + 8 * c + 2 * t;  // [B, Hkv, Sk, D]
+      const std::int64_t at_k = C::kBshd ? key * k_row + col0 + 8 * c + 2 * t : at;
+      const std::int64_t at_v = C::kBshd ? key * v_row + col0 + 8 * c + 2 * t : at;
+      *reinterpret_cast<std::uint32_t*>(dk_g + at_k) =
           pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
-      *reinterpret_cast<std::uint32_t*>(dv_g + key * vs.row + col) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+      *reinterpret_cast<std::uint32_t*>(dv_g + at_v) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
     }
   }
 }

@@ -33,8 +33,8 @@ constexpr int kPrepWarps = 8;  // padded rows a block of prepare_kernel, one war
 
 // One warp a row of the padded [B * H][Tr * Br] vectors: D_i = rowsum(dO_i o O_i) and LSE_i
 // log2(e) for rows below Sq; past Sq, D = 0 and LSE = +inf, so those rows' P is exactly 0.
-// O and dO lie alike (os: their strides, Problem::o_strides); H: the query heads.
-template <class T>
+// kBshd: O and dO as [B, S, H, D], alike (os: their strides, Problem::o_strides); H: the query heads.
+template <class T, bool kBshd>
 __global__ void __launch_bounds__(32 * kPrepWarps)
     prepare_kernel(const T* __restrict__ o, const T* __restrict__ dout, const float* __restrict__ lse,
                    float* __restrict__ lse2, float* __restrict__ D_row, std::int64_t padded_rows, int padded_len,
@@ -46,7 +46,7 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
   const int r = static_cast<int>(row % padded_len);
   float acc = 0.0f;
   if (r < Sq) {
-    const std::int64_t at = bh / H * os.batch + bh % H * os.head + r * os.row;
+    const std::int64_t at = kBshd ? bh / H * os.batch + bh % H * os.head + r * os.row : (bh * Sq + r) * D;
     for (int c = lane; c < D; c += 32) acc = fmaf(static_cast<float>(dout[at + c]), static_cast<float>(o[at + c]), acc);
   }
   acc = fa::cuda::warp_sum(acc);
@@ -61,9 +61,9 @@ __global__ void __launch_bounds__(32 * kPrepWarps)
 // 4 c .. 4 c + 3, rows 16 (tid / 32) + g and + 8, columns 8 c + 2 t and + 1 (g, t of tid % 32).
 // A query tile of Br rows has Config::kChunks chunks: at Br = 64 columns 64 c .. 64 c + 63 (one at
 // D = 64, two at D = 128, D / 64 in the wide kernel), at Br = 128 (D = 64) rows 0-63 and 64-127.
-// D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written). dQ lies
-// as Q (qs: Problem::q_strides); H: the query heads.
-template <class T, int kD, int Br>
+// D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written). kBshd:
+// dQ as [B, Sq, H, D], as Q lies (qs: Problem::q_strides); H: the query heads.
+template <class T, int kD, int Br, bool kBshd>
 __global__ void __launch_bounds__(256)
     convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr, int D,
                       float scale, fa::Strides qs, int H) {
@@ -80,17 +80,25 @@ __global__ void __launch_bounds__(256)
   const int row = Br * i + (Br == 128 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
   if (col >= D) return;
   const float4 v = acc[f];
-  T* slice = dq + bh / H * qs.batch + bh % H * qs.head + col;
-  if (row < Sq)
-    *reinterpret_cast<std::uint32_t*>(slice + row * qs.row) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
-  if (row + 8 < Sq)
-    *reinterpret_cast<std::uint32_t*>(slice + (row + 8) * qs.row) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+  if constexpr (kBshd) {
+    T* slice = dq + bh / H * qs.batch + bh % H * qs.head + col;
+    if (row < Sq)
+      *reinterpret_cast<std::uint32_t*>(slice + row * qs.row) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
+    if (row + 8 < Sq)
+      *reinterpret_cast<std::uint32_t*>(slice + (row + 8) * qs.row) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+  } else {
+    if (row < Sq)
+      *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * D + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
+    if (row + 8 < Sq)
+      *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * D + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+  }
 }
 
-// The three kernels on `stream`, for configuration C; kTurns: the deterministic mode. sparse: the
-// block-sparse step's walk, for a configuration whose Walk is 08's ListedWalk.
+// The three kernels on `stream`, for configuration C (Bshd<...> on [B, S, H, D] tensors); kTurns:
+// the deterministic mode. sparse: the block-sparse step's walk, for a configuration whose Walk is
+// 08's ListedWalk.
 template <class C, bool kTurns>
-void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+void run_layout(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
          const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
          const backward::DeviceSparseWalk* sparse = nullptr) {
   static_assert(!(kTurns && C::Walk::kHalves), "the block-sparse step has no deterministic mode");
@@ -123,7 +131,7 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
 
   FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, padded_rows * kD * sizeof(float), stream));
   if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
-  prepare_kernel<T><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
+  prepare_kernel<T, C::kBshd><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
                       32 * kPrepWarps, 0, stream>>>(static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2,
                                                     D_row, padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim,
                                                     p.o_strides(), p.heads);
@@ -149,17 +157,28 @@ void run(const fa::Problem& p, const void* q, const void* k, const void* v, cons
                    .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
                    .head_dim = p.head_dim,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
-                   .window_left = p.window_left, .window_right = p.window_right, .heads = p.heads,
-                   .k_strides = p.kv_strides(), .v_strides = p.v_strides()};
+                   .window_left = p.window_left, .window_right = p.window_right};
+  KernelParams<C> kp;
+  if constexpr (C::kBshd) kp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};
+  else kp = prm;
   const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, prm);
+  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, kp);
   FA_CHECK_LAUNCH();
 
   const std::int64_t quads = padded_rows * kD / 4;
-  convert_dq_kernel<T, kD, C::Br><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
+  convert_dq_kernel<T, kD, C::Br, C::kBshd><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
       reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale(),
       p.q_strides(), p.heads);
   FA_CHECK_LAUNCH();
+}
+
+// run_layout for the problem's layout: C, or Bshd<C> on [B, S, H, D] tensors.
+template <class C, bool kTurns>
+void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+         const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
+         const backward::DeviceSparseWalk* sparse = nullptr) {
+  if (p.layout == fa::Layout::bshd) run_layout<Bshd<C>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+  else run_layout<C, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
 }
 
 }  // namespace detail

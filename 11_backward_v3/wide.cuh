@@ -39,6 +39,7 @@ struct WideConfig {
   static_assert(kD == 192 || kD == 256, "the wide kernel is for head dims 192 and 256");
   static constexpr int Bc = 64, Br = 64;
   static constexpr bool kWide = true;
+  static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<WideConfig>: [B, S, H, D]
   static constexpr int kStages = 1;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;
@@ -201,7 +202,7 @@ template <class C, bool kTurns>
 __global__ void __launch_bounds__(C::kThreads, 1)
     backward_v3_wide_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
-                            const Params prm) {
+                            const KernelParams<C> prm) {
   run_block<C, kTurns>(&q_map, &k_map, &v_map, &do_map, prm,
                        [&](Barriers<C::kStages>& bars, std::uint32_t base, unsigned char* base_p, int j,
                            std::int64_t kv_bh, int w) {

@@ -37,8 +37,10 @@ struct V1Smem {
 };
 
 // grid: Tr along x by B*H rows over y and z; block: one warpgroup. Warp w owns rows 16 w .. of Q_i.
-template <class C>
-__global__ void __launch_bounds__(128, 2)
+// kBshd: [B, S, H, D] tensors (launch.cuh: make_maps); its strided epilogue would take 103
+// registers a thread, one block fewer an SM than the 101 of [B, H, S, D]: held to five blocks.
+template <class C, bool kBshd = false>
+__global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     one_warpgroup_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const Params prm) {
   using T = typename C::T;
@@ -67,12 +69,12 @@ __global__ void __launch_bounds__(128, 2)
   __syncthreads();  // the barriers are initialized before anyone waits on them
   auto load_kv = [&](int j, int stage) {
     mbarrier_arrive_expect_tx(bar_kv(stage), 2 * S::kTileBytes);
-    load_tile<64, C::kD>(K_s(stage), &k_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
-    load_tile<64, C::kD>(V_s(stage), &v_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
+    load_tile<64, C::kD, kBshd>(K_s(stage), &k_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
+    load_tile<64, C::kD, kBshd>(V_s(stage), &v_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
   };
   if (threadIdx.x == 0) {
     mbarrier_arrive_expect_tx(bar_q, S::kTileBytes);
-    load_tile<64, C::kD>(Q_s, &q_map, i0, bh, prm.heads, bar_q);
+    load_tile<64, C::kD, kBshd>(Q_s, &q_map, i0, bh, prm.heads, bar_q);
     if (Tc_end > 0) load_kv(0, 0);
   }
 
@@ -112,20 +114,20 @@ __global__ void __launch_bounds__(128, 2)
     wgmma_wait<0>();  // O_i is in the registers; K_j, V_j and P_ij are no longer read
     __syncthreads();  // every warp is done with this stage before tile j+2's copy overwrites it
   }
-  fa2::write_rows<C, true>(w, prm, bh, i0 + 16 * warp + g, t);  // through O's strides: either layout
+  fa2::write_rows<C, kBshd>(w, prm, bh, i0 + 16 * warp + g, t);
 }
 
-template <class C>
+template <class C, bool kBshd = false>
 void launch_one_warpgroup(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                           cudaStream_t stream) {
   static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(one_warpgroup_kernel<C>, V1Smem<C>::kBytes);
+    allow_shared_memory(one_warpgroup_kernel<C, kBshd>, V1Smem<C>::kBytes);
     return true;
   }();
   (void)opted_in;
   const Maps maps = make_maps(p, q, k, v, 64, 64);
   const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, 64), prm.batch_heads, "09_flash_v3 (steps)");
-  one_warpgroup_kernel<C><<<grid, 128, V1Smem<C>::kBytes, stream>>>(maps.q, maps.k, maps.v, prm);
+  one_warpgroup_kernel<C, kBshd><<<grid, 128, V1Smem<C>::kBytes, stream>>>(maps.q, maps.k, maps.v, prm);
   FA_CHECK_LAUNCH();
 }
 
