@@ -34,10 +34,12 @@ FORWARD_RANGE = "attention call"  # a record_function around each forward call (
 
 
 def is_backward_node(key):
-    """The autograd nodes of the attention's backward (ours: the custom op's; SDPA's), inclusive of
-    everything they run, without the engine's wrapper of the same node (counted once)."""
+    """The autograd nodes of the attention's backward (ours: the custom op's, or the C++ Attention
+    function's on the eager fast path; SDPA's), inclusive of everything they run, without the
+    engine's wrapper of the same node (counted once)."""
     return ("evaluate_function" not in key and
-            ("GeneratedBackwardFor_flash_tutorial" in key or key.startswith("ScaledDotProduct") and "Backward" in key))
+            ("GeneratedBackwardFor_flash_tutorial" in key or "CppNode<" in key and "Attention" in key
+             or key.startswith("ScaledDotProduct") and "Backward" in key))
 
 ATTENTION_KERNELS = ("flash_v3", "backward_v3", "prepare_kernel", "convert_dq", "tensor_core", "flash_fwd",
                      "flash_bwd", "flash::", "pytorch_flash::", "backward::")
