@@ -4,9 +4,11 @@ kernels: one PyTorch-profiler trace of a few steps for each attention, and a sum
 
     PYTHONPATH=python python3 python/examples/profile_gpt.py --out prof/      # on a GPU
 
-For each attention it builds the model of train_gpt.py (same defaults, same seed), runs
---warmup training steps, times --steps steps without the profiler (CUDA synchronised at both
-ends: the wall time a step takes), then records --steps steps under torch.profiler. It writes
+For each attention it builds the model of train_gpt.py (same defaults, same seed) and runs
+--warmup training steps; then it times --steps steps of each attention in turn, --rounds times,
+without the profiler (CUDA synchronised at both ends: the wall time a step takes, the median
+round; a drift of the machine's speed falls on both alike), and records --steps steps of each
+under torch.profiler. It writes
 <out>/trace_<attn>.json (open in chrome://tracing or https://ui.perfetto.dev) and prints, and
 writes to <out>/profile.md:
 
@@ -20,6 +22,7 @@ writes to <out>/profile.md:
 - the ten kernels with the most GPU time and the ten operators with the most CPU time.
 """
 import argparse
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -53,7 +56,9 @@ def kernel_is_copy(name):
     return "copy" in name.lower()  # at::native's direct_copy_kernel_cuda and its relatives
 
 
-def profile_one(attn, args, device):
+def make_step(attn, args, device):
+    """train_gpt.py's model, optimizer and batches for one attention; returns step(i), which runs
+    training step i (batch i modulo the batches made)."""
     attend = train_gpt.ATTENTIONS[attn]
 
     def timed_attention(q, k, v):
@@ -74,26 +79,40 @@ def profile_one(attn, args, device):
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     gen = torch.Generator().manual_seed(args.seed)
     batches = [train_gpt.get_batch(train_data, args.batch, args.context, gen, device)
-               for _ in range(args.warmup + 2 * args.steps)]
+               for _ in range(args.warmup + args.steps)]
 
     def step(i):
-        x, y = batches[i]
+        x, y = batches[i % len(batches)]
         train_gpt.train_step(model, opt, scaler, x, y, i, targs, device, amp_dtype)
 
     for i in range(args.warmup):
         step(i)
     train_gpt.synchronize(device)
-    t0 = time.perf_counter()
-    for i in range(args.warmup, args.warmup + args.steps):
-        step(i)
-    train_gpt.synchronize(device)
-    wall_ms = (time.perf_counter() - t0) * 1e3 / args.steps
+    return step
 
+
+def time_rounds(steps, args, device):
+    """ms a step of each attention: --rounds rounds, each timing --steps steps of every attention in
+    turn (so that a drift of the machine's speed falls on all alike); the median round and all."""
+    times = {attn: [] for attn in steps}
+    for r in range(args.rounds):
+        for attn, step in steps.items():
+            train_gpt.synchronize(device)
+            t0 = time.perf_counter()
+            for i in range(args.steps):
+                step(args.warmup + r * args.steps + i)
+            train_gpt.synchronize(device)
+            times[attn].append((time.perf_counter() - t0) * 1e3 / args.steps)
+    return {attn: (statistics.median(ms), ms) for attn, ms in times.items()}
+
+
+def profile_one(attn, step, timing, args, device):
+    wall_ms, rounds_ms = timing
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device.type == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     with torch.profiler.profile(activities=activities) as prof:
-        for i in range(args.warmup + args.steps, args.warmup + 2 * args.steps):
+        for i in range(args.steps):
             step(i)
         train_gpt.synchronize(device)
     prof.export_chrome_trace(str(args.out / f"trace_{attn}.json"))
@@ -101,7 +120,9 @@ def profile_one(attn, args, device):
     n = args.steps
     kernels = {}  # name -> total us
     for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
+        # GPU events, less the GPU spans of record_function ranges (user annotations: not kernels)
+        if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False) \
+                and e.name not in (FORWARD_RANGE,) and not e.name.startswith("Optimizer."):
             kernels[e.name] = kernels.get(e.name, 0.0) + e.device_time
     busy = sum(kernels.values())
     attn_us = sum(t for k, t in kernels.items() if kernel_is_attention(k))
@@ -112,7 +133,7 @@ def profile_one(attn, args, device):
     top_kernels = sorted(kernels.items(), key=lambda kv: -kv[1])[:10]
     top_cpu = sorted((a for a in averages if not a.key.startswith("ProfilerStep")),
                      key=lambda a: -a.self_cpu_time_total)[:10]
-    return {"attn": attn, "wall_ms": wall_ms, "busy_ms": busy / 1e3 / n, "attn_ms": attn_us / 1e3 / n,
+    return {"attn": attn, "wall_ms": wall_ms, "rounds_ms": rounds_ms, "busy_ms": busy / 1e3 / n, "attn_ms": attn_us / 1e3 / n,
             "copy_ms": copy_us / 1e3 / n, "other_ms": (busy - attn_us - copy_us) / 1e3 / n,
             "attn_cpu_fwd_ms": attn_cpu / 1e3 / n, "attn_cpu_bwd_ms": attn_cpu_bwd / 1e3 / n,
             "tokens_per_s": args.batch * args.context / (wall_ms / 1e3),
@@ -136,6 +157,13 @@ def report(results, args):
         lines.append(f"| {r['attn']} | {r['wall_ms']:.3f} | {r['tokens_per_s']:,.0f} | {r['busy_ms']:.3f} | "
                      f"{r['attn_ms']:.3f} | {r['copy_ms']:.3f} | {r['other_ms']:.3f} | {r['attn_cpu_fwd_ms']:.3f} | "
                      f"{r['attn_cpu_bwd_ms']:.3f} |")
+    lines += ["", "Wall time a step: the median of " + str(args.rounds) + " rounds of " + str(args.steps) +
+              " steps, the attentions timed in turn in each round, without the profiler; the rest of the "
+              "table from one profiled run of " + str(args.steps) + " steps. Rounds (ms a step): " +
+              "; ".join(f"{r['attn']} " + ", ".join(f"{x:.2f}" for x in r["rounds_ms"]) for r in results)]
+    if len(results) == 2:
+        a, b = results
+        lines.append(f"{b['attn']} / {a['attn']} tokens/s: {a['wall_ms'] / b['wall_ms']:.3f}")
     for r in results:
         lines += ["", f"## {r['attn']}: the kernels with the most GPU time (ms a step)", "",
                   "| kernel | ms |", "|---|---:|"]
@@ -154,6 +182,7 @@ def main(argv=None):
     p.add_argument("--attn", nargs="+", choices=tuple(train_gpt.ATTENTIONS), default=["sdpa", "tutorial"])
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--rounds", type=int, default=5, help="timing rounds, the attentions in turn")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--context", type=int, default=256)
@@ -170,7 +199,9 @@ def main(argv=None):
         p.error("--steps must be >= 1 and --warmup >= 0")
     args.out.mkdir(parents=True, exist_ok=True)
     device = torch.device(args.device)
-    report([profile_one(attn, args, device) for attn in args.attn], args)
+    steps = {attn: make_step(attn, args, device) for attn in args.attn}
+    timing = time_rounds(steps, args, device)
+    report([profile_one(attn, steps[attn], timing[attn], args, device) for attn in args.attn], args)
 
 
 if __name__ == "__main__":
