@@ -3,8 +3,9 @@
 // forward 09, backward 11. Elsewhere: forward 06 (f16, bf16) or 05 (f32), 07 under a block mask;
 // backward 08 (dense or block-sparse).
 // Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or with bshd as contiguous
-// [B, S, H, D] (06's and 07's forwards and 08's dense f16/bf16 backward read them in place; ops.py sends bshd
-// nowhere else, asking reads_bshd first); the chapters' own checks refuse
+// [B, S, H, D] (the f16/bf16 forwards of 06, 07 and 09 and the dense f16/bf16 backwards of 08 and
+// 11 read them in place; the Python side sends bshd nowhere else, asking reads_bshd first); the
+// chapters' own checks refuse
 // what they do not take (std::invalid_argument, which Python sees as ValueError), and ops.py asks
 // `unsupported` first so that it can fall back to the reference with the reason instead.
 #include <ATen/cuda/CUDAContext.h>

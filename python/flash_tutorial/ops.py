@@ -3,8 +3,11 @@
 `flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd, window_left,
 window_right) -> (out, lse)` and `flash_tutorial::attention_bwd(..., bshd, window_left, window_right)
 -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
-with `bshd=True` contiguous [B, S, H, D] ones (the f16/bf16 forwards of 06 and 07 and 08's dense
-f16/bf16 backward read them in place; they are asked for only where those run, reads_bshd). Each runs the
+with `bshd=True` contiguous [B, S, H, D] ones (the f16/bf16 forwards of 06, 07 and 09 and the dense
+f16/bf16 backwards of 08 and 11 read them in place; they are asked for only where those run,
+reads_bshd). attention() calls these ops under torch.compile, with a block mask and where the
+reference runs; in eager mode it calls _C.attention (fast_path), the same kernels with the
+autograd in C++. Each runs the
 tutorial's CUDA kernels through the compiled extension `flash_tutorial._C` where it can, and the
 PyTorch reference (reference.py) otherwise, warning once per reason. Both have fake (meta)
 implementations, so torch.compile traces through them without running them.
