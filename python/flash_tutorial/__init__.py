@@ -44,6 +44,13 @@ def _check_window(window):
     return left, right
 
 
+def _check_softcap(softcap):
+    """A logit softcap: a finite number >= 0 (0: off)."""
+    if isinstance(softcap, bool) or not isinstance(softcap, (int, float)) or not math.isfinite(softcap) or softcap < 0:
+        raise ValueError(f"flash_tutorial.attention: softcap must be a finite number >= 0 (0: off), got {softcap!r}")
+    return float(softcap)
+
+
 def _check(q, k, v, block_mask, block_k):
     """On [B, H, S, D] views."""
     if not (q.dtype == k.dtype == v.dtype):
@@ -76,7 +83,7 @@ def _check(q, k, v, block_mask, block_k):
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               scale: Optional[float] = None, block_mask: Optional[torch.Tensor] = None,
               layout: str = "bshd", return_lse: bool = False, block_k: int = 128,
-              window: Optional[Tuple[int, int]] = None):
+              window: Optional[Tuple[int, int]] = None, softcap: float = 0.0):
     """softmax(scale q k^T + mask) v, differentiable in q, k and v.
 
     q: [B, Sq, H, D] (layout "bshd") or [B, H, Sq, D] ("bhsd"); k, v: the same with Hkv heads and Sk
@@ -86,6 +93,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     i' = i + Sk - Sq (aligned as causal); -1 leaves a side unbounded, as FlashAttention's
     window_size. The kernels that take one are 09's forward and 11's backward (Hopper, float16 and
     bfloat16, head dims 64 and 128); elsewhere a window runs the reference, with a warning.
+    softcap: a logit softcap c > 0 (Gemma 2's) turns the scores x = scale q k^T into c tanh(x / c)
+    before the mask and the softmax; 0 (the default) leaves them. No chapter's kernel takes one: a
+    softcap runs the reference, with a warning.
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
@@ -110,14 +120,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # views: [B, H, S, D]
     _check(q, k, v, block_mask, block_k)
     left, right = _check_window(window)
+    softcap = _check_softcap(softcap)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     has_window = left >= 0 or right >= 0
-    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None, window=has_window)
+    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None, window=has_window, softcap=softcap > 0)
     in_place = layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
     if in_place:  # the chapter reads [B, S, H, D] as it lies; copied only where not contiguous so
         given = tuple(t.contiguous() for t in given)
-    if ops.fast_path(q, block_mask is not None, has_window):  # the same kernels, autograd in C++
+    if ops.fast_path(q, block_mask is not None, has_window, softcap > 0):  # the same kernels, autograd in C++
         if in_place:
             out, lse = ops._C.attention(*given, bool(causal), float(scale), left, right, True)
         else:
@@ -127,13 +138,15 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
                 out = out.transpose(1, 2)
         return (out, lse) if return_lse else out
     if in_place:
-        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), block_mask, int(block_k), True, left, right)
+        out, lse = ops.attention_fwd(*given, bool(causal), float(scale), block_mask, int(block_k), True, left, right,
+                                     softcap)
         return (out, lse) if return_lse else out
     if reason is None:  # the other kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))
     elif not torch.compiler.is_compiling():
         ops._fallback(reason, stacklevel=3)  # the warning points at the line that called attention()
-    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False, left, right)
+    out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False, left, right,
+                                 softcap)
     if layout == "bshd":
         out = out.transpose(1, 2)
     return (out, lse) if return_lse else out
@@ -159,15 +172,15 @@ def _check_cu_seqlens(name, cu, total, max_seqlen):
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: Optional[int] = None,
                      max_seqlen_k: Optional[int] = None, causal: bool = False, scale: Optional[float] = None,
-                     window: Optional[Tuple[int, int]] = None, return_lse: bool = False):
+                     window: Optional[Tuple[int, int]] = None, return_lse: bool = False, softcap: float = 0.0):
     """Attention over a batch of sequences of different lengths packed without padding
     (FlashAttention's varlen interface), differentiable in q, k and v.
 
     q: [total_q, H, D]; k, v: [total_k, Hkv, D]; sequence b owns query rows cu_seqlens_q[b] ..
     cu_seqlens_q[b + 1] - 1 and keys cu_seqlens_k[b] .. cu_seqlens_k[b + 1] - 1 (int32 or int64,
     [batch + 1], starting at 0). max_seqlen_q / max_seqlen_k, when given, are checked against the
-    longest sequence. causal and window apply within each sequence, aligned at its last key as in
-    attention(). Returns O [total_q, H, D], and with return_lse=True LSE [H, total_q] (float32;
+    longest sequence. causal, window and softcap apply within each sequence, aligned at its last key
+    as in attention(). Returns O [total_q, H, D], and with return_lse=True LSE [H, total_q] (float32;
     +inf for a row that sees no key, such as the rows of a sequence with no keys).
 
     Each sequence runs as one attention() call on views of the packed tensors ([1, S, H, D], read
@@ -189,6 +202,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
                          f"got {len(bq) - 1} and {len(bk) - 1} sequences")
     _check(q[None].transpose(1, 2), k[None].transpose(1, 2), v[None].transpose(1, 2), None, 128)
     _check_window(window)
+    _check_softcap(softcap)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32  # attention()'s LSE
@@ -201,7 +215,7 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
             lses.append(torch.full((q.shape[1], q1 - q0), float("inf"), dtype=lse_dtype, device=q.device))
             continue
         out, lse = attention(q[None, q0:q1], k[None, k0:k1], v[None, k0:k1], causal=causal, scale=scale,
-                             layout="bshd", return_lse=True, window=window)
+                             layout="bshd", return_lse=True, window=window, softcap=softcap)
         outs.append(out[0])
         lses.append(lse[0])
     out = torch.cat(outs) if outs else torch.zeros_like(q)

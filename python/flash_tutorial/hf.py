@@ -15,7 +15,8 @@ function then refuses the explicit mask it gets. Sliding-window layers
 (Mistral, Gemma 2) come with `sliding_window`, which becomes the op's window as FlashAttention's
 integration does it: (sliding_window - 1, sliding_window - 1), under causal masking only the left
 side matters. What the op cannot run is refused with a message: an explicit mask (padding; pack the
-sequences with attention_varlen instead), dropout, a logit softcap.
+sequences with attention_varlen instead) and dropout. A logit softcap (Gemma 2's) is passed on as the op's
+softcap.
 """
 from typing import Optional
 
@@ -36,11 +37,10 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
                          "flash_tutorial.attention_varlen, or use attn_implementation='sdpa' for padded batches")
     if dropout:
         raise ValueError(f"flash_tutorial.hf: the op has no attention dropout (got {dropout}); set it to 0")
-    if softcap:
-        raise ValueError(f"flash_tutorial.hf: the op has no logit softcap (got {softcap})")
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     window = None if sliding_window is None else (sliding_window - 1, sliding_window - 1)
-    out = attention(query, key, value, causal=bool(causal), scale=scaling, layout="bhsd", window=window)
+    out = attention(query, key, value, causal=bool(causal), scale=scaling, layout="bhsd", window=window,
+                    softcap=float(softcap or 0.0))
     return out.transpose(1, 2).contiguous(), None
 
 

@@ -1,8 +1,8 @@
 """The op: torch.library custom ops for the forward and the backward, tied together by autograd.
 
 `flash_tutorial::attention_fwd(q, k, v, causal, scale, block_mask, block_k, bshd, window_left,
-window_right) -> (out, lse)` and `flash_tutorial::attention_bwd(..., bshd, window_left, window_right)
--> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
+window_right, softcap) -> (out, lse)` and `flash_tutorial::attention_bwd(..., bshd, window_left,
+window_right, softcap) -> (dq, dk, dv)` take contiguous [B, H, S, D] tensors, or
 with `bshd=True` contiguous [B, S, H, D] ones (the f16/bf16 forwards of 06, 07 and 09 and the dense
 f16/bf16 backwards of 08 and 11 read them in place; they are asked for only where those run,
 reads_bshd). attention() calls these ops under torch.compile, with a block mask and where the
@@ -36,14 +36,17 @@ _reasons, _bshd = {}, {}
 
 
 def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None, has_mask: bool = False,
-                              backward: bool = False, window: bool = False) -> Optional[str]:
+                              backward: bool = False, window: bool = False, softcap: bool = False) -> Optional[str]:
     """Why the CUDA kernels cannot run this call (None: they can): the extension is not built, the
-    tensors are not on a GPU, or the chapters' Support tables refuse the dtype, the head dim or a
-    sliding window (only 09 and 11, on a Hopper GPU, take one)."""
+    tensors are not on a GPU, a logit softcap (no chapter's kernel takes one), or the chapters'
+    Support tables refuse the dtype, the head dim or a sliding window (only 09 and 11, on a Hopper
+    GPU, take one)."""
     if _C is None:
         return "the CUDA extension flash_tutorial._C is not built (python/README.md: FA_PYTHON_EXTENSION)"
     if not q.is_cuda:
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
+    if softcap:
+        return "no chapter's kernel takes a logit softcap (the reference computes it)"
     if torch.compiler.is_compiling():
         return _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
     key = (q.device, q.dtype, q.shape[-1], has_mask, backward, window)
@@ -66,10 +69,11 @@ def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) 
     return _bshd[key]
 
 
-def fast_path(q: torch.Tensor, has_mask: bool, window: bool) -> bool:
+def fast_path(q: torch.Tensor, has_mask: bool, window: bool, softcap: bool = False) -> bool:
     """Whether attention() may call _C.attention, the op with its autograd in C++: in eager mode,
-    without a block mask, where the kernels run the forward and the backward (no fallback needed)."""
-    return (not has_mask and not torch.compiler.is_compiling() and _C is not None
+    without a block mask or a softcap, where the kernels run the forward and the backward (no
+    fallback needed)."""
+    return (not has_mask and not softcap and not torch.compiler.is_compiling() and _C is not None
             and kernel_unavailable_reason(q, has_mask=False, window=window) is None
             and kernel_unavailable_reason(q, has_mask=False, backward=True, window=window) is None)
 
@@ -94,27 +98,28 @@ def _fallback(reason: str, stacklevel: int = 3) -> None:
 @torch.library.custom_op("flash_tutorial::attention_fwd", mutates_args=())
 def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, scale: float,
                   block_mask: Optional[torch.Tensor], block_k: int, bshd: bool, window_left: int = -1,
-                  window_right: int = -1) -> Tuple[torch.Tensor, torch.Tensor]:
+                  window_right: int = -1, softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor]:
     window = window_left >= 0 or window_right >= 0
     if bshd:  # q, k, v: [B, S, H, D]; the kernel's view of them below is [B, H, S, D]
-        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, window=window)
+        reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, window=window,
+                                           softcap=softcap > 0)
         if reason is None:
             return _C.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal, scale, block_mask, block_k, True,
                               window_left, window_right)
         _fallback(reason)
         out, lse = reference.forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal, scale,
-                                     block_mask, block_k, window_left, window_right)
+                                     block_mask, block_k, window_left, window_right, softcap)
         return out.transpose(1, 2).contiguous(), lse.contiguous()
-    reason = kernel_unavailable_reason(q, k, block_mask is not None, window=window)
+    reason = kernel_unavailable_reason(q, k, block_mask is not None, window=window, softcap=softcap > 0)
     if reason is None:
         return _C.forward(q, k, v, causal, scale, block_mask, block_k, False, window_left, window_right)
     _fallback(reason)
-    out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k, window_left, window_right)
+    out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k, window_left, window_right, softcap)
     return out.contiguous(), lse.contiguous()
 
 
 @attention_fwd.register_fake
-def _(q, k, v, causal, scale, block_mask, block_k, bshd, window_left=-1, window_right=-1):
+def _(q, k, v, causal, scale, block_mask, block_k, bshd, window_left=-1, window_right=-1, softcap=0.0):
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
     b, h, s = (q.shape[0], q.shape[2], q.shape[1]) if bshd else q.shape[:3]
     return torch.empty_like(q, memory_format=torch.contiguous_format), q.new_empty((b, h, s), dtype=lse_dtype)
@@ -124,42 +129,43 @@ def _(q, k, v, causal, scale, block_mask, block_k, bshd, window_left=-1, window_
 def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                   lse: torch.Tensor, causal: bool, scale: float, block_mask: Optional[torch.Tensor],
                   block_k: int, bshd: bool, window_left: int = -1,
-                  window_right: int = -1) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                  window_right: int = -1, softcap: float = 0.0) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     window = window_left >= 0 or window_right >= 0
     if bshd:  # every tensor but lse: [B, S, H, D]; the kernel's view of them below is [B, H, S, D]
         reason = kernel_unavailable_reason(q.transpose(1, 2), k.transpose(1, 2), block_mask is not None, backward=True,
-                                           window=window)
+                                           window=window, softcap=softcap > 0)
         if reason is None:
             return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, True, window_left,
                                window_right)
         _fallback(reason)
         t = [x.transpose(1, 2) for x in (dout, q, k, v, out)]
-        grads = reference.backward(*t, lse, causal, scale, block_mask, block_k, window_left, window_right)
+        grads = reference.backward(*t, lse, causal, scale, block_mask, block_k, window_left, window_right, softcap)
         return tuple(g.transpose(1, 2).contiguous() for g in grads)
-    reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True, window=window)
+    reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True, window=window, softcap=softcap > 0)
     if reason is None:
         return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, False, window_left,
                            window_right)
     _fallback(reason)
     dq, dk, dv = reference.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, window_left,
-                                    window_right)
+                                    window_right, softcap)
     return dq.contiguous(), dk.contiguous(), dv.contiguous()
 
 
 @attention_bwd.register_fake
-def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, bshd, window_left=-1, window_right=-1):
+def _(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, bshd, window_left=-1, window_right=-1, softcap=0.0):
     return (torch.empty_like(q, memory_format=torch.contiguous_format),
             torch.empty_like(k, memory_format=torch.contiguous_format),
             torch.empty_like(v, memory_format=torch.contiguous_format))
 
 
 def _setup_context(ctx, inputs, output):
-    q, k, v, causal, scale, block_mask, block_k, bshd, window_left, window_right = inputs
+    q, k, v, causal, scale, block_mask, block_k, bshd, window_left, window_right, softcap = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse)
     ctx.mark_non_differentiable(lse)  # LSE is for inspection: no gradient flows through it
     ctx.causal, ctx.scale, ctx.block_mask, ctx.block_k, ctx.bshd = causal, scale, block_mask, block_k, bshd
     ctx.window = (window_left, window_right)
+    ctx.softcap = softcap
 
 
 def _backward(ctx, dout, dlse):
@@ -172,10 +178,10 @@ def _backward(ctx, dout, dlse):
     if copies:
         q, k, v, out, dout = (t.transpose(1, 2).contiguous() for t in (q, k, v, out, dout))
     dq, dk, dv = attention_bwd(dout.contiguous(), q, k, v, out, lse, ctx.causal, ctx.scale, ctx.block_mask,
-                               ctx.block_k, in_place, *ctx.window)
+                               ctx.block_k, in_place, *ctx.window, ctx.softcap)
     if copies:
         dq, dk, dv = (t.transpose(1, 2) for t in (dq, dk, dv))
-    return dq, dk, dv, None, None, None, None, None, None, None
+    return dq, dk, dv, None, None, None, None, None, None, None, None
 
 
 attention_fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -8,7 +8,9 @@ Conventions are the C++ chapters' (common/host/problem.h):
     (FlashAttention's window_size); causal and a window both apply where both are given;
   * a block mask [B, H, ceil(Sq / 128), ceil(Sk / block_k)] (bool, block_k 64 or 128) switches
     whole (query block, key block) pairs off, on top of causal masking (chapter 07);
-  * a row that sees no key has O = 0 and LSE = +inf (so that P = exp(S - LSE) = 0 in the backward).
+  * a row that sees no key has O = 0 and LSE = +inf (so that P = exp(S - LSE) = 0 in the backward);
+  * a logit softcap c > 0 (Gemma 2's) puts the scores through S = c tanh(x / c), x = scale Q K^T,
+    before the mask and the softmax (common/host/reference.cpp's ReferenceOptions::softcap); 0: off.
 The arithmetic runs in float32 (float64 for float64 inputs), the result in the inputs' dtype; LSE
 is float32 (float64 for float64 inputs), natural log.
 """
@@ -44,12 +46,17 @@ def _expand_kv(t, group):
     return t if group == 1 else t.repeat_interleave(group, dim=1)
 
 
-def forward(q, k, v, causal, scale, block_mask=None, block_k=128, window_left=-1, window_right=-1):
+def _capped(x, softcap):
+    """The scores from x = scale Q K^T: softcap tanh(x / softcap), or x itself without a cap."""
+    return softcap * torch.tanh(x / softcap) if softcap > 0 else x
+
+
+def forward(q, k, v, causal, scale, block_mask=None, block_k=128, window_left=-1, window_right=-1, softcap=0.0):
     """(O, LSE) for q [B, H, Sq, D], k and v [B, Hkv, Sk, D]."""
     ct = _compute_dtype(q)
     group = q.shape[1] // k.shape[1]
     kf, vf = _expand_kv(k.to(ct), group), _expand_kv(v.to(ct), group)
-    s = (q.to(ct) @ kf.transpose(-1, -2)) * scale  # [B, H, Sq, Sk]
+    s = _capped((q.to(ct) @ kf.transpose(-1, -2)) * scale, softcap)  # [B, H, Sq, Sk]
     vis = visible(q.shape[2], k.shape[2], causal, block_mask, block_k, q.device, window_left, window_right)
     s = s.masked_fill(~vis, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)  # -inf where a row sees no key
@@ -60,16 +67,19 @@ def forward(q, k, v, causal, scale, block_mask=None, block_k=128, window_left=-1
     return out.to(q.dtype), lse
 
 
-def backward(dout, q, k, v, out, lse, causal, scale, block_mask=None, block_k=128, window_left=-1, window_right=-1):
+def backward(dout, q, k, v, out, lse, causal, scale, block_mask=None, block_k=128, window_left=-1, window_right=-1,
+             softcap=0.0):
     """(dQ, dK, dV): FlashAttention's backward, on whole matrices. P is recomputed from LSE;
-    dS = P o (dP - rowsum(dO o O)); dK and dV sum over the query heads sharing a KV head."""
+    dS = P o (dP - rowsum(dO o O)); with a softcap, dS times dS/dx = 1 - tanh(x / softcap)^2; dK
+    and dV sum over the query heads sharing a KV head."""
     ct = _compute_dtype(q)
     b, h, sq, d = q.shape
     hkv, sk = k.shape[1], k.shape[2]
     group = h // hkv
     qf, dof, of = q.to(ct), dout.to(ct), out.to(ct)
     kf, vf = _expand_kv(k.to(ct), group), _expand_kv(v.to(ct), group)
-    s = (qf @ kf.transpose(-1, -2)) * scale
+    x = (qf @ kf.transpose(-1, -2)) * scale
+    s = _capped(x, softcap)
     vis = visible(sq, sk, causal, block_mask, block_k, q.device, window_left, window_right)
     lse_f = lse.to(ct)
     p = torch.where(vis & torch.isfinite(lse_f)[..., None], torch.exp(s - lse_f[..., None]), torch.zeros_like(s))
@@ -77,6 +87,8 @@ def backward(dout, q, k, v, out, lse, causal, scale, block_mask=None, block_k=12
     dp = dof @ vf.transpose(-1, -2)                     # [B, H, Sq, Sk]
     delta = (dof * of).sum(dim=-1, keepdim=True)        # rowsum(dO o O)
     ds = p * (dp - delta)
+    if softcap > 0:  # through the cap: d(c tanh(x / c))/dx = 1 - tanh(x / c)^2
+        ds = ds * (1 - torch.tanh(x / softcap) ** 2)
     dq = (ds @ kf) * scale
     dk = (ds.transpose(-1, -2) @ qf) * scale
     if group > 1:  # the query heads of a group all read the same K, V: their shares add up

@@ -32,12 +32,12 @@ def make(b, h, hkv, sq, sk, d, dtype=torch.float32, layout="bhsd", seed=0):
     return ts
 
 
-def reference64(q, k, v, causal, scale, window=(-1, -1)):
+def reference64(q, k, v, causal, scale, window=(-1, -1), softcap=0.0):
     """Attention in float64 from the definition, head by head, written apart from the package's
     reference so that the two cannot share a mistake ([B, H, S, D]): query head h reads KV head
     h // (H // Hkv); query i sees key j iff j <= i + Sk - Sq (causal) and, with a window (L, R),
     i + Sk - Sq - L <= j <= i + Sk - Sq + R (a side at -1: unbounded); a row with no key: O = 0,
-    LSE = +inf."""
+    LSE = +inf. softcap c > 0: the scores are c tanh(scale q.k / c)."""
     b, h, sq, _ = q.shape
     group, sk = h // k.shape[1], k.shape[2]
     out = torch.zeros(q.shape, dtype=torch.float64)
@@ -46,6 +46,8 @@ def reference64(q, k, v, causal, scale, window=(-1, -1)):
         for hi in range(h):
             kk, vv = k[bi, hi // group].double(), v[bi, hi // group].double()
             s = scale * (q[bi, hi].double() @ kk.T)
+            if softcap > 0:
+                s = softcap * torch.tanh(s / softcap)
             for i in range(sq):
                 at = i + sk - sq  # the row's position among the keys
                 keys = [j for j in range(sk) if (not causal or j <= at) and (window[0] < 0 or j >= at - window[0])
@@ -103,6 +105,20 @@ def test_window_matches_float64(shape, window, causal):
     want, want_lse = reference64(q, k, v, causal, 1 / math.sqrt(shape[-1]), window)
     torch.testing.assert_close(out.double(), want, atol=1e-5, rtol=1e-5)  # test_forward_matches_float64's bound
     torch.testing.assert_close(lse.double(), want_lse, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("shape", SHAPES[1:])
+@pytest.mark.parametrize("causal, window", [(False, (-1, -1)), (True, (-1, -1)), (True, (5, 0))])
+def test_softcap_matches_float64(shape, causal, window):
+    # Large logits (inputs x 4), where the cap changes the softmax: c = 5 against scores up to ~30.
+    q, k, v = (4 * t for t in make(*shape))
+    scale = 1 / math.sqrt(shape[-1])
+    want, want_lse = reference64(q, k, v, causal, scale, window, softcap=5.0)
+    got, lse = ft.attention(q, k, v, causal=causal, layout="bhsd", return_lse=True, window=window, softcap=5.0)
+    torch.testing.assert_close(got.double(), want, atol=2e-5, rtol=2e-5)
+    torch.testing.assert_close(lse.double(), want_lse, atol=2e-5, rtol=2e-5)
+    uncapped = ft.attention(q, k, v, causal=causal, layout="bhsd", window=window)
+    assert not torch.allclose(uncapped, got, atol=1e-3), "the cap changed nothing: the test would not see it missing"
 
 
 def test_window_unbounded_is_no_window():
@@ -196,6 +212,15 @@ def test_gradients_float64_window(shape, window):
                              eps=1e-6, atol=1e-6, rtol=1e-5)
 
 
+@pytest.mark.parametrize("shape", GRAD_SHAPES[1:])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gradients_float64_softcap(shape, causal):
+    q, k, v = (3 * t.double() for t in make(*shape))
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    torch.autograd.gradcheck(lambda q, k, v: ft.attention(q, k, v, causal=causal, layout="bhsd", softcap=2.0),
+                             (q, k, v), eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
 def test_gradients_match_sdpa_gqa():
     q, k, v = (t.requires_grad_() for t in make(2, 8, 2, 40, 40, 16))
     dout = torch.randn(2, 8, 40, 16, generator=torch.Generator().manual_seed(5))
@@ -250,6 +275,9 @@ def test_same_call_same_bits():
     (dict(window=(-2, 0)), "window"),
     (dict(window=(3,)), "window"),
     (dict(window=(1.5, 0)), "window"),
+    (dict(softcap=-1.0), "softcap"),
+    (dict(softcap=float("nan")), "softcap"),
+    (dict(softcap=True), "softcap"),
 ])
 def test_bad_input_is_refused(bad, match):
     args = dict(q=torch.zeros(1, 5, 4, 8), k=torch.zeros(1, 3, 2, 8), v=torch.zeros(1, 3, 2, 8))
@@ -396,6 +424,21 @@ def test_cuda_chapters_per_gpu(head_dim):
     assert ops.chapters(q) == (("09_flash_v3", "11_backward_v3") if hopper else ("06_tensor_core", "08_backward"))
     assert ops.chapters(q, has_mask=True) == ("07_block_sparse", "08_backward")
     assert ops.chapters(q.float()) == ("05_flash_v2", "08_backward")
+
+
+@cuda
+def test_cuda_softcap_runs_the_reference_with_a_warning():
+    # No chapter's kernel takes a logit softcap: on the GPU the reference runs it, and says so.
+    q, k, v = (t.cuda() for t in make(1, 4, 2, 40, 50, 64, dtype=torch.bfloat16))
+    kernels_or_skip(q, k)
+    assert "softcap" in ops.kernel_unavailable_reason(q, k, softcap=True)
+    ops._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = ft.attention(4 * q, 4 * k, v, causal=True, layout="bhsd", softcap=5.0)
+    assert any("softcap" in str(w.message) for w in caught), "no fallback warning naming the softcap"
+    want, _ = reference64(4 * q.cpu(), 4 * k.cpu(), v.cpu(), True, 1 / 8, softcap=5.0)
+    close(got, want, KERNEL_TOL[torch.bfloat16], "O with a softcap")
 
 
 @cuda

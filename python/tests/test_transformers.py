@@ -60,3 +60,29 @@ def test_padding_mask_is_refused():
     mask[0, :3] = 0
     with pytest.raises(ValueError, match="attention_varlen"):
         ours(ids, attention_mask=mask)
+
+
+def test_gemma2_softcap_and_window_match_eager():
+    # Gemma 2: a logit softcap on every layer, a sliding window of 8 on alternate layers. transformers'
+    # SDPA path has no softcap, so the yardstick is its eager attention (the softcap written out).
+    # The cap is 0.5 (Gemma 2's is 50): the random weights' scores are small, and a cap they never
+    # reach would leave the comparison blind to it (the last assertion).
+    torch.manual_seed(0)
+    config = transformers.Gemma2Config(**SMALL, head_dim=16, sliding_window=8, attn_logit_softcapping=0.5,
+                                       query_pre_attn_scalar=16)
+    eager = transformers.Gemma2ForCausalLM(config)
+    eager.set_attn_implementation("eager")
+    ours = copy.deepcopy(eager)
+    ours.set_attn_implementation(hf.register())
+    ids = torch.randint(0, SMALL["vocab_size"], (2, 33), generator=torch.Generator().manual_seed(4))
+    a, b = eager(ids, labels=ids), ours(ids, labels=ids)
+    torch.testing.assert_close(b.logits, a.logits, atol=2e-5, rtol=1e-5)
+    a.loss.backward()
+    b.loss.backward()
+    for (name, p), q in zip(eager.named_parameters(), ours.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, atol=2e-6, rtol=1e-4, msg=lambda m: f"{name}: {m}")
+    # Without the cap the logits differ: the comparison above sees the softcap.
+    uncapped = copy.deepcopy(ours)
+    for layer in uncapped.model.layers:
+        layer.self_attn.attn_logit_softcapping = None
+    assert not torch.allclose(uncapped(ids).logits, a.logits, atol=1e-4)
