@@ -124,8 +124,13 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     has_window = left >= 0 or right >= 0
-    reason = ops.kernel_unavailable_reason(q, k, block_mask is not None, window=has_window, softcap=softcap > 0)
-    in_place = layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
+    # Under torch.compile nothing here asks the extension (a call into C++ would break the graph):
+    # the op gets contiguous [B, H, S, D] tensors and decides between the kernels and the
+    # reference when it runs.
+    compiling = torch.compiler.is_compiling()
+    reason = None if compiling else ops.kernel_unavailable_reason(q, k, block_mask is not None, window=has_window,
+                                                                  softcap=softcap > 0)
+    in_place = not compiling and layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
     if in_place:  # the chapter reads [B, S, H, D] as it lies; copied only where not contiguous so
         given = tuple(t.contiguous() for t in given)
     if ops.fast_path(q, block_mask is not None, has_window, softcap > 0):  # the same kernels, autograd in C++
@@ -143,7 +148,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         return (out, lse) if return_lse else out
     if reason is None:  # the other kernels take contiguous [B, H, S, D]
         q, k, v = (t.contiguous() for t in (q, k, v))
-    elif not torch.compiler.is_compiling():
+    else:
         ops._fallback(reason, stacklevel=3)  # the warning points at the line that called attention()
     out, lse = ops.attention_fwd(q, k, v, bool(causal), float(scale), block_mask, int(block_k), False, left, right,
                                  softcap)

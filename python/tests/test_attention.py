@@ -360,6 +360,31 @@ def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
     check_forward_and_backward(q, k, v, dtype, causal)
 
 
+def test_torch_compile_asks_the_extension_nothing_while_tracing(monkeypatch):
+    # On a GPU, attention() asks the extension which kernels run; a call into C++ while Dynamo traces
+    # would break the graph, and fullgraph=True would fail there (not on the CPU, where the answer
+    # comes before any such call). Asked while tracing, these two raise here; at run time the op asks
+    # them as usual.
+    def refuse_while_tracing(real):
+        def ask(*args, **kwargs):
+            if torch.compiler.is_compiling():
+                raise AssertionError("the extension was asked while tracing")
+            return real(*args, **kwargs)
+        return ask
+
+    monkeypatch.setattr(ops, "kernel_unavailable_reason", refuse_while_tracing(ops.kernel_unavailable_reason))
+    monkeypatch.setattr(ops, "reads_bshd", refuse_while_tracing(ops.reads_bshd))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = TinyAttention()
+    x = torch.randn(2, 24, 32, requires_grad=True)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x), model(x))
+    (g_compiled,) = torch.autograd.grad(compiled(x).sum(), x)
+    (g_eager,) = torch.autograd.grad(model(x).sum(), x)
+    torch.testing.assert_close(g_compiled, g_eager)
+
+
 def check_forward_and_backward(q, k, v, dtype, causal, window=(-1, -1)):
     """attention() on [B, S, H, D] CUDA tensors, forward and backward, against the reference in float64."""
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True, window=window)
