@@ -35,6 +35,13 @@ Workspace& the_workspace() {
   return w;
 }
 
+// The installed WorkspaceSource of this thread (none: take is nullptr).
+struct Source {
+  WorkspaceSource::Take take = nullptr;
+  void* context = nullptr;
+};
+thread_local Source the_source;
+
 std::string mib(std::size_t bytes) {
   std::ostringstream s;
   s.precision(1);
@@ -136,7 +143,18 @@ void DeviceBuffer::poison(cudaStream_t stream) {
   FA_CUDA_CHECK(cudaMemsetAsync(ptr_, kPoisonByte, bytes_, stream));
 }
 
+WorkspaceSource::WorkspaceSource(Take take, void* context)
+    : take_(take), outer_take_(the_source.take), context_(context), outer_context_(the_source.context) {
+  the_source = {take_, context_};
+}
+WorkspaceSource::~WorkspaceSource() { the_source = {outer_take_, outer_context_}; }
+
 void* workspace(std::size_t bytes, const std::string& what) {
+  if (the_source.take != nullptr) {
+    void* p = the_source.take(bytes, the_source.context);
+    if (p == nullptr && bytes > 0) throw std::runtime_error(what + ": the installed workspace source returned no memory");
+    return p;
+  }
   Workspace& w = the_workspace();
   if (bytes <= w.bytes) return w.ptr;
   release_workspace();

@@ -86,6 +86,25 @@ void read_every_byte(const void* src, std::size_t bytes, std::uint32_t* sink, cu
 // throws std::invalid_argument with the bytes needed and the bytes free.
 void* workspace(std::size_t bytes, const std::string& what);
 void release_workspace();
+
+// Where workspace() takes its memory from on this thread while a WorkspaceSource lives: a host
+// program with an allocator of its own installs one around its calls (the PyTorch extension:
+// PyTorch's caching allocator, whose blocks are reused in stream order and which CUDA-graph capture
+// understands, where the grow-only buffer would call cudaMalloc inside a capture and could free a
+// buffer a captured graph still uses). take(bytes, context) returns memory that stays valid until
+// the work queued on the call's stream is done; sources nest, the innermost wins.
+class WorkspaceSource {
+ public:
+  using Take = void* (*)(std::size_t bytes, void* context);
+  WorkspaceSource(Take take, void* context);
+  ~WorkspaceSource();
+  WorkspaceSource(const WorkspaceSource&) = delete;
+  WorkspaceSource& operator=(const WorkspaceSource&) = delete;
+
+ private:
+  Take take_, outer_take_;
+  void *context_, *outer_context_;
+};
 // A chapter that carves several arrays out of the workspace (08, 11) rounds each to 256 bytes, so
 // that every part starts aligned for vector and bulk-copy access.
 constexpr std::size_t workspace_part(std::size_t bytes) { return (bytes + 255) / 256 * 256; }

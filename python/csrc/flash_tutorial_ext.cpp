@@ -26,6 +26,7 @@
 #include "08_backward/backward.h"
 #include "09_flash_v3/flash_v3.h"
 #include "11_backward_v3/backward_v3.h"
+#include "common/cuda/device_memory.h"  // WorkspaceSource
 #include "common/host/support.h"
 
 namespace {
@@ -140,6 +141,22 @@ std::tuple<std::string, std::string> chapters(const Tensor& q, bool has_mask) {
   return {forward_support(q, *dt, d, has_mask).chapter, backward_support(q, *dt, d, has_mask).chapter};
 }
 
+// The chapters' scratch memory (fa::cuda::workspace: 08's and 11's D_i, dQ accumulators, turns)
+// from PyTorch's caching allocator for the duration of one call: byte tensors held here until the
+// call returns, after which the allocator reuses them in the stream's order. No cudaMalloc in a
+// steady state, and under CUDA-graph capture the blocks come from the graph's private pool, which
+// lives as long as the graph (the chapters' own grow-only buffer would allocate inside the capture,
+// and could later free a buffer a graph still uses).
+struct TorchWorkspace {
+  std::vector<Tensor> held;
+  static void* take(std::size_t bytes, void* self) {
+    auto& held = static_cast<TorchWorkspace*>(self)->held;
+    held.push_back(torch::empty({static_cast<int64_t>(bytes)},
+                                torch::TensorOptions().device(torch::kCUDA, c10::cuda::current_device()).dtype(torch::kUInt8)));
+    return held.back().data_ptr();
+  }
+};
+
 // bshd: q, k, v and O as [B, S, H, D] (06 and 07, f16/bf16); LSE is [B, H, Sq] either way.
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
                                    const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
@@ -147,6 +164,8 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
   TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
               "flash_tutorial._C: contiguous [B, H, S, D] (or with bshd [B, S, H, D]) tensors");
   const c10::cuda::CUDAGuard on_device(q.device());  // the kernels launch on the current device
+  TorchWorkspace scratch;
+  const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
   const fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
   Tensor out = torch::empty_like(q);
   Tensor lse = torch::empty({p.batch, p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
@@ -175,6 +194,8 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
                   out.is_contiguous() && lse.is_contiguous(),
               "flash_tutorial._C: contiguous tensors");
   const c10::cuda::CUDAGuard on_device(q.device());
+  TorchWorkspace scratch;
+  const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
   const fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
   Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
