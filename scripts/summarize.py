@@ -182,6 +182,10 @@ def main():
     if os.path.exists(gpt):
         with open(gpt) as f:
             extra += "\n## A small GPT trained with the PyTorch op (python/README.md)\n" + f.read()
+    profile = os.path.join(folder, "gpt_profile", "profile.md")  # python/examples/profile_gpt.py
+    if os.path.exists(profile):
+        with open(profile) as f:
+            extra += "\n## Where the GPT's training step spends its time (python/README.md)\n\n" + f.read().lstrip("# ")
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     if args.results:
