@@ -34,7 +34,7 @@
 
 #include <cstdint>
 
-#include "11_backward_v3/block.cuh"  // Params, Config, walk_of, produce, write_dq, RowVectors, ...
+#include "11_backward_v3/block.cuh"  // config.cuh; walk_of, produce, write_dq, RowVectors, ...
 #include "11_backward_v3/key_grads.cuh"  // flush_after_step, finish_key_grads
 #include "common/device/math.cuh"    // fast_exp2
 #include "common/device/tiles.h"     // needs_mask

@@ -1,15 +1,16 @@
-// Chapter 11's block, piece by piece: its parameters and configuration, the walk over query tiles,
-// the producer thread, the dQ writer warp and the deterministic mode's turns, and the small pieces
-// of the consumers' step (A fragments from accumulators, the LSE/D_i vectors, the dQ handoff);
+// Chapter 11's block, piece by piece (its parameters and configuration: config.cuh): the walk over
+// query tiles, the producer thread, the dQ writer warp and the deterministic mode's turns, and the
+// small pieces of the consumers' step (A fragments from accumulators, the LSE/D_i vectors, the dQ
+// handoff);
 // key_grads.cuh has the consumers' dK and dV (the long walks' sums and the store).
 // backward_v3.cuh puts them together into the kernel.
 #pragma once
 
 #include <cstdint>
-#include <type_traits>
 
 #include "08_backward/walks.cuh"     // Step, DenseWalk, ListedWalk: 08's walks over query tiles
 #include "09_flash_v3/pipeline.cuh"  // load_tile: a TMA tile of 64-column boxes
+#include "11_backward_v3/config.cuh" // Params, Config, Bshd, Barriers
 #include "common/device/grid.cuh"    // grid_row
 #include "common/device/mma.cuh"     // pack2, barrier_sync, barrier_arrive
 #include "common/device/tiles.h"     // query_tile_begin, key_tile_end
@@ -19,101 +20,6 @@
 namespace backward_v3 {
 
 using namespace fa::cuda;
-
-struct Params {
-  const float* lse2;   // [B * H][Tr * Br]: LSE log2(e), +inf past Sq (P = 0 there)
-  const float* D_row;  // [B * H][Tr * Br]: D_i = rowsum(dO_i o O_i), 0 past Sq
-  float* dq_accum;     // [B * H][Tr][kChunks][4096]: the partial dQ tiles, 64 x 64 chunks in
-                       // accumulator order (Config::kChunks)
-  int* dq_turn;        // [B * H][Tr][kChunks], zeroed: the deterministic kernel's turn per chunk
-  float* kv_partial;   // walks past Config::kFlushSteps steps: [B * Hkv][Tc][2][kD / 4][128] float4, dK and dV sums
-                       // (flush_key_grads); nullptr when no walk is that long
-  const int* walk_offsets;          // the block-sparse step (ListedWalk): [B * Hkv * Tc + 1]
-  const std::uint32_t* walk_steps;  // and its steps (08_backward/sparse_walk.h)
-  void* dk;            // [B, Hkv, Sk, D] ([B, Sk, Hkv, D] under Layout::bshd: BshdParams' k_strides)
-  void* dv;            // as dK
-  std::int64_t batch_kv_heads;
-  int seqlen_q, seqlen_k, group_size, Tr;
-  int head_dim;  // the tensors' D: Config::kD, or 96 on the kD = 128 kernel (its columns 96-127 are TMA's zeros)
-  bool causal;
-  float scale, scale_log2;
-  int window_left = -1, window_right = -1;  // a sliding window (Problem's; -1: unbounded)
-};
-
-// The parameters of the [B, S, H, D] kernels (Bshd<C>, below): Params and what their addresses need
-// beyond it. A kernel of configuration C takes KernelParams<C>; its device functions take Params&
-// and, where C::kBshd, read the rest through bshd_params.
-struct BshdParams : Params {
-  int heads;                         // H: query slice bh is batch bh / H, head bh % H (the maps' coordinates)
-  fa::Strides k_strides, v_strides;  // dK's and dV's element strides: K's and V's (Problem's Strides)
-};
-template <class C>
-using KernelParams = std::conditional_t<C::kBshd, BshdParams, Params>;
-__device__ __forceinline__ const BshdParams& bshd_params(const Params& prm) {
-  return static_cast<const BshdParams&>(prm);
-}
-
-// kBr, kOverlap: the chapter's choices by default; steps/ turns them back to show what each is worth.
-// Walk: every query tile that sees the key tile (08's DenseWalk), or the block-sparse step's
-// listed ones (ListedWalk).
-template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true,
-          class Walk_ = backward::tc::DenseWalk>
-struct Config {
-  using T = T_;
-  using Walk = Walk_;
-  static constexpr bool kWide = false;  // wide.cuh's WideConfig: head dims 192 and 256
-  static constexpr int kD = kD_;
-  // Bc keys a block (two warpgroups of 64); Br query rows a step: 128 at D = 64, so that a step's
-  // products are as large as at D = 128 and its fixed costs (waits, barriers, the dQ add) count half.
-  static constexpr int Bc = 128, Br = kBr_;
-  static_assert(Br == 64 || (Br == 128 && kD == 64), "a step of 128 rows fits the registers at D = 64 only");
-  // kOverlap: S^T and dP^T in two commit groups, so that P^T is computed while dP^T is still on the
-  // tensor cores; at Br = 64 dV's wgmma is also issued before dS^T is computed (kEarlyDV). At
-  // Br = 128, P^T's fragments would not fit in the registers beside P^T, dP^T, dV and dK, so dV
-  // waits until dS^T is done.
-  static constexpr bool kOverlap = kOverlap_, kEarlyDV = kOverlap_ && Br == 64;
-  static constexpr int kStages = 2;
-  static constexpr int kThreads = 3 * 128;
-  static constexpr int kConsumerWarps = 8;
-  // A step's dQ tile (Br, kD) is kChunks 64 x 64 chunks. Two: one per warpgroup, over all Bc keys
-  // (D = 128 splits the columns, Br = 128 the rows). One (D = 64 at Br = 64, a step of steps/):
-  // each warpgroup adds its own 64 keys' part into it.
-  static constexpr int kChunks = Br / 64 * (kD / 64);
-  static constexpr int kHandoffs = 2;  // dQ chunks a step the writer takes from the groups (write_dq)
-  static constexpr bool kChunkRows = Br == 128;
-  static constexpr std::uint32_t kKVBytes = Bc * kD * 2;   // K_j or V_j: (Bc, kD) in 64-column atoms
-  static constexpr std::uint32_t kRowBytes = Br * kD * 2;  // Q_i or dO_i: (Br, kD)
-  static constexpr std::uint32_t kDsBytes = Bc * Br * 2;   // dS^T: (Bc keys, Br queries), Br / 64 atoms
-  static constexpr std::uint32_t kDqBytes = 64 * 64 * 4;   // one warpgroup's partial dQ, fp32
-  static constexpr std::uint32_t kVecBytes = 2 * Br * 4;   // LSE and D_i of a query tile
-  static constexpr std::uint32_t kK = 0, kV = kKVBytes;
-  static constexpr std::uint32_t kQ = 2 * kKVBytes;                  // + stage * kRowBytes
-  static constexpr std::uint32_t kDO = kQ + kStages * kRowBytes;     // + stage * kRowBytes
-  static constexpr std::uint32_t kDs = kDO + kStages * kRowBytes;    // + (step % 2) * kDsBytes
-  static constexpr std::uint32_t kDq = kDs + 2 * kDsBytes;           // + w * kDqBytes
-  static constexpr std::uint32_t kVec = kDq + 2 * kDqBytes;          // + (2 w + step % 2) * kVecBytes
-  static constexpr int kSmemBytes = kVec + 4 * kVecBytes + 1024;     // + room to align to 1024
-  static constexpr std::uint32_t kStageTx = 2 * kRowBytes;           // bytes a stage's barrier counts
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  // Every kFlushSteps steps a consumer adds its dK and dV accumulators into fp32 sums in global
-  // memory and restarts them from 0 (flush_key_grads): kept in the accumulators over a walk of
-  // 65,537 steps, dK and dV exceed the same-precision bound (README: Pitfalls). 256 steps are 16K
-  // or 32K query rows.
-  static constexpr int kFlushSteps = 256;
-  static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<Config>: [B, S, H, D]
-};
-
-// A configuration C on [B, S, H, D] tensors (Problem::layout == bshd): 4-D tensor maps and strided
-// dK, dV, dQ, O and dO, in kernels of their own, so that the [B, H, S, D] ones keep their code.
-template <class C>
-struct Bshd : C {
-  static constexpr bool kBshd = true;
-};
-
-template <int kStages>
-struct Barriers {
-  std::uint64_t full_kv, full[kStages], empty[kStages];
-};
 
 using backward::tc::Step;  // a step's query head (b * H + h), query tile i_tile and key halves
 

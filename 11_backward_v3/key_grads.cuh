@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "11_backward_v3/block.cuh"  // Params
+#include "11_backward_v3/block.cuh"  // Params (config.cuh), Config
 #include "common/device/mma.cuh"     // pack2
 #include "common/device/tiles.h"     // ceil_div
 
