@@ -56,6 +56,12 @@ def kernel_is_copy(name):
     return "copy" in name.lower()  # at::native's direct_copy_kernel_cuda and its relatives
 
 
+def model_args(attn, args):
+    """train_gpt.py's arguments for the model (its --seed, --batch, --context, --layers, --d-model,
+    --heads, --dtype as given to this script, its defaults otherwise)."""
+    return train_gpt.parse_args(["--attn", attn, "--out", "/dev/null", *args.model_argv])
+
+
 def make_step(attn, args, device):
     """train_gpt.py's model, optimizer and batches for one attention; returns step(i), which runs
     training step i (batch i modulo the batches made)."""
@@ -66,19 +72,16 @@ def make_step(attn, args, device):
             return attend(q, k, v)
 
     train_gpt.ATTENTIONS[attn] = timed_attention  # the model below looks it up when built
-    targs = train_gpt.parse_args(["--attn", attn, "--out", "/dev/null", "--seed", str(args.seed),
-                                  "--batch", str(args.batch), "--context", str(args.context),
-                                  "--layers", str(args.layers), "--d-model", str(args.d_model),
-                                  "--heads", str(args.heads), "--dtype", args.dtype])
-    amp_dtype = train_gpt.DTYPES[args.dtype] if device.type == "cuda" else None  # the CPU runs float32
+    targs = model_args(attn, args)
+    amp_dtype = train_gpt.DTYPES[targs.dtype] if device.type == "cuda" else None  # the CPU runs float32
     train_data, _, vocab = train_gpt.load_text()
-    torch.manual_seed(args.seed)
+    torch.manual_seed(targs.seed)
     model = train_gpt.GPT(len(vocab), targs).to(device)
     train_gpt.ATTENTIONS[attn] = attend
     opt = train_gpt.make_optimizer(model, targs, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    gen = torch.Generator().manual_seed(args.seed)
-    batches = [train_gpt.get_batch(train_data, args.batch, args.context, gen, device)
+    gen = torch.Generator().manual_seed(targs.seed)
+    batches = [train_gpt.get_batch(train_data, targs.batch, targs.context, gen, device)
                for _ in range(args.warmup + args.steps)]
 
     def step(i):
@@ -136,7 +139,7 @@ def profile_one(attn, step, timing, args, device):
     return {"attn": attn, "wall_ms": wall_ms, "rounds_ms": rounds_ms, "busy_ms": busy / 1e3 / n, "attn_ms": attn_us / 1e3 / n,
             "copy_ms": copy_us / 1e3 / n, "other_ms": (busy - attn_us - copy_us) / 1e3 / n,
             "attn_cpu_fwd_ms": attn_cpu / 1e3 / n, "attn_cpu_bwd_ms": attn_cpu_bwd / 1e3 / n,
-            "tokens_per_s": args.batch * args.context / (wall_ms / 1e3),
+            "tokens_per_s": args.model.batch * args.model.context / (wall_ms / 1e3),
             "top_kernels": [(k, t / 1e3 / n) for k, t in top_kernels],
             "top_cpu": [(a.key, a.self_cpu_time_total / 1e3 / n, a.count // n) for a in top_cpu]}
 
@@ -147,9 +150,10 @@ def short(name, width=90):
 
 def report(results, args):
     gpu = torch.cuda.get_device_name() if args.device == "cuda" else "CPU (a smoke test: no kernels)"
+    m = args.model
     lines = [f"# One training step of train_gpt.py's model ({gpu}, PyTorch {torch.__version__}, CUDA "
-             f"{torch.version.cuda}, {args.dtype}, batch {args.batch} x {args.context} tokens, {args.layers} layers, "
-             f"d_model {args.d_model}, {args.heads} heads; mean of {args.steps} steps)", "",
+             f"{torch.version.cuda}, {m.dtype if args.device == 'cuda' else 'f32'}, batch {m.batch} x {m.context} tokens, {m.layers} layers, "
+             f"d_model {m.d_model}, {m.heads} heads; mean of {args.steps} steps)", "",
              "| attention | wall ms | tokens/s | GPU busy ms | attention kernels ms | copies ms | other kernels ms "
              "| CPU in attention fwd ms | CPU in attention bwd ms |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -183,16 +187,13 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--rounds", type=int, default=5, help="timing rounds, the attentions in turn")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--context", type=int, default=256)
-    p.add_argument("--layers", type=int, default=6)
-    p.add_argument("--d-model", type=int, default=384)
-    p.add_argument("--heads", type=int, default=6)
-    p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: a smoke test of the script (float32, no kernels to time)")
-    args = p.parse_args(argv)
+    # The rest are train_gpt.py's model arguments (--seed, --batch, --context, --layers, --d-model,
+    # --heads, --dtype), checked by its parser.
+    args, model_argv = p.parse_known_args(argv)
+    args.model_argv = model_argv
+    args.model = model_args(args.attn[0], args)
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("profile_gpt.py profiles CUDA kernels: no CUDA device here (--device cpu for a smoke test)")
     if args.steps < 1 or args.warmup < 0:

@@ -31,7 +31,7 @@ _warned = set()
 
 # The answers of kernel_unavailable_reason and reads_bshd depend on the GPU, the dtype, the head dim
 # and the flags only: asked once per combination (a model asks the same question at every layer
-# and step), outside torch.compile's tracing.
+# and step). Under torch.compile attention() asks neither while tracing.
 _reasons, _bshd = {}, {}
 
 
@@ -47,8 +47,6 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
     if softcap:
         return "no chapter's kernel takes a logit softcap (the reference computes it)"
-    if torch.compiler.is_compiling():
-        return _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
     key = (q.device, q.dtype, q.shape[-1], has_mask, backward, window)
     if key not in _reasons:
         _reasons[key] = _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
@@ -61,8 +59,6 @@ def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) 
     asked where the kernels can run the call."""
     if _C is None:
         return False
-    if torch.compiler.is_compiling():
-        return _C.reads_bshd(q, has_mask, backward)
     key = (q.device, q.dtype, q.shape[-1], has_mask, backward)
     if key not in _bshd:
         _bshd[key] = _C.reads_bshd(q, has_mask, backward)
