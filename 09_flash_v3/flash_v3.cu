@@ -27,7 +27,8 @@ const fa::Chapter& chapter() {
                   .head_dims = {64, 96, 128, 192, 256},
                   .max_head_dim = 256,
                   .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: the tensor maps' strides
-                  .window = true},
+                  .window = true,
+                  .input_strides = true},  // Q, K, V through the tensor maps' strides: any 16-byte multiples
       .forward = forward,
       .test_head_dims = {64, 96, 128, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};

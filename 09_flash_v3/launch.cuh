@@ -9,7 +9,8 @@
 namespace flash_v3 {
 
 // The tensor maps of q, k, v: [B, H, S, D] tensors as 3-D maps [B * H][S][D], [B, S, H, D] ones
-// (Problem::layout) as 4-D maps (D, S, H, B) in their strides (Problem's Strides); either way a box
+// (Problem::layout) as 4-D maps (D, S, H, B) in their strides (Problem's Strides, or Q's, K's and
+// V's input strides where set: a fused QKV projection's slices); either way a box
 // never crosses a head. Boxes of q_rows (Q) or kv_rows (K, V) rows x 64 columns. o_map_of: O's,
 // in boxes of `rows` rows.
 struct Maps {
@@ -24,9 +25,9 @@ inline CUtensorMap map_of(const void* base, const fa::Problem& p, int heads, int
 }
 inline Maps make_maps(const fa::Problem& p, const void* q, const void* k, const void* v, std::uint32_t q_rows,
                       std::uint32_t kv_rows) {
-  return {map_of(q, p, p.heads, p.seqlen_q, p.head_dim, p.q_strides(), q_rows),
-          map_of(k, p, p.kv_heads, p.seqlen_k, p.head_dim, p.kv_strides(), kv_rows),
-          map_of(v, p, p.kv_heads, p.seqlen_k, p.dv(), p.v_strides(), kv_rows)};
+  return {map_of(q, p, p.heads, p.seqlen_q, p.head_dim, p.q_read_strides(), q_rows),
+          map_of(k, p, p.kv_heads, p.seqlen_k, p.head_dim, p.k_read_strides(), kv_rows),
+          map_of(v, p, p.kv_heads, p.seqlen_k, p.dv(), p.v_read_strides(), kv_rows)};
 }
 inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t rows) {
   return map_of(o, p, p.heads, p.seqlen_q, p.dv(), p.o_strides(), rows);

@@ -25,7 +25,8 @@ const fa::BackwardChapter& chapter() {
                   .max_head_dim = 256,
                   .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: strides and tensor maps
                   .min_compute_capability = 90,
-                  .window = true},
+                  .window = true,
+                  .input_strides = true},  // Q, K, V through the tensor maps' strides: any 16-byte multiples
       .forward = forward,
       .backward = backward,
       .test_head_dims = {64, 96, 128, 192, 256},

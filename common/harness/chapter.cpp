@@ -45,6 +45,14 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
   if (p.has_window() && !s.window)
     fail("a sliding window (window_left " + std::to_string(p.window_left) + ", window_right " +
          std::to_string(p.window_right) + ") is not supported: this chapter attends to every key (or, causal, to every earlier one)");
+  if (p.has_input_strides()) {
+    if (!s.input_strides) fail("Q, K and V with strides other than the layout's are not supported: contiguous tensors only");
+    if (p.layout != Layout::bshd) fail("input strides (Q, K, V) need layout bshd");
+    for (const std::optional<Strides>& in : {p.q_input, p.k_input, p.v_input})
+      if (in && (in->batch <= 0 || in->head <= 0 || in->row <= 0 || in->batch % 8 || in->head % 8 || in->row % 8))
+        fail("input strides must be positive multiples of 8 elements (16 bytes), got batch " + std::to_string(in->batch) +
+             ", head " + std::to_string(in->head) + ", row " + std::to_string(in->row));
+  }
   if (!q || !k || !v || !o || !lse) fail("a tensor pointer is null");
 }
 

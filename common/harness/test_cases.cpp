@@ -77,7 +77,7 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
          std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
          (p.causal ? "_causal_" : "_") + dtype_name(p.dtype) +
          (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs)) +
-         (p.layout == Layout::bshd ? "_bshd" : "") +
+         (p.layout == Layout::bshd ? (p.has_input_strides() ? "_fusedqkv" : "_bshd") : "") +
          (p.has_window() ? "_W" + std::string(p.window_left < 0 ? "inf" : std::to_string(p.window_left)) + "x" +
                                (p.window_right < 0 ? "inf" : std::to_string(p.window_right))
                          : "");
@@ -215,6 +215,12 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
           Problem p = problem_of(kBshdShapes[n], d, dtype);
           p.layout = Layout::bshd;
           cases.push_back({name_of(p), p});
+          // Q, K and V as the slices of one fused QKV projection (Support::input_strides): the
+          // shapes with Sq = Sk, in core the first one.
+          if (support.input_strides && p.seqlen_q == p.seqlen_k && (full || n == 0)) {
+            set_fused_qkv(p);
+            cases.push_back({name_of(p), p});
+          }
         }
       }
       ++instance;
@@ -295,6 +301,20 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
       break;
     }
     add(std::string("LayoutBshd_") + dtype_name(d), [d](Problem& p) { p.layout = Layout::bshd; p.dtype = d; }, "layout");
+  }
+  // Q read through strides other than the layout's (a fused QKV projection's slice, rows 3 H D
+  // apart): refused by a chapter without Support::input_strides that takes [B, S, H, D] (one that
+  // does not refuses the layout first); malformed strides and [B, H, S, D] with them refused by one
+  // with it.
+  const bool bshd_first = takes_bshd(s, s.dtypes.front());
+  auto fused_q = [](Problem& p) {
+    p.layout = Layout::bshd;
+    p.q_input = Strides{std::int64_t{p.seqlen_q} * 3 * p.heads * p.head_dim, p.head_dim, 3 * std::int64_t{p.heads} * p.head_dim};
+  };
+  if (!s.input_strides && bshd_first) add("InputStrides", fused_q, "strides");
+  if (s.input_strides) {
+    add("InputStridesNotMultipleOf8", [&](Problem& p) { fused_q(p); p.q_input->row += 4; }, "multiples of 8");
+    add("InputStridesWithBhsd", [&](Problem& p) { fused_q(p); p.layout = Layout::bhsd; }, "layout bshd");
   }
   // A sliding window where the chapter takes none (Support::window), and a malformed one anywhere.
   if (!s.window) add("SlidingWindow", [](Problem& p) { p.window_left = 16; p.window_right = 0; }, "sliding window");

@@ -132,6 +132,37 @@ std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, co
   return from_layout(bytes, p.layout, dtype_size(p.dtype), p.batch, s.heads, s.seqlen, s.dim);
 }
 
+void set_fused_qkv(Problem& p) {
+  if (p.seqlen_q != p.seqlen_k || p.dv() != p.head_dim)
+    throw std::invalid_argument("set_fused_qkv: a fused QKV projection has Sq = Sk and one head dim");
+  const std::int64_t row = std::int64_t{p.heads + 2 * p.kv_heads} * p.head_dim;
+  p.layout = Layout::bshd;
+  p.q_input = p.k_input = p.v_input = Strides{p.seqlen_q * row, p.head_dim, row};
+}
+
+FusedOffsets fused_qkv_offsets(const Problem& p) {
+  return {0, std::int64_t{p.heads} * p.head_dim, std::int64_t{p.heads + p.kv_heads} * p.head_dim};
+}
+
+std::vector<std::uint8_t> fused_qkv(const std::vector<std::uint8_t>& q, const std::vector<std::uint8_t>& k,
+                                    const std::vector<std::uint8_t>& v, const Problem& p) {
+  const std::size_t elem = dtype_size(p.dtype), d = static_cast<std::size_t>(p.head_dim);
+  const int slots = p.heads + 2 * p.kv_heads, S = p.seqlen_q;
+  std::vector<std::uint8_t> out(std::size_t(p.batch) * S * slots * d * elem);
+  // Slot `slot` of row (b, s) takes head h of `src` ([B, heads, S, D] bytes).
+  auto put = [&](const std::vector<std::uint8_t>& src, int heads, int first_slot) {
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < S; ++i)
+          std::memcpy(&out[((std::size_t(b) * S + i) * slots + first_slot + h) * d * elem],
+                      &src[((std::size_t(b) * heads + h) * S + i) * d * elem], d * elem);
+  };
+  put(q, p.heads, 0);
+  put(k, p.kv_heads, p.heads);
+  put(v, p.kv_heads, p.heads + p.kv_heads);
+  return out;
+}
+
 std::vector<std::uint8_t> encode(const std::vector<float>& values, Dtype dtype) {
   std::vector<std::uint8_t> bytes(values.size() * dtype_size(dtype));
   for (std::size_t n = 0; n < values.size(); ++n) {

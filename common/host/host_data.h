@@ -36,6 +36,18 @@ enum class Operand { q, o, k, v };
 std::vector<std::uint8_t> to_layout(const std::vector<std::uint8_t>& bhsd, const Problem& p, Operand which);
 std::vector<std::uint8_t> from_layout(const std::vector<std::uint8_t>& bytes, const Problem& p, Operand which);
 
+// A fused QKV projection's output, [B, S, H + 2 Hkv, D]: each row holds Q's H heads, then K's Hkv,
+// then V's Hkv (Sq = Sk and one head dim). fused_qkv packs Q, K, V from their [B, H, S, D] bytes;
+// set_fused_qkv gives p that layout (bshd) and the slices' input strides (Problem::q_input, k_input,
+// v_input), and fused_qkv_offsets says where each slice starts, in elements.
+std::vector<std::uint8_t> fused_qkv(const std::vector<std::uint8_t>& q, const std::vector<std::uint8_t>& k,
+                                    const std::vector<std::uint8_t>& v, const Problem& p);
+void set_fused_qkv(Problem& p);
+struct FusedOffsets {
+  std::int64_t q, k, v;
+};
+FusedOffsets fused_qkv_offsets(const Problem& p);
+
 // Every output byte is set to 0xFF before a kernel runs. 0xFF.. is a NaN in f32, f16 and bf16,
 // and no arithmetic produces that exact pattern (CUDA's NaNs are 0x7FFF..), so an element still
 // holding it was never written.

@@ -70,6 +70,11 @@ struct Problem {
   std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_dim)
   Dtype dtype = Dtype::f32;
   Layout layout = Layout::bhsd;  // Q, K, V and O; bshd only where the chapter's Support says so
+  // Q's, K's and V's element strides where they are not the layout's, under Layout::bshd only: the
+  // slices of a fused QKV projection ([B, S, 3, H, D]), whose rows lie 3 H D apart. O (and a
+  // backward's dO, dQ, dK, dV) keep the layout's strides. Only a chapter whose Support says so
+  // (input_strides) takes them; unset: the layout's.
+  std::optional<Strides> q_input, k_input, v_input;
 
   float scale() const {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -91,6 +96,11 @@ struct Problem {
   FA_HOST_DEVICE Strides kv_strides() const { return layout_strides(layout, kv_heads, seqlen_k, head_dim); }  // K
   FA_HOST_DEVICE Strides v_strides() const { return layout_strides(layout, kv_heads, seqlen_k, dv()); }
   FA_HOST_DEVICE Strides o_strides() const { return layout_strides(layout, heads, seqlen_q, dv()); }
+  // Where Q, K and V are read from: their input strides where set, else the layout's.
+  Strides q_read_strides() const { return q_input ? *q_input : q_strides(); }
+  Strides k_read_strides() const { return k_input ? *k_input : kv_strides(); }
+  Strides v_read_strides() const { return v_input ? *v_input : v_strides(); }
+  bool has_input_strides() const { return q_input || k_input || v_input; }
 
   // Throws std::invalid_argument naming the first field that is wrong.
   void validate() const;

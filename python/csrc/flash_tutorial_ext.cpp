@@ -108,6 +108,22 @@ bool reads_bshd(const Tensor& q, bool has_mask, bool for_backward) {
   return fa::takes_bshd(forward_support(q, *dt, d, has_mask), *dt);
 }
 
+// Whether the chapters that run a call's forward and backward read [B, S, H, D] q, k, v through
+// strides of their own (Support::input_strides: 09 and 11): then a fused QKV projection's slices
+// go to them as they lie, without copies.
+bool takes_input_strides(const Tensor& q, bool has_mask) {
+  const auto dt = dtype_of(q);
+  if (!dt || !q.is_cuda()) return false;
+  const int d = static_cast<int>(q.size(3));
+  return forward_support(q, *dt, d, has_mask).input_strides && backward_support(q, *dt, d, has_mask).input_strides;
+}
+
+// [B, S, H, D] t's strides as Problem's input strides where they are not the contiguous layout's.
+std::optional<fa::Strides> input_strides_of(const Tensor& t) {
+  if (t.is_contiguous()) return std::nullopt;
+  return fa::Strides{t.stride(0), t.stride(2), t.stride(1)};
+}
+
 // Why the kernels cannot run this call ("" when they can): the chapters' Support tables. A sliding
 // window runs only where both chapters take one (09 and 11: hopper_path).
 std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward, bool window) {
@@ -161,13 +177,18 @@ struct TorchWorkspace {
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
                                    const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
                                    int64_t window_left, int64_t window_right) {
-  TORCH_CHECK(q.is_contiguous() && k.is_contiguous() && v.is_contiguous(),
+  TORCH_CHECK((q.is_contiguous() && k.is_contiguous() && v.is_contiguous()) || bshd,
               "flash_tutorial._C: contiguous [B, H, S, D] (or with bshd [B, S, H, D]) tensors");
   const c10::cuda::CUDAGuard on_device(q.device());  // the kernels launch on the current device
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
-  const fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
-  Tensor out = torch::empty_like(q);
+  fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
+  if (bshd) {  // a chapter without Support::input_strides refuses these (check_forward_args)
+    p.q_input = input_strides_of(q);
+    p.k_input = input_strides_of(k);
+    p.v_input = input_strides_of(v);
+  }
+  Tensor out = torch::empty(q.sizes(), q.options());  // contiguous, whatever q's strides
   Tensor lse = torch::empty({p.batch, p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (block_mask) {
@@ -190,14 +211,20 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
                                             const Tensor& out, const Tensor& lse, bool causal, double scale,
                                             const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
                                             int64_t window_left, int64_t window_right) {
-  TORCH_CHECK(dout.is_contiguous() && q.is_contiguous() && k.is_contiguous() && v.is_contiguous() &&
-                  out.is_contiguous() && lse.is_contiguous(),
+  TORCH_CHECK(dout.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
+                  ((q.is_contiguous() && k.is_contiguous() && v.is_contiguous()) || bshd),
               "flash_tutorial._C: contiguous tensors");
   const c10::cuda::CUDAGuard on_device(q.device());
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
-  const fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
-  Tensor dq = torch::empty_like(q), dk = torch::empty_like(k), dv = torch::empty_like(v);
+  fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
+  if (bshd) {  // q, k, v as the forward read them; dQ, dK, dV come out contiguous
+    p.q_input = input_strides_of(q);
+    p.k_input = input_strides_of(k);
+    p.v_input = input_strides_of(v);
+  }
+  Tensor dq = torch::empty(q.sizes(), q.options()), dk = torch::empty(k.sizes(), k.options()),
+         dv = torch::empty(v.sizes(), v.options());
   const cudaStream_t stream = at::cuda::getCurrentCUDAStream();
   if (block_mask) {
     const backward::DeviceSparseWalk walk(p, mask_of(p, *block_mask, block_k));
@@ -261,5 +288,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention", &attention, "O, LSE with autograd in C++ (the eager fast path, no block mask)");
   m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
+  m.def("takes_input_strides", &takes_input_strides,
+        "whether the call's chapters read [B, S, H, D] q, k, v through strides of their own");
   m.def("reads_bshd", &reads_bshd, "whether the forward's (or backward's) chapter reads [B, S, H, D] in place");
 }

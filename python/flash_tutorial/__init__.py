@@ -100,9 +100,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
     Copies: the float16 and bfloat16 forwards (09 on a Hopper GPU, else 06, or 07 under a block
-    mask) read "bshd" inputs in place (an input that is not contiguous, such as a slice of a fused
-    QKV projection, is copied into a contiguous [B, S, H, D] first) and write O as [B, Sq, H, D],
-    contiguous. 05 (float32) reads [B, H, S, D] contiguous tensors: a "bshd" input is copied once
+    mask) read "bshd" inputs in place and write O as [B, Sq, H, D], contiguous. An input that is
+    not contiguous, such as a slice of a fused QKV projection, goes to 09 and 11 as it lies (their
+    tensor maps take any 16-byte-multiple strides) and is copied into a contiguous [B, S, H, D]
+    tensor for the others. 05 (float32) reads [B, H, S, D] contiguous tensors: a "bshd" input is copied once
     into [B, H, S, D], and O comes back as a transposed view.
     After a forward that read "bshd" in place, the backward (11, or 08's tensor-core kernel) reads
     q, k, v, O and dO in place too, and writes dq, dk, dv as [B, S, H, D] (dO is copied only if
@@ -131,8 +132,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     reason = None if compiling else ops.kernel_unavailable_reason(q, k, block_mask is not None, window=has_window,
                                                                   softcap=softcap > 0)
     in_place = not compiling and layout == "bshd" and reason is None and ops.reads_bshd(q, block_mask is not None)
-    if in_place:  # the chapter reads [B, S, H, D] as it lies; copied only where not contiguous so
-        given = tuple(t.contiguous() for t in given)
+    if in_place:  # the chapter reads [B, S, H, D] as it lies: 09 and 11 through any strides their
+        # tensor maps take (a fused QKV projection's slices), the others contiguous tensors only
+        strided = ops.takes_input_strides(q, block_mask is not None)
+        given = tuple(t if strided and ops.tma_friendly(t) else t.contiguous() for t in given)
     if ops.fast_path(q, block_mask is not None, has_window, softcap > 0):  # the same kernels, autograd in C++
         if in_place:
             out, lse = ops._C.attention(*given, bool(causal), float(scale), left, right, True)

@@ -65,6 +65,29 @@ def reads_bshd(q: torch.Tensor, has_mask: bool = False, backward: bool = False) 
     return _bshd[key]
 
 
+_strided = {}
+
+
+def takes_input_strides(q: torch.Tensor, has_mask: bool = False) -> bool:
+    """Whether the chapters that run this call's forward and backward read [B, S, H, D] q, k, v
+    through strides of their own (09 and 11: their tensor maps), so that slices of a fused QKV
+    projection need no copy. Only asked where the kernels run the call in that layout."""
+    if _C is None or not q.is_cuda:
+        return False
+    key = (q.device, q.dtype, q.shape[-1], has_mask)
+    if key not in _strided:
+        _strided[key] = _C.takes_input_strides(q, has_mask)
+    return _strided[key]
+
+
+def tma_friendly(t: torch.Tensor) -> bool:
+    """A [B, S, H, D] tensor the tensor maps can read as it lies: rows contiguous, every other stride
+    a positive multiple of 16 bytes, the start 16-byte aligned."""
+    step = 16 // t.element_size()
+    return (t.stride(-1) == 1 and all(s > 0 and s % step == 0 for s in t.stride()[:-1])
+            and t.data_ptr() % 16 == 0)
+
+
 def fast_path(q: torch.Tensor, has_mask: bool, window: bool, softcap: bool = False) -> bool:
     """Whether attention() may call _C.attention, the op with its autograd in C++: in eager mode,
     without a block mask or a softcap, where the kernels run the forward and the backward (no
