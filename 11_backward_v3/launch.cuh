@@ -29,31 +29,45 @@ namespace backward_v3 {
 
 namespace detail {
 
-constexpr int kPrepWarps = 8;  // padded rows a block of prepare_kernel, one warp each
+constexpr int kPrepRows = 32;  // padded rows a block of prepare_kernel, eight threads each
 
-// One warp a row of the padded [B * H][Tr * Br] vectors: D_i = rowsum(dO_i o O_i) and LSE_i
-// log2(e) for rows below Sq; past Sq, D = 0 and LSE = +inf, so those rows' P is exactly 0.
-// kBshd: O and dO as [B, S, H, D], alike (os: their strides, Problem::o_strides); H: the query heads.
-template <class T, bool kBshd>
-__global__ void __launch_bounds__(32 * kPrepWarps)
+// Eight threads a row of the padded [B * H][Tr * Br] vectors: D_i = rowsum(dO_i o O_i), read in
+// 16-byte loads, and LSE_i log2(e) for rows below Sq; past Sq, D = 0 and LSE = +inf, so those
+// rows' P is exactly 0. The same threads zero the row's kD floats of the fp32 dQ accumulator
+// (Config::kD a row; zeros need no chunk order), which saves a memset and its pass over memory.
+// kBshd: O and dO as [B, S, H, D], alike (os: their strides, Problem::o_strides); H: the query
+// heads. O and dO are 16-byte aligned and D is a multiple of 8 (run_layout checks O; dO is read by
+// TMA, which needs it).
+template <class T, int kD, bool kBshd>
+__global__ void __launch_bounds__(8 * kPrepRows)
     prepare_kernel(const T* __restrict__ o, const T* __restrict__ dout, const float* __restrict__ lse,
-                   float* __restrict__ lse2, float* __restrict__ D_row, std::int64_t padded_rows, int padded_len,
-                   int Sq, int D, fa::Strides os, int H) {
-  const std::int64_t row = std::int64_t{blockIdx.x} * kPrepWarps + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= padded_rows) return;  // the whole warp: the shuffles see 32 lanes
+                   float* __restrict__ lse2, float* __restrict__ D_row, float4* __restrict__ dq_accum,
+                   std::int64_t padded_rows, int padded_len, int Sq, int D, fa::Strides os, int H) {
+  const std::int64_t row = std::int64_t{blockIdx.x} * kPrepRows + threadIdx.x / 8;
+  const int part = threadIdx.x % 8;
+  // padded_rows is a multiple of Br >= 64, so every block is whole and the shuffles see 32 lanes.
+  if (row >= padded_rows) return;
   const std::int64_t bh = row / padded_len;
   const int r = static_cast<int>(row % padded_len);
   float acc = 0.0f;
   if (r < Sq) {
     const std::int64_t at = kBshd ? bh / H * os.batch + bh % H * os.head + r * os.row : (bh * Sq + r) * D;
-    for (int c = lane; c < D; c += 32) acc = fmaf(static_cast<float>(dout[at + c]), static_cast<float>(o[at + c]), acc);
+    for (int c = 8 * part; c < D; c += 64) {
+      const uint4 a = *reinterpret_cast<const uint4*>(dout + at + c), b = *reinterpret_cast<const uint4*>(o + at + c);
+      const T* x = reinterpret_cast<const T*>(&a);
+      const T* y = reinterpret_cast<const T*>(&b);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc = fmaf(static_cast<float>(x[j]), static_cast<float>(y[j]), acc);
+    }
   }
-  acc = fa::cuda::warp_sum(acc);
-  if (lane == 0) {
+  acc = fa::cuda::warp_sum<8>(acc);
+  if (part == 0) {
     D_row[row] = acc;
     lse2[row] = r < Sq ? lse[bh * Sq + r] * kLog2e : INFINITY;  // +inf stays +inf
   }
+  float4* zeros = dq_accum + row * (kD / 4);
+#pragma unroll
+  for (int c = part; c < kD / 4; c += 8) zeros[c] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 }
 
 // dQ = scale x the accumulator, whose 16 KiB chunks hold a (64 rows, 64 columns) tile in the order
@@ -129,12 +143,13 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
   int* dq_turn = kTurns ? reinterpret_cast<int*>(ws + 2 * vec_bytes + acc_bytes) : nullptr;
   float* kv_partial = long_walks ? reinterpret_cast<float*>(ws + 2 * vec_bytes + acc_bytes + turn_bytes) : nullptr;
 
-  FA_CUDA_CHECK(cudaMemsetAsync(dq_accum, 0, padded_rows * kD * sizeof(float), stream));
+  if (reinterpret_cast<std::uintptr_t>(o) % 16 != 0)
+    throw std::invalid_argument("11_backward_v3: O must be 16-byte aligned (the preparation kernel reads it in 16-byte loads)");
   if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
-  prepare_kernel<T, C::kBshd><<<fa::cuda::blocks_1d((padded_rows + kPrepWarps - 1) / kPrepWarps, "11_backward_v3"),
-                      32 * kPrepWarps, 0, stream>>>(static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2,
-                                                    D_row, padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim,
-                                                    p.o_strides(), p.heads);
+  prepare_kernel<T, kD, C::kBshd>
+      <<<fa::cuda::blocks_1d(padded_rows / kPrepRows, "11_backward_v3"), 8 * kPrepRows, 0, stream>>>(
+          static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2, D_row, reinterpret_cast<float4*>(dq_accum),
+          padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim, p.o_strides(), p.heads);
   FA_CHECK_LAUNCH();
 
   constexpr auto kernel = [] {

@@ -6,8 +6,9 @@
     model.set_attn_implementation("tutorial")          # or from_pretrained(..., attn_implementation=...)
 
 transformers (5.x) calls an attention implementation with the layer's module and q, k, v as
-[B, H, S, D] and takes back [B, S, H, D]; this one hands them to flash_tutorial.attention
-(layout "bhsd"; the op copies them once into contiguous [B, H, S, D] where they are views). The
+[B, H, S, D] and takes back [B, S, H, D]; this one hands their [B, S, H, D] views to
+flash_tutorial.attention (layout "bshd"): the projections lie that way in memory, so on Hopper 09
+and 11 read them in place through their strides, and O comes back as [B, S, H, D] without a copy. The
 mask function registered with it returns None unless a padding mask hides some token: causality
 comes from the layer (is_causal) and the window from its `sliding_window`, so no [Sq, Sk] mask
 is built. A real padding mask goes to transformers' SDPA mask function, and the attention
@@ -39,9 +40,12 @@ def attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.T
         raise ValueError(f"flash_tutorial.hf: the op has no attention dropout (got {dropout}); set it to 0")
     causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     window = None if sliding_window is None else (sliding_window - 1, sliding_window - 1)
-    out = attention(query, key, value, causal=bool(causal), scale=scaling, layout="bhsd", window=window,
-                    softcap=float(softcap or 0.0))
-    return out.transpose(1, 2).contiguous(), None
+    # [B, S, H, D] views of what transformers hands over: its projections lie that way in memory, and
+    # the op reads such views in place (09 and 11 through their strides) and returns O as
+    # [B, S, H, D], the layout transformers wants back; no copy either way.
+    out = attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), causal=bool(causal),
+                    scale=scaling, layout="bshd", window=window, softcap=float(softcap or 0.0))
+    return out, None
 
 
 def register(name: str = NAME) -> str:
