@@ -5,7 +5,8 @@
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
 // thread), so five share an SM, and the warp schedulers interleave their GEMMs and softmaxes
 // without any hand-made schedule. A sliding window runs the warp-specialized kernel at every head
-// dim (D = 64: its four-stage configuration, as the steps run it): v1 takes no window.
+// dim (D = 64: its four-stage configuration, as the steps run it): v1 takes no window, and no packed
+// batch of sequences (varlen) either.
 #include "09_flash_v3/flash_v3.h"
 
 #include <cuda_bf16.h>
@@ -28,7 +29,8 @@ const fa::Chapter& chapter() {
                   .max_head_dim = 256,
                   .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: the tensor maps' strides
                   .window = true,
-                  .input_strides = true},  // Q, K, V through the tensor maps' strides: any 16-byte multiples
+                  .input_strides = true,  // Q, K, V through the tensor maps' strides: any 16-byte multiples
+                  .varlen = true},  // a packed batch of sequences: the tile walk goes through them
       .forward = forward,
       .test_head_dims = {64, 96, 128, 192, 256},
       .defaults = fa::default_problem(fa::Dtype::bf16)};
@@ -45,23 +47,26 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
                                 std::to_string(fa::cuda::compute_capability()));
   const Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3");
   // kBshd: [B, S, H, D] tensors, read and written through 4-D tensor maps (launch.cuh: make_maps)
-  // by kernels of their own, so that the [B, H, S, D] kernels keep their 3-D maps' code.
-  auto run = [&](auto type, auto bshd) {
+  // by kernels of their own, so that the [B, H, S, D] kernels keep their 3-D maps' code. kVarlen:
+  // a packed batch of sequences, [1, total, H, D], by kernels of its own as well.
+  auto run = [&](auto type, auto bshd, auto varlen) {
     using T = decltype(type);
-    constexpr bool kBshd = decltype(bshd)::value;
+    constexpr bool kBshd = decltype(bshd)::value, kVarlen = decltype(varlen)::value;
     switch (p.head_dim) {
       case 64:
-        if (p.has_window()) launch<ChapterConfig<T, 64>, kBshd>(p, q, k, v, prm, stream);
+        if constexpr (kVarlen) launch<ChapterConfig<T, 64>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+        else if (p.has_window()) launch<ChapterConfig<T, 64>, kBshd>(p, q, k, v, prm, stream);
         else steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd>(p, q, k, v, prm, stream);
         break;
-      case 192: launch<ChapterConfig<T, 192>, kBshd>(p, q, k, v, prm, stream); break;
-      case 256: launch<ChapterConfig<T, 256>, kBshd>(p, q, k, v, prm, stream); break;
-      default: launch<ChapterConfig<T, 128>, kBshd>(p, q, k, v, prm, stream);  // 96 and 128 (96: zero-filled to 128)
+      case 192: launch<ChapterConfig<T, 192>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
+      case 256: launch<ChapterConfig<T, 256>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
+      default: launch<ChapterConfig<T, 128>, kBshd, kVarlen>(p, q, k, v, prm, stream);  // 96 and 128 (96: zero-filled to 128)
     }
   };
   auto layout = [&](auto type) {
-    if (p.layout == fa::Layout::bshd) run(type, std::true_type{});
-    else run(type, std::false_type{});
+    if (p.is_varlen()) run(type, std::true_type{}, std::true_type{});  // validate(): varlen is bshd
+    else if (p.layout == fa::Layout::bshd) run(type, std::true_type{}, std::false_type{});
+    else run(type, std::false_type{}, std::false_type{});
   };
   if (p.dtype == fa::Dtype::bf16) layout(__nv_bfloat16{});
   else layout(__half{});

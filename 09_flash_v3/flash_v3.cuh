@@ -99,10 +99,12 @@ using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=
 // block's next tile, so group 0 starts the next S while group 1 writes its O_i (only the block's
 // very last turn hands over nothing). Both groups take Tc_end - Tc_begin + 1 turns a tile (a
 // group's rows past the causal edge or outside the window of a tile are masked), so every bar.sync
-// has its arrival, tile after tile.
-template <class C, int kGroup, bool kBshd>
+// has its arrival, tile after tile. Varlen: VarlenArgs for a packed batch of sequences (each tile
+// masks, and writes O and LSE, by its own sequence's lengths), else NoVarlen.
+template <class C, int kGroup, bool kBshd, class Varlen = NoVarlen>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
-                                        unsigned char* base_p, const CUtensorMap* o_map) {
+                                        unsigned char* base_p, const CUtensorMap* o_map, const Varlen& vl = {}) {
+  constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>;
   using Tile = typename C::Tile;
   constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -110,18 +112,29 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   auto V_s = [&](int it) { return base + C::kV + it % C::kStages * C::kTileBytes; };
   int it0 = 0, n = 0;  // K/V tiles before this work tile (as the producer counts them), work tiles
   const bool storer = threadIdx.x % 128 == 0;  // the thread of the group that issues the O stores
-  TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x);
+  auto walk = block_walk(prm.seqlen_q, prm.batch_heads, prm.heads, prm.causal, C::Br, C::kPersistent, blockIdx.x,
+                         gridDim.x, vl);
   if (C::kPingPong && kGroup == 1 && !walk.done()) barrier_arrive<1>(kGroupThreads);  // group 0 goes first
   for (; !walk.done(); walk.advance(), ++n) {
     if (n > 0 && storer) {  // the previous tile's O boxes have left its Q slot: the slot may be refilled
       bulk_wait_read<0>();
       for (int k = 0; k < 4; ++k) mbarrier_arrive(smem_u32(&bars.empty_q[(n - 1) % C::kQSlots]));  // the group's 4 warps
     }
-    const WorkTile wt = walk.tile();
+    const auto wt = walk.tile();
     const bool last_tile = walk.last();  // the block's last: no turn follows its last
+    // The tile's parameters: prm, or in a packed batch prm with the sequence's lengths (which
+    // mask_scores and stage_o read) and its rows of LSE [H, total_q] (stage_o writes slice 0 of them).
+    Params seq_prm;
+    if constexpr (kVarlen) {
+      seq_prm = prm;
+      seq_prm.seqlen_q = queries_of(wt, prm.seqlen_q, vl);
+      seq_prm.seqlen_k = keys_of(wt, prm.seqlen_k, vl);
+      seq_prm.lse = prm.lse + slice_of(wt) * prm.seqlen_q + first_query(wt, vl);
+    }
+    const Params& tp = kVarlen ? seq_prm : prm;
     // Key tiles Tc_begin .. Tc_end - 1 (all of them, or the causal prefix, or a sliding window's band).
-    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);
-    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
+    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, tp.seqlen_q, tp.seqlen_k, prm.window_left);
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_right);
     const int group_tile = 2 * wt.i_tile + kGroup;  // the group's 64 rows as a tile of their own
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
     const int slot = n % C::kQSlots;
@@ -167,8 +180,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if (kPV && !C::kOverlap) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
       }
       if constexpr (kScores) {
-        if (needs_mask(group_tile, s, 64, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right))
-          fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, prm);
+        if (needs_mask(group_tile, s, 64, Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_left, prm.window_right))
+          fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, tp);
         if constexpr (C::kOverlap) {
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) ml.O[0][nt][0] = ml.O[0][nt][1] = ml.O[0][nt][2] = ml.O[0][nt][3] = 1.0f;
@@ -214,17 +227,24 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     it0 += Tc_end > Tc_begin ? Tc_end - Tc_begin : 0;
     // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
     // top of the group's next tile, once the copy engine has read it.
-    stage_o<C>(w, stats, prm, wt.bh, base_p + (Q_w - base), warp, row, g, t);
+    stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
     fence_proxy_async();                 // the stores, before the copy engine reads them
     barrier_sync<3 + kGroup>(128);       // the group's 4 warps have stored their rows
-    if (storer) {
+    if (kVarlen && group_tile * 64 + 64 > tp.seqlen_q) {
+      // The group's rows reach past its sequence's end, where the next sequence's O lies: a TMA box
+      // would overwrite it. The group's 128 threads copy the rows inside, 16 bytes at a time.
+      copy_rows_out<C>(prm, base_p + (Q_w - base), first_query(wt, vl) + group_tile * 64, tp.seqlen_q - group_tile * 64,
+                       slice_of(wt));
+      barrier_sync<3 + kGroup>(128);  // the slot is read before its release at the next tile
+    } else if (storer) {
 #pragma unroll
       for (int a = 0; a < C::kD / kAtomCols; ++a)
         if constexpr (kBshd)
-          tma_store_4d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh) % prm.heads,
-                       static_cast<int>(wt.bh) / prm.heads, Q_w + a * C::Br * 128);
+          tma_store_4d(o_map, a * kAtomCols, kVarlen ? first_query(wt, vl) + group_tile * 64 : group_tile * 64,
+                       static_cast<int>(slice_of(wt)) % prm.heads, static_cast<int>(slice_of(wt)) / prm.heads,
+                       Q_w + a * C::Br * 128);
         else
-          tma_store_3d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(wt.bh), Q_w + a * C::Br * 128);
+          tma_store_3d(o_map, a * kAtomCols, group_tile * 64, static_cast<int>(slice_of(wt)), Q_w + a * C::Br * 128);
       bulk_commit();
     }
   }
@@ -232,12 +252,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
 }
 
 // grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
-// kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D].
-template <class C, bool kBshd = false>
+// kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D]. Varlen: VarlenArgs for
+// a packed batch of sequences ([1, total, H, D] tensors, kBshd), NoVarlen otherwise.
+template <class C, bool kBshd = false, class Varlen = NoVarlen>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
-                    const Params prm) {
+                    const Params prm, const Varlen vl) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
@@ -259,13 +280,13 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // the producer: one thread issues every copy; the other 127 leave
     setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<C, kBshd>(&q_map, &k_map, &v_map, bars, base, prm);
+    if (threadIdx.x == 0) produce<C, kBshd>(&q_map, &k_map, &v_map, bars, base, prm, vl);
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
-  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map);
-  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map);
+  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl);
+  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl);
 }
 
 }  // namespace flash_v3

@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "09_flash_v3/flash_v3.cuh"
+#include "common/cuda/device_memory.h"  // workspace, workspace_part
 
 namespace flash_v3 {
 
@@ -34,28 +37,53 @@ inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t r
 }
 
 // kBshd: [B, S, H, D] tensors (the chapter's forward passes p.layout == bshd; the steps take [B, H, S, D] only).
-template <class C, bool kBshd = false>
+// kVarlen: a packed batch of sequences (Problem::cu_seqlens_q, cu_seqlens_k; [1, total, H, D]
+// tensors): the sequences' offsets and the walk's unit offsets go to the GPU first, into the
+// workspace, and the kernel walks the sequences' tiles.
+template <class C, bool kBshd = false, bool kVarlen = false>
 void launch(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm, cudaStream_t stream) {
+  static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
+  using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
+  constexpr auto kernel = flash_v3_kernel<C, kBshd, Varlen>;
   static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(flash_v3_kernel<C, kBshd>, C::kSmemBytes);
+    allow_shared_memory(kernel, C::kSmemBytes);
     return true;
   }();
   (void)opted_in;
   const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
-  const std::int64_t units = TileWalk::units(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent);
+  Varlen vl{};
+  std::int64_t units = 0;
+  if constexpr (kVarlen) {
+    const std::vector<std::int64_t> offsets =
+        varlen_unit_offsets(p.cu_seqlens_q, p.heads, p.causal, C::Br, C::kPersistent);
+    units = offsets.back();
+    const std::size_t cu_bytes = fa::cuda::workspace_part(p.cu_seqlens_q.size() * sizeof(int));
+    auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
+        2 * cu_bytes + offsets.size() * sizeof(std::int64_t), "09_flash_v3's sequence and unit offsets"));
+    FA_CUDA_CHECK(cudaMemcpyAsync(ws, p.cu_seqlens_q.data(), p.cu_seqlens_q.size() * sizeof(int),
+                                  cudaMemcpyHostToDevice, stream));
+    FA_CUDA_CHECK(cudaMemcpyAsync(ws + cu_bytes, p.cu_seqlens_k.data(), p.cu_seqlens_k.size() * sizeof(int),
+                                  cudaMemcpyHostToDevice, stream));
+    FA_CUDA_CHECK(cudaMemcpyAsync(ws + 2 * cu_bytes, offsets.data(), offsets.size() * sizeof(std::int64_t),
+                                  cudaMemcpyHostToDevice, stream));
+    vl = {reinterpret_cast<const int*>(ws), reinterpret_cast<const int*>(ws + cu_bytes),
+          reinterpret_cast<const std::int64_t*>(ws + 2 * cu_bytes), static_cast<int>(p.cu_seqlens_q.size()) - 1};
+  } else {
+    units = TileWalk::units(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent);
+  }
   if (units == 0) return;
   static const int blocks_per_gpu = [] {  // how many blocks are resident at once (persistent)
     int device = 0, sms = 0, per_sm = 0;
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, flash_v3_kernel<C, kBshd>, C::kThreads, C::kSmemBytes));
+    FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, C::kThreads, C::kSmemBytes));
     return sms * per_sm;
   }();
   const std::int64_t cap = C::kPersistent ? blocks_per_gpu : std::int64_t{kMaxGridX};
   const unsigned blocks = static_cast<unsigned>(units < cap ? units : cap);
   // O in boxes of one consumer's 64 rows x 64 columns (the TMA-store epilogue).
   const CUtensorMap o_map = o_map_of(prm.o, p, 64);
-  flash_v3_kernel<C, kBshd><<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm);
+  kernel<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm, vl);
   FA_CHECK_LAUNCH();
 }
 

@@ -49,29 +49,39 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* 
 // consumers have read that slot's previous Q_i, then K_s and V_s into the ring. `it` counts K/V tiles over the block's
 // whole life: tile `it` goes to stage it % kStages, and its use u = it / kStages of the stage
 // waits for the (u-1)-th completion of the stage's empty barrier. kBshd: [B, S, H, D] tensors.
-template <class C, bool kBshd = false>
+// Varlen: VarlenArgs for a packed batch (whose tiles' rows start at their sequence's first row; a
+// box reaching past a sequence's end reads the next one's rows, which the consumers mask or never
+// store), NoVarlen otherwise.
+template <class C, bool kBshd = false, class Varlen = NoVarlen>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                        Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm) {
+                                        Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm,
+                                        const Varlen& vl = {}) {
   int it = 0, n = 0;  // K/V tiles and work tiles so far
-  TileWalk walk(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent, blockIdx.x, gridDim.x);
+  auto walk = block_walk(prm.seqlen_q, prm.batch_heads, prm.heads, prm.causal, C::Br, C::kPersistent, blockIdx.x,
+                         gridDim.x, vl);
   for (; !walk.done(); walk.advance(), ++n) {
-    const WorkTile wt = walk.tile();
-    const std::int64_t kv_bh = wt.bh / prm.group_size;
+    const auto wt = walk.tile();
+    const std::int64_t kv_bh = slice_of(wt) / prm.group_size;
     const int kv_heads = prm.heads / prm.group_size;
-    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.window_left);
-    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_right);
+    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, queries_of(wt, prm.seqlen_q, vl),
+                                        keys_of(wt, prm.seqlen_k, vl), prm.window_left);
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, queries_of(wt, prm.seqlen_q, vl),
+                                    keys_of(wt, prm.seqlen_k, vl), prm.causal, prm.window_right);
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
     if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
     mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
-    load_tile<C::Br, C::kD, kBshd>(base + C::kQ + slot * C::kQBytes, q_map, wt.i_tile * C::Br, wt.bh, prm.heads, smem_u32(&bars.full_q[slot]));
+    load_tile<C::Br, C::kD, kBshd>(base + C::kQ + slot * C::kQBytes, q_map, first_query(wt, vl) + wt.i_tile * C::Br,
+                                   slice_of(wt), prm.heads, smem_u32(&bars.full_q[slot]));
     for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
       const int stage = it % C::kStages, use = it / C::kStages;
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD, kBshd>(base + C::kK + stage * C::kTileBytes, k_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
+      load_tile<C::Bc, C::kD, kBshd>(base + C::kK + stage * C::kTileBytes, k_map, first_key(wt, vl) + s * C::Bc, kv_bh,
+                                     kv_heads, smem_u32(&bars.full_k[stage]));
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
+      load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, first_key(wt, vl) + s * C::Bc, kv_bh,
+                                     kv_heads, smem_u32(&bars.full_v[stage]));
     }
   }
 }
@@ -126,6 +136,24 @@ __device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w
           pack2<T>(w.O[0][nt][2 * h] * inv_l, w.O[0][nt][2 * h + 1] * inv_l);
     if (t == 0 && row + 8 * h < prm.seqlen_q)
       prm.lse[bh * prm.seqlen_q + row + 8 * h] = fa2::row_lse(stats, 0, h, l);
+  }
+}
+
+// A packed batch's epilogue where a consumer group's 64 rows reach past their sequence's end
+// (consume): the group's 128 threads copy the `rows` rows inside (none when rows <= 0) from O_p,
+// the rows stage_o staged in the swizzled slot, to O's rows first_row .. of head h ([1, total, H,
+// D]: O lies as Q does), 16 bytes a thread at a time. Only the tensor's D columns (96 of the D = 128
+// tiles' at D = 96).
+template <class C>
+__device__ __forceinline__ void copy_rows_out(const Params& prm, const unsigned char* O_p, int first_row, int rows,
+                                              std::int64_t h) {
+  using T = typename C::T;
+  const int chunks = prm.head_dim / 8;  // 16-byte chunks of a row
+  T* o = static_cast<T*>(prm.o) + std::int64_t{first_row} * prm.q_strides.row + h * prm.q_strides.head;
+  for (int idx = threadIdx.x % 128; idx < rows * chunks; idx += 128) {
+    const int r = idx / chunks, c = idx % chunks;
+    *reinterpret_cast<uint4*>(o + r * prm.q_strides.row + 8 * c) =
+        *reinterpret_cast<const uint4*>(O_p + kmajor_sw128_offset(r, 8 * c, C::Br));
   }
 }
 

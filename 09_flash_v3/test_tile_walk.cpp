@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -84,6 +85,61 @@ TEST(TileWalk, Order) {
   EXPECT_EQ(tiles_of(true, true, 1, 2), (std::vector<int>{3, 1, 14, 10, 12}));
   EXPECT_EQ(TileWalk::units(5 * 128, 2, true, 128, true), 6);
   EXPECT_EQ(TileWalk::units(5 * 128, 2, true, 128, false), 10);
+}
+
+// VarlenTileWalk over packed sequences: every (sequence, head, query tile) once over the grid,
+// nothing for empty sequences, causal pairs of one sequence's head back to back.
+TEST(VarlenTileWalk, CoversEveryTileOnce) {
+  using flash_v3::VarlenTile;
+  using flash_v3::VarlenTileWalk;
+  constexpr int Br = 128;
+  const std::vector<std::vector<int>> batches = {{1}, {0, 129, 300}, {1000, 0, 0, 1, 128, 257}, {0, 0}, {2048, 5, 4096}};
+  for (const std::vector<int>& lens : batches)
+    for (int heads : {1, 3})
+      for (bool causal : {false, true})
+        for (bool persistent : {false, true})
+          for (std::int64_t grid_cap : {1, 5, 132, 1 << 20}) {
+            std::vector<int> cu{0};
+            for (int len : lens) cu.push_back(cu.back() + len);
+            const int batch = static_cast<int>(lens.size());
+            const std::vector<std::int64_t> offsets = flash_v3::varlen_unit_offsets(cu, heads, causal, Br, persistent);
+            const std::int64_t units = offsets.back(), grid = std::min(grid_cap, units);
+            SCOPED_TRACE(testing::Message() << lens.size() << " sequences, H " << heads << (causal ? ", causal" : "")
+                                            << (persistent ? ", persistent" : "") << ", grid " << grid);
+            std::map<std::tuple<int, int, int>, int> seen;
+            for (std::int64_t block = 0; block < grid; ++block) {
+              std::vector<VarlenTile> mine;
+              for (VarlenTileWalk w(cu.data(), offsets.data(), batch, heads, causal, Br, persistent, block, grid);
+                   !w.done(); w.advance()) {
+                const VarlenTile t = w.tile();
+                ASSERT_GE(t.seq, 0);
+                ASSERT_LT(t.seq, batch);
+                ASSERT_GE(t.head, 0);
+                ASSERT_LT(t.head, heads);
+                const int Tr = (lens[t.seq] + Br - 1) / Br;
+                ASSERT_GE(t.i_tile, 0);
+                ASSERT_LT(t.i_tile, Tr) << "sequence " << t.seq << " of " << lens[t.seq] << " rows";
+                ++seen[{t.seq, t.head, t.i_tile}];
+                mine.push_back(t);
+              }
+              if (causal && persistent) {
+                for (std::size_t n = 0; n < mine.size(); ++n) {
+                  const VarlenTile t = mine[n];
+                  const int Tr = (lens[t.seq] + Br - 1) / Br;
+                  if (2 * t.i_tile < Tr - 1) {  // a short tile follows its long partner
+                    ASSERT_GT(n, 0u);
+                    EXPECT_EQ(mine[n - 1].seq, t.seq);
+                    EXPECT_EQ(mine[n - 1].head, t.head);
+                    EXPECT_EQ(mine[n - 1].i_tile + t.i_tile, Tr - 1);
+                  }
+                }
+              }
+            }
+            std::size_t tiles = 0;
+            for (int len : lens) tiles += static_cast<std::size_t>(heads) * ((len + Br - 1) / Br);
+            EXPECT_EQ(seen.size(), tiles);
+            for (const auto& [tile, count] : seen) EXPECT_EQ(count, 1);
+          }
 }
 
 }  // namespace

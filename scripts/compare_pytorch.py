@@ -63,6 +63,43 @@ def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction,
         return median_ms(lambda: out.backward(dout, retain_graph=True))
 
 
+# The packed batch of common/harness/bench_harness.h (mixed_lengths_64k): 30 sequences, 65,536 tokens.
+MIXED_LENGTHS_64K = [3851, 2531, 493, 225, 765, 457, 2870, 279, 646, 1085, 5245, 741, 251, 2505, 1286, 216, 5287,
+                     7536, 3262, 5096, 288, 2208, 5014, 1768, 633, 104, 526, 1240, 5371, 3757]
+
+
+def time_varlen(args):
+    """FlashAttention-2's varlen forward (torch.ops.aten._flash_attention_forward with cu_seqlens) on
+    the packed batch, heads = 2048 / D, f16 and bf16 of --dtypes: records with varlen=True."""
+    records = []
+    cu = torch.tensor([0] + torch.tensor(MIXED_LENGTHS_64K).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
+    total, longest = int(cu[-1]), max(MIXED_LENGTHS_64K)
+    for dtype_name in args.dtypes.split(","):
+        if dtype_name not in ("f16", "bf16"):
+            continue
+        for head_dim in map(int, args.head_dims.split(",")):
+            heads = 2048 // head_dim
+            gen = torch.Generator(device="cuda").manual_seed(head_dim)
+            q, k, v = (torch.randn(total, heads, head_dim, device="cuda", dtype=DTYPES[dtype_name], generator=gen)
+                       for _ in range(3))
+            for causal in (False, True):
+                flops = sum(4.0 * n * n * head_dim * heads / (2 if causal else 1) for n in MIXED_LENGTHS_64K)
+                rec = dict(direction="fwd", backend="flash_varlen", dtype=dtype_name, batch=1, heads=heads,
+                           seqlen=total, head_dim=head_dim, causal=causal, varlen=True)
+                try:
+                    ms = median_ms(lambda: torch.ops.aten._flash_attention_forward(
+                        q, k, v, cu, cu, longest, longest, 0.0, causal, False))
+                    rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
+                    note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
+                except (RuntimeError, torch.OutOfMemoryError) as e:
+                    rec["error"] = str(e).splitlines()[0][:200]
+                    note = "n/a: " + rec["error"][:70]
+                records.append(rec)
+                print(f"varlen fwd {dtype_name} D={head_dim} {'causal' if causal else 'full  '} flash_varlen {note}",
+                      flush=True)
+    return records
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtypes", default="f32")
@@ -72,6 +109,8 @@ def main():
                     help="V's head dim where it differs from Q and K's (MLA: --head-dims 576 --head-dim-v 512)")
     ap.add_argument("--directions", default="fwd")
     ap.add_argument("--max-seqlen", type=int, default=16384)
+    ap.add_argument("--varlen", action="store_true",
+                    help="also FlashAttention-2's varlen forward on the packed batch of mixed lengths (f16, bf16)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 
@@ -109,6 +148,8 @@ def main():
                                   f"{'causal' if causal else 'full  '} seqlen={seqlen:5d} {backend:9s} {note}",
                                   flush=True)
                         seqlen *= 2
+    if args.varlen:
+        records += time_varlen(args)
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": records}, f, indent=1)
 

@@ -122,6 +122,20 @@ def main():
         grid = summarize.grid_table(families[1], torch_tables["bwd"], "11_backward_v3")
         check("11's grid: " + grid, "| bf16 | 128 | full | - | 480.0 (1.20x cudnn) | - | - |" in grid)
 
+    with tempfile.TemporaryDirectory() as d:
+        # The packed batch (fwd/.../varlen:64k) lands in its own table beside PyTorch's varlen
+        # record, and neither in the seqlen table.
+        name = "fwd/09_flash_v3/bf16/D128/causal/varlen:64k/min_time:0.300/manual_time"
+        write(d, "bench_09_flash_v3.json", {"context": {}, "benchmarks": [{"name": name, "TFLOPS": 400.0}]})
+        write(d, "pytorch_fwd.json", {"meta": {"gpu": "test GPU", "torch": "0", "cuda": "0"}, "results": [
+            {"direction": "fwd", "backend": "flash_varlen", "dtype": "bf16", "head_dim": 128, "causal": True,
+             "seqlen": 65536, "varlen": True, "tflops": 320.0}]})
+        fwd, _, _, _, context = summarize.load_chapters(d)
+        torch_tables, _ = summarize.load_torch(d)
+        text = summarize.varlen_table(context["varlen"], torch_tables.get("varlen", {}))
+        check("the varlen table: " + text, "| bf16 | 128 | causal | 400.0 | 320.0 | 1.25x |" in text)
+        check("no varlen row among the seqlens", not fwd and not torch_tables["fwd"])
+
     for f in failures:
         print("FAILED:", f)
     print(f"test_summarize: {'FAILED' if failures else 'OK'}")

@@ -25,8 +25,8 @@ using BackwardFn = void (*)(const Problem& p, const void* q, const void* k, cons
                             cudaStream_t stream);
 
 // check_forward_args (chapter.h) on the forward's tensors, then the backward's own: throws
-// std::invalid_argument for an invalid problem, an unsupported dtype or head_dim, or a null
-// pointer. Messages start with the chapter's name.
+// std::invalid_argument for an invalid problem, an unsupported dtype or head_dim, a varlen problem
+// (no backward takes one), or a null pointer. Messages start with the chapter's name.
 void check_backward_args(const Support& s, const Problem& p, const void* q, const void* k,
                          const void* v, const void* o, const void* lse, const void* dout,
                          const void* dq, const void* dk, const void* dv);

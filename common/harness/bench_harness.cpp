@@ -66,6 +66,15 @@ void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.3);
       }
+      if (chapter.support.varlen && takes_bshd(chapter.support, dtype)) {  // the packed batch of mixed lengths
+        const Problem p = varlen_shape(mixed_lengths_64k(), d, causal, dtype);
+        const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +
+                                 std::to_string(d) + (causal ? "/causal" : "/full") + "/varlen:64k";
+        benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
+            ->UseManualTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.3);
+      }
     }
   }
 }
@@ -81,6 +90,28 @@ Problem fa2_shape(int seqlen, int d, bool causal, Dtype dtype) {
   p.head_dim = d;
   p.causal = causal;
   p.dtype = dtype;
+  return p;
+}
+
+const std::vector<int>& mixed_lengths_64k() {
+  static const std::vector<int> lengths = {3851, 2531, 493,  225,  765,  457,  2870, 279,  646,  1085,
+                                           5245, 741,  251,  2505, 1286, 216,  5287, 7536, 3262, 5096,
+                                           288,  2208, 5014, 1768, 633,  104,  526,  1240, 5371, 3757};
+  return lengths;
+}
+
+Problem varlen_shape(const std::vector<int>& lengths, int d, bool causal, Dtype dtype) {
+  Problem p;
+  p.batch = 1;
+  p.heads = p.kv_heads = 2048 / d;
+  p.head_dim = d;
+  p.causal = causal;
+  p.dtype = dtype;
+  p.layout = Layout::bshd;
+  p.cu_seqlens_q = {0};
+  for (int n : lengths) p.cu_seqlens_q.push_back(p.cu_seqlens_q.back() + n);
+  p.cu_seqlens_k = p.cu_seqlens_q;
+  p.seqlen_q = p.seqlen_k = p.cu_seqlens_q.back();
   return p;
 }
 

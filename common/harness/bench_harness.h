@@ -22,6 +22,14 @@
 
 namespace fa::bench {
 
+// A packed batch of sequences of mixed lengths (varlen, FlashAttention's cu_seqlens): 30 sequences of
+// 64 to 7,536 tokens (drawn log-uniformly with a fixed seed), 65,536 in all. The benchmarks of a
+// chapter whose Support takes varlen run it as "varlen:64k", heads = 2048 / D as in the other shapes;
+// scripts/compare_pytorch.py times PyTorch's FlashAttention-2 varlen path on the same lengths.
+const std::vector<int>& mixed_lengths_64k();
+// That batch as a Problem: [1, 65536, H, D] tensors in Layout::bshd, self-attention per sequence.
+Problem varlen_shape(const std::vector<int>& lengths, int d, bool causal, Dtype dtype);
+
 // Times `run` once per benchmark iteration with CUDA events, after `before` (untimed, earlier in
 // stream order: chapter 10's L2 flush), sets each iteration's manual time and returns the median
 // iteration in seconds. The benchmarks register with UseManualTime().

@@ -38,6 +38,10 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
          "): a different one is not supported");
   if (s.head_dim_v != 0 && p.dv() != s.head_dim_v)
     fail("V's head dim must be " + std::to_string(s.head_dim_v) + ", got " + std::to_string(p.dv()));
+  // Before the layout: a varlen problem is bshd, and its refusal should name what is missing.
+  if (p.is_varlen() && !s.varlen)
+    fail("a varlen problem (cu_seqlens_q, cu_seqlens_k: " + std::to_string(p.varlen_batch()) +
+         " sequences packed in one tensor) is not supported: this chapter takes one length per batch");
   if (p.layout == Layout::bshd && !takes_bshd(s, p.dtype))
     fail(std::string("layout bshd (Q, K, V, O as [B, S, H, D]) is not supported") +
          (s.bshd_dtypes.empty() ? "" : std::string(" in ") + dtype_name(p.dtype)) +

@@ -25,8 +25,9 @@ using ForwardFn = void (*)(const Problem& p, const void* q, const void* k, const
 // older than s.min_compute_capability. Its GPU tests skip and its benchmark times nothing, saying this.
 std::string unavailable_reason(const Support& s);
 
-// Throws std::invalid_argument for an invalid problem, a dtype or head_dim the chapter does
-// not support, or a null pointer. Messages start with the chapter's name.
+// Throws std::invalid_argument for an invalid problem, a dtype, head_dim or feature (layout,
+// window, input strides, varlen) the chapter does not support, or a null pointer. Messages start
+// with the chapter's name.
 void check_forward_args(const Support& s, const Problem& p, const void* q, const void* k,
                         const void* v, const void* o, const void* lse);
 

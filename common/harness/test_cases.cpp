@@ -68,6 +68,29 @@ constexpr WindowShape kWindowShapes[] = {
     {{1, 2, 2, 4096, 4096, true}, 256, 0, InputKind::large_logits},
 };
 
+// Packed varlen batches (Problem::cu_seqlens_q, cu_seqlens_k), for a chapter whose Support takes
+// them, in each dtype it takes [B, S, H, D] in. core: self-attention under causal masking over
+// lengths 1, 129, 0 (an empty sequence), 257 and 513, and the same queries non-causal over other
+// key lengths (64, 236, 1, 199, 600: one sequence has keys and no queries). full adds a sequence
+// with queries and no keys (O = 0, LSE = +inf) beside one with more queries than keys under causal
+// masking, a long one (2,000) between short ones over MQA, and, where the chapter takes a sliding
+// window, Mistral's causal window and a two-sided one over different key lengths.
+struct VarlenShape {
+  int heads, kv_heads;
+  std::vector<int> cu_q, cu_k;
+  bool causal;
+  int left, right;  // the window; -1, -1: none
+  bool core;
+};
+const VarlenShape kVarlenShapes[] = {
+    {4, 2, {0, 1, 130, 130, 387, 900}, {0, 1, 130, 130, 387, 900}, true, -1, -1, true},
+    {4, 2, {0, 1, 130, 130, 387, 900}, {0, 64, 300, 301, 500, 1100}, false, -1, -1, true},
+    {4, 1, {0, 17, 50, 350}, {0, 100, 100, 350}, true, -1, -1, false},
+    {2, 1, {0, 3, 2003, 2080}, {0, 3, 2003, 2080}, true, -1, -1, false},
+    {4, 2, {0, 300, 301, 1013}, {0, 300, 301, 1013}, true, 127, 0, false},
+    {2, 2, {0, 200, 700}, {0, 500, 777}, false, 64, 31, false},
+};
+
 constexpr Shape kManyHeads{129, 512, 128, 3, 5, true};             // B * H = 66,048
 constexpr Shape kManyRows{1, 1, 1, 128 * 65536 + 1, 2, false};     // 65,537 tiles of 128 rows
 
@@ -77,7 +100,7 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
          std::to_string(p.seqlen_k) + "_D" + std::to_string(p.head_dim) +
          (p.causal ? "_causal_" : "_") + dtype_name(p.dtype) +
          (inputs == InputKind::normal ? "" : std::string("_") + input_kind_name(inputs)) +
-         (p.layout == Layout::bshd ? (p.has_input_strides() ? "_fusedqkv" : "_bshd") : "") +
+         (p.is_varlen() ? "_varlen" : p.layout == Layout::bshd ? (p.has_input_strides() ? "_fusedqkv" : "_bshd") : "") +
          (p.has_window() ? "_W" + std::string(p.window_left < 0 ? "inf" : std::to_string(p.window_left)) + "x" +
                                (p.window_right < 0 ? "inf" : std::to_string(p.window_right))
                          : "");
@@ -222,6 +245,19 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
             cases.push_back({name_of(p), p});
           }
         }
+        if (support.varlen) {
+          for (const VarlenShape& v : kVarlenShapes) {
+            const bool window = v.left >= 0 || v.right >= 0;
+            if ((!full && !v.core) || (window && !support.window)) continue;
+            Problem p = problem_of({1, v.heads, v.kv_heads, v.cu_q.back(), v.cu_k.back(), v.causal}, d, dtype);
+            p.layout = Layout::bshd;
+            p.cu_seqlens_q = v.cu_q;
+            p.cu_seqlens_k = v.cu_k;
+            p.window_left = v.left;
+            p.window_right = v.right;
+            cases.push_back({name_of(p), p});
+          }
+        }
       }
       ++instance;
     }
@@ -315,6 +351,23 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
   if (s.input_strides) {
     add("InputStridesNotMultipleOf8", [&](Problem& p) { fused_q(p); p.q_input->row += 4; }, "multiples of 8");
     add("InputStridesWithBhsd", [&](Problem& p) { fused_q(p); p.layout = Layout::bhsd; }, "layout bshd");
+  }
+  // A packed varlen batch of two sequences: refused, naming it, by a chapter without Support::varlen
+  // (check_forward_args refuses it before the layout); malformed ones refused by one with it.
+  auto varlen = [](Problem& p) {
+    p.batch = 1;
+    p.layout = Layout::bshd;
+    p.cu_seqlens_q = {0, p.seqlen_q / 2, p.seqlen_q};
+    p.cu_seqlens_k = {0, p.seqlen_k / 3, p.seqlen_k};
+  };
+  if (!s.varlen) add("Varlen", varlen, "varlen");
+  if (s.varlen) {
+    add("VarlenNotEndingAtSeqlen", [&](Problem& p) { varlen(p); p.cu_seqlens_q.back() -= 1; }, "cu_seqlens_q");
+    add("VarlenDecreasing", [&](Problem& p) { varlen(p); p.cu_seqlens_k[1] = p.seqlen_k + 1; }, "must not decrease");
+    add("VarlenSizesDiffer", [&](Problem& p) { varlen(p); p.cu_seqlens_k.insert(p.cu_seqlens_k.begin() + 1, 0); }, "same size");
+    add("VarlenKeysUnset", [&](Problem& p) { varlen(p); p.cu_seqlens_k.clear(); }, "set together");
+    add("VarlenBatch2", [&](Problem& p) { varlen(p); p.batch = 2; }, "batch 1");
+    add("VarlenBhsd", [&](Problem& p) { varlen(p); p.layout = Layout::bhsd; }, "bshd");
   }
   // A sliding window where the chapter takes none (Support::window), and a malformed one anywhere.
   if (!s.window) add("SlidingWindow", [](Problem& p) { p.window_left = 16; p.window_right = 0; }, "sliding window");

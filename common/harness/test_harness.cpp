@@ -82,8 +82,9 @@ void check_forward(const ForwardCase& c) {
 
   cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.v_elems() * elem);
   cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
-  // Q, K, V in the problem's layout, or as the slices of one fused QKV buffer (input strides); O
-  // comes back to [B, H, S, D] for the check.
+  // Q, K, V in the problem's layout (a varlen batch: [1, total, H, D], its sequences one after
+  // another), or as the slices of one fused QKV buffer (input strides); O comes back to
+  // [B, H, S, D] for the check, which takes a varlen problem's reference sequence by sequence.
   const void *q_in = q.get(), *k_in = k.get(), *v_in = v.get();
   cuda::DeviceBuffer qkv(p.has_input_strides() ? (p.q_elems() + p.kv_elems() + p.v_elems()) * elem : 0);
   if (p.has_input_strides()) {

@@ -26,6 +26,37 @@ float parse_float(const std::string& flag, const std::string& text) {
   return value;
 }
 
+// --varlen's list of lengths, "L1,L2,...": each an integer >= 0.
+std::vector<int> parse_lengths(const std::string& flag, const std::string& text) {
+  std::vector<int> lengths;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    char* end = nullptr;
+    errno = 0;
+    const long value = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || value < 0 || value > (1L << 30))
+      throw std::invalid_argument(flag + " expects lengths >= 0 separated by commas (e.g. 1,129,0,257), got '" +
+                                  text + "'");
+    lengths.push_back(static_cast<int>(value));
+    if (comma == std::string::npos) return lengths;
+    at = comma + 1;
+  }
+}
+
+// Cumulative offsets of `lengths`: {0, L1, L1 + L2, ...}.
+std::vector<int> offsets(const std::string& flag, const std::vector<int>& lengths) {
+  std::vector<int> cu{0};
+  long long total = 0;
+  for (int length : lengths) {
+    total += length;
+    if (total > (1LL << 31) - 1) throw std::invalid_argument(flag + ": the lengths add up to more than 2^31 - 1");
+    cu.push_back(static_cast<int>(total));
+  }
+  return cu;
+}
+
 // "a", "a or b", "a, b or c" ("and" in place of "or" where asked).
 std::string listed(const std::vector<std::string>& items, const char* last = " or ") {
   std::string s;
@@ -96,6 +127,10 @@ std::string usage(const Help& h) {
   // without Support::window refuses the problem, naming it).
   if (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& t) { return t.window; }))
     s << "  --window L,R      sliding window: query i sees keys i'-L .. i'+R, i' = i + Sk - Sq (-1: unbounded)\n";
+  // The packed varlen batch's flags, the same way (Support::varlen).
+  if (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& t) { return t.varlen; }))
+    s << "  --varlen L,L,...  a packed batch of sequences of these query lengths (layout bshd, batch 1)\n"
+      << "  --varlen-k L,...  their key lengths, as many (default: the query lengths)\n";
   s
     << "  --scale X         softmax scale (default 1/sqrt(head-dim))\n"
     << "  --dtype T         " << dtypes_text(h.supports) << " (default " << dtype_name(d.dtype) << ")\n"
@@ -115,6 +150,9 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
   Options o;
   o.problem = defaults;
   bool kv_heads_set = false;
+  std::vector<int> varlen_q, varlen_k;  // --varlen, --varlen-k: the lengths, applied after every flag
+  std::string sizes_flag;               // the last flag that sets batch or a length (--varlen sets those)
+  bool layout_set = false;
   for (int a = 1; a < argc; ++a) {
     const std::string flag = argv[a];
     auto value = [&]() -> std::string {
@@ -123,12 +161,12 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
     };
     auto int_value = [&]() { return static_cast<int>(parse_int(flag, value())); };
     if (flag == "--help" || flag == "-h") throw HelpRequested(flag);
-    else if (flag == "--batch") o.problem.batch = int_value();
+    else if (flag == "--batch") { o.problem.batch = int_value(); sizes_flag = flag; }
     else if (flag == "--heads") o.problem.heads = int_value();
     else if (flag == "--kv-heads") { o.problem.kv_heads = int_value(); kv_heads_set = true; }
-    else if (flag == "--seqlen") o.problem.seqlen_q = o.problem.seqlen_k = int_value();
-    else if (flag == "--seqlen-q") o.problem.seqlen_q = int_value();
-    else if (flag == "--seqlen-k") o.problem.seqlen_k = int_value();
+    else if (flag == "--seqlen") { o.problem.seqlen_q = o.problem.seqlen_k = int_value(); sizes_flag = flag; }
+    else if (flag == "--seqlen-q") { o.problem.seqlen_q = int_value(); sizes_flag = flag; }
+    else if (flag == "--seqlen-k") { o.problem.seqlen_k = int_value(); sizes_flag = flag; }
     else if (flag == "--head-dim") o.problem.head_dim = int_value();
     else if (flag == "--causal") o.problem.causal = true;
     else if (flag == "--window") {
@@ -140,7 +178,9 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
     }
     else if (flag == "--scale") o.problem.softmax_scale = parse_float(flag, value());
     else if (flag == "--dtype") o.problem.dtype = parse_dtype(value());
-    else if (flag == "--layout") o.problem.layout = parse_layout(value());
+    else if (flag == "--layout") { o.problem.layout = parse_layout(value()); layout_set = true; }
+    else if (flag == "--varlen") varlen_q = parse_lengths(flag, value());
+    else if (flag == "--varlen-k") varlen_k = parse_lengths(flag, value());
     else if (flag == "--iters") o.iters = int_value();
     else if (flag == "--seed") o.seed = static_cast<std::uint64_t>(parse_int(flag, value()));
     else if (flag == "--no-check") o.check = false;
@@ -148,6 +188,23 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
     else throw std::invalid_argument("unknown option '" + flag + "' (see --help)");
   }
   if (!kv_heads_set) o.problem.kv_heads = o.problem.heads;
+  if (!varlen_k.empty() && varlen_q.empty()) throw std::invalid_argument("--varlen-k needs --varlen (the query lengths)");
+  if (!varlen_q.empty()) {  // one [1, total, H, D] problem whose rows hold the sequences one after another
+    if (!sizes_flag.empty())
+      throw std::invalid_argument("--varlen sets the batch (1) and the lengths (their sums): drop " + sizes_flag);
+    if (layout_set && o.problem.layout != Layout::bshd)
+      throw std::invalid_argument("--varlen packs the sequences as [1, total, H, D], layout bshd: drop --layout bhsd");
+    if (varlen_k.empty()) varlen_k = varlen_q;
+    if (varlen_k.size() != varlen_q.size())
+      throw std::invalid_argument("--varlen-k needs as many lengths as --varlen (" + std::to_string(varlen_q.size()) +
+                                  "), got " + std::to_string(varlen_k.size()));
+    o.problem.cu_seqlens_q = offsets("--varlen", varlen_q);
+    o.problem.cu_seqlens_k = offsets("--varlen-k", varlen_k);
+    o.problem.batch = 1;
+    o.problem.layout = Layout::bshd;
+    o.problem.seqlen_q = o.problem.cu_seqlens_q.back();
+    o.problem.seqlen_k = o.problem.cu_seqlens_k.back();
+  }
   if (o.iters < 1) throw std::invalid_argument("--iters must be >= 1");
   o.problem.validate();
   return o;

@@ -54,6 +54,30 @@ void Problem::validate() const {
   require(std::int64_t{seqlen_q} * widest < (std::int64_t{1} << 31) &&
               std::int64_t{seqlen_k} * widest < (std::int64_t{1} << 31),
           "seqlen * head_dim must stay below 2^31 per head");
+  if (!is_varlen() && cu_seqlens_k.empty()) return;
+  // A varlen problem: two offset lists of B + 1 entries that run from 0 to the packed lengths.
+  require(!cu_seqlens_q.empty() && !cu_seqlens_k.empty(),
+          "cu_seqlens_q and cu_seqlens_k are set together (a varlen problem), got " +
+              std::to_string(cu_seqlens_q.size()) + " and " + std::to_string(cu_seqlens_k.size()) + " offsets");
+  require(cu_seqlens_q.size() == cu_seqlens_k.size(),
+          "cu_seqlens_q and cu_seqlens_k must have the same size (B + 1), got " +
+              std::to_string(cu_seqlens_q.size()) + " and " + std::to_string(cu_seqlens_k.size()));
+  require(cu_seqlens_q.size() >= 2, "cu_seqlens_q and cu_seqlens_k need B + 1 >= 2 offsets, got 1");
+  auto check_offsets = [&](const std::vector<int>& cu, const char* name, const char* seqlen_name, int total) {
+    require(cu.front() == 0, std::string(name) + " must start at 0, got " + std::to_string(cu.front()));
+    for (std::size_t b = 1; b < cu.size(); ++b)
+      require(cu[b] >= cu[b - 1], std::string(name) + " must not decrease, got " + std::to_string(cu[b]) +
+                                      " after " + std::to_string(cu[b - 1]) + " (entry " + std::to_string(b) + ")");
+    require(cu.back() == total, std::string(name) + " must end at " + seqlen_name + " (" + std::to_string(total) +
+                                    "), got " + std::to_string(cu.back()));
+  };
+  check_offsets(cu_seqlens_q, "cu_seqlens_q", "seqlen_q", seqlen_q);
+  check_offsets(cu_seqlens_k, "cu_seqlens_k", "seqlen_k", seqlen_k);
+  require(batch == 1, "a varlen problem (cu_seqlens) has batch 1 (its sequences lie along the rows), got " +
+                          std::to_string(batch));
+  require(layout == Layout::bshd, "a varlen problem (cu_seqlens) needs layout bshd: Q, K, V, O as [1, total, H, D]");
+  require(!has_input_strides(), "a varlen problem (cu_seqlens) takes no input strides (q_input, k_input, v_input)");
+  require(head_dim_v == 0, "a varlen problem (cu_seqlens) takes no head_dim_v of its own: V's head dim is head_dim's");
 }
 
 std::string Problem::describe() const {
@@ -64,7 +88,33 @@ std::string Problem::describe() const {
   s << (causal ? " causal " : " ") << dtype_name(dtype);
   if (layout == Layout::bshd) s << " bshd";
   if (has_window()) s << " window=(" << window_left << "," << window_right << ")";
+  if (is_varlen()) {
+    auto lengths = [](const std::vector<int>& cu) {
+      std::string list;
+      for (std::size_t b = 1; b < cu.size(); ++b) list += (b == 1 ? "" : ",") + std::to_string(cu[b] - cu[b - 1]);
+      return list;
+    };
+    if (varlen_batch() <= 4)  // few: the lengths, the keys' only where they differ
+      s << " varlen q=" << lengths(cu_seqlens_q) << (cu_seqlens_k == cu_seqlens_q ? "" : " k=" + lengths(cu_seqlens_k));
+    else
+      s << " varlen " << varlen_batch() << " seqs";
+  }
   return s.str();
+}
+
+Problem sequence_problem(const Problem& p, int b) {
+  if (!p.is_varlen() || p.cu_seqlens_k.size() != p.cu_seqlens_q.size())
+    throw std::invalid_argument("sequence_problem: not a varlen problem (cu_seqlens_q, cu_seqlens_k)");
+  if (b < 0 || b >= p.varlen_batch())
+    throw std::invalid_argument("sequence_problem: sequence " + std::to_string(b) + " of " +
+                                std::to_string(p.varlen_batch()));
+  Problem s = p;
+  s.batch = 1;
+  s.seqlen_q = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  s.seqlen_k = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  s.cu_seqlens_q.clear();
+  s.cu_seqlens_k.clear();
+  return s;
 }
 
 Problem default_problem(Dtype dtype) {
@@ -78,6 +128,14 @@ Problem default_problem(Dtype dtype) {
 }
 
 double forward_flops(const Problem& p) {
+  if (p.is_varlen()) {  // each sequence on its own; an empty one (no queries or no keys) does nothing
+    double sum = 0;
+    for (int b = 0; b < p.varlen_batch(); ++b) {
+      const Problem s = sequence_problem(p, b);
+      if (s.seqlen_q > 0 && s.seqlen_k > 0) sum += forward_flops(s);
+    }
+    return sum;
+  }
   double pairs = static_cast<double>(p.seqlen_q) * p.seqlen_k;
   if (p.causal && !p.has_window() && p.seqlen_q == p.seqlen_k) {
     pairs /= 2;  // FlashAttention's benchmarks' convention

@@ -5,7 +5,8 @@
 //
 // All tensors are contiguous in that order (Layout::bhsd); a chapter whose Support says so also takes
 // Q, K, V and O as [B, S, H, D] (Layout::bhsd's transpose, PyTorch's usual attention layout; LSE stays
-// [B, H, Sq]). GQA/MQA: query head h reads KV head h / (H / Hkv).
+// [B, H, Sq]). GQA/MQA: query head h reads KV head h / (H / Hkv). A varlen problem (cu_seqlens_q,
+// cu_seqlens_k) packs sequences of different lengths along the rows of one [1, total, H, D] tensor.
 // This header compiles for host and device, so kernels use the same visibility rule as the
 // reference.
 #pragma once
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #if defined(__CUDACC__)
 #define FA_HOST_DEVICE __host__ __device__
@@ -75,6 +77,14 @@ struct Problem {
   // backward's dO, dQ, dK, dV) keep the layout's strides. Only a chapter whose Support says so
   // (input_strides) takes them; unset: the layout's.
   std::optional<Strides> q_input, k_input, v_input;
+  // A packed batch of sequences of different lengths (FlashAttention's varlen): cumulative offsets,
+  // B + 1 each, from 0 to seqlen_q (queries) and to seqlen_k (keys). Q, K, V and O are one
+  // [1, total, H, D] tensor each (batch 1, Layout::bshd); sequence b's queries are rows
+  // cu_seqlens_q[b] .. cu_seqlens_q[b+1] - 1 and see only its keys, cu_seqlens_k[b] ..
+  // cu_seqlens_k[b+1] - 1, masked (causal, window) with its own lengths as sequence_problem(*this, b)
+  // says. LSE is [1, H, total_q]. Empty: one plain [B, ...] problem. Only a chapter whose Support
+  // says so (varlen) takes one.
+  std::vector<int> cu_seqlens_q, cu_seqlens_k;
 
   float scale() const {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -101,12 +111,21 @@ struct Problem {
   Strides k_read_strides() const { return k_input ? *k_input : kv_strides(); }
   Strides v_read_strides() const { return v_input ? *v_input : v_strides(); }
   bool has_input_strides() const { return q_input || k_input || v_input; }
+  bool is_varlen() const { return !cu_seqlens_q.empty(); }
+  // The number of sequences of a varlen problem (0 for any other).
+  int varlen_batch() const { return is_varlen() ? static_cast<int>(cu_seqlens_q.size()) - 1 : 0; }
 
   // Throws std::invalid_argument naming the first field that is wrong.
   void validate() const;
-  // "B=2 H=8/2 Sq=1024 Sk=1024 D=64 causal bf16"
+  // "B=2 H=8/2 Sq=1024 Sk=1024 D=64 causal bf16"; varlen: "... bshd varlen q=1,129,0 k=64,236,1"
+  // (the lengths, up to four sequences) or "... bshd varlen 5 seqs"
   std::string describe() const;
 };
+
+// Sequence b of varlen problem p on its own: batch 1, its query and key lengths (either may be 0),
+// no cu_seqlens, every other field p's. Its rows are p's rows cu_seqlens_q[b] .. (queries) and
+// cu_seqlens_k[b] .. (keys). Throws std::invalid_argument unless p is varlen and 0 <= b < B.
+Problem sequence_problem(const Problem& p, int b);
 
 // The problem every chapter's executable runs when given no flags (and the tour's table uses):
 // batch 4, 16 heads, seqlen 1024, head_dim 64, not causal.
@@ -135,6 +154,7 @@ FA_HOST_DEVICE inline bool Problem::visible(int i, int j) const {
 // Floating-point operations of one forward pass: two matrix products per head, 2*Sq*Sk*D for
 // S = Q K^T and 2*Sq*Sk*Dv for O = P V (4*Sq*Sk*D when V's head dim is D's). For causal attention with Sq == Sk we count half, as FlashAttention's benchmarks do;
 // for causal with Sq != Sk, and under a sliding window, we count the visible (i, j) pairs exactly.
+// A varlen problem counts the sum of its sequences' (sequence_problem).
 double forward_flops(const Problem& p);
 // The backward pass does five matrix products against the forward's two: 2.5x.
 double backward_flops(const Problem& p);

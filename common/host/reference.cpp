@@ -76,6 +76,25 @@ void check_sizes(const Problem& p, const std::vector<float>& q, const std::vecto
     throw std::invalid_argument("reference: tensor sizes do not match " + p.describe());
 }
 
+// Rows first .. first + count - 1 of every head of a [1, heads, rows, dim] tensor: one sequence's
+// slice of a packed varlen tensor, as [1, heads, count, dim].
+std::vector<float> sequence_rows(const std::vector<float>& t, int heads, int rows, int dim, int first, int count) {
+  std::vector<float> out(static_cast<std::size_t>(heads) * count * dim);
+  for (int h = 0; h < heads; ++h)
+    std::copy_n(t.begin() + (static_cast<std::ptrdiff_t>(h) * rows + first) * dim, static_cast<std::size_t>(count) * dim,
+                out.begin() + static_cast<std::ptrdiff_t>(h) * count * dim);
+  return out;
+}
+
+// `visible` of a varlen problem's sequence b, in the sequence's own coordinates: the packed
+// problem's rule at (0, h, first query row + i, first key row + j).
+VisibleFn sequence_visible(const VisibleFn& visible, const Problem& p, int b) {
+  if (!visible) return {};
+  return [visible, q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b]](int, int h, int i, int j) {
+    return visible(0, h, q0 + i, k0 + j);
+  };
+}
+
 // One thread's buffers for a row of fp32_score_forward or same_precision_forward (T: their sum type).
 template <class T>
 struct RowBuffers {
@@ -121,6 +140,12 @@ ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q
                                    const VisibleFn& visible, const ScoreOptions& options) {
   check_sizes(p, q, k, v);
   check_score_options(p, options, "reference");
+  if (p.is_varlen())
+    return varlen_forward(
+        p, q, k, v,
+        [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
+            const std::vector<float>& vs) { return reference_forward(s, qs, ks, vs, sequence_visible(visible, p, b), options); },
+        options);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
   // Parallel over (b, h, block of query rows): a long head (4,096 x 4,096, or 8 million rows
@@ -154,6 +179,12 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
                                     const std::vector<float>& v, const VisibleFn& visible) {
   check_sizes(p, q, k, v);
   if (p.dtype != Dtype::f32) throw std::invalid_argument("fp32_score_forward: f32 problems only, got " + p.describe());
+  if (p.is_varlen())
+    return varlen_forward(p, q, k, v,
+                          [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
+                              const std::vector<float>& vs) {
+                            return fp32_score_forward(s, qs, ks, vs, sequence_visible(visible, p, b));
+                          });
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
   const float scale_log2 = p.scale() * cuda::kLog2e;                  // rounded as the kernels round it
@@ -195,6 +226,12 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
                                         const VisibleFn& visible, const ScoreOptions& options) {
   check_sizes(p, q, k, v);
   check_score_options(p, options, "reference");
+  if (p.is_varlen())
+    return varlen_forward(
+        p, q, k, v,
+        [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
+            const std::vector<float>& vs) { return same_precision_forward(s, qs, ks, vs, sequence_visible(visible, p, b), options); },
+        options);
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
   const int d = p.head_dim, dv = p.dv();
   const float scale = p.scale();
@@ -236,12 +273,45 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
   return out;
 }
 
+ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                const std::vector<float>& v, const SequenceForward& forward,
+                                const ScoreOptions& options) {
+  check_sizes(p, q, k, v);
+  check_score_options(p, options, "varlen_forward");
+  if (!p.is_varlen()) throw std::invalid_argument("varlen_forward: not a varlen problem, got " + p.describe());
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const int dv = p.dv();
+  for (int b = 0; b < p.varlen_batch(); ++b) {
+    const Problem s = sequence_problem(p, b);
+    const int q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+    if (s.seqlen_q == 0) continue;  // nothing to write
+    if (s.seqlen_k == 0) {  // every row sees no key: O stays 0, LSE as problem.h (or reference.h, a sink) says
+      for (int h = 0; h < p.heads; ++h)
+        std::fill_n(out.lse.begin() + static_cast<std::ptrdiff_t>(h) * p.seqlen_q + q0, s.seqlen_q,
+                    options.sink_logits.empty() ? kInf : static_cast<double>(options.sink_logits[h]));
+      continue;
+    }
+    const ReferenceForward r =
+        forward(s, b, sequence_rows(q, p.heads, p.seqlen_q, p.head_dim, q0, s.seqlen_q),
+                sequence_rows(k, p.kv_heads, p.seqlen_k, p.head_dim, k0, s.seqlen_k),
+                sequence_rows(v, p.kv_heads, p.seqlen_k, dv, k0, s.seqlen_k));
+    for (int h = 0; h < p.heads; ++h) {  // [1, H, len_q, ...] into rows q0 .. of [1, H, total_q, ...]
+      const std::ptrdiff_t from = static_cast<std::ptrdiff_t>(h) * s.seqlen_q, to = static_cast<std::ptrdiff_t>(h) * p.seqlen_q + q0;
+      std::copy_n(r.lse.begin() + from, s.seqlen_q, out.lse.begin() + to);
+      std::copy_n(r.o.begin() + from * dv, static_cast<std::size_t>(s.seqlen_q) * dv, out.o.begin() + to * dv);
+    }
+  }
+  return out;
+}
+
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout, const VisibleFn& visible,
                                      const ScoreOptions& options) {
   check_sizes(p, q, k, v);
   check_score_options(p, options, "reference_backward");
+  if (p.is_varlen())
+    throw std::invalid_argument("reference_backward: a varlen problem (cu_seqlens) is not supported, got " + p.describe());
   if (p.dv() != p.head_dim)
     throw std::invalid_argument("reference_backward: V's head dim must be Q and K's (no chapter's backward takes "
                                 "another), got " + p.describe());

@@ -76,8 +76,23 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
 ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                     const std::vector<float>& v, const VisibleFn& visible = {});
 
+// A varlen problem's forward (Problem::cu_seqlens_q, cu_seqlens_k), one sequence at a time:
+// `forward` runs on sequence b as sequence_problem(p, b) with its rows of q, k and v
+// ([1, H, len_q, D] and [1, Hkv, len_k, D]), and its O and LSE go to that sequence's rows of the
+// packed [1, H, total_q, Dv] and [1, H, total_q]. A sequence with queries but no keys gets O = 0
+// and LSE = +inf (problem.h), or LSE = sigma_h with options.sink_logits; one without queries adds
+// nothing. reference_forward, same_precision_forward and fp32_score_forward run a varlen problem
+// through it, with their VisibleFn seeing the packed problem's coordinates (b = 0, i and j
+// counted from the first packed row).
+using SequenceForward = std::function<ReferenceForward(const Problem& sequence, int b, const std::vector<float>& q,
+                                                       const std::vector<float>& k, const std::vector<float>& v)>;
+ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                const std::vector<float>& v, const SequenceForward& forward,
+                                const ScoreOptions& options = {});
+
 // dQ, dK, dV of L = sum(dO o O) for reference_forward's O, with the same visibility rules and score
 // options (the softcap's tanh differentiated through: dS_raw = dS (1 - tanh(x / softcap)^2)).
+// Not for a varlen problem (std::invalid_argument).
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout,

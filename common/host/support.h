@@ -30,6 +30,9 @@ struct Support {
   // Whether it reads Q, K and V through strides other than the layout's (Problem::q_input, k_input,
   // v_input: a fused QKV projection's slices), under Layout::bshd; false: refused.
   bool input_strides = false;
+  // Whether its forward takes a packed varlen batch (Problem::cu_seqlens_q, cu_seqlens_k: sequences
+  // of different lengths in one [1, total, H, D] tensor); false: refused.
+  bool varlen = false;
 };
 
 // Whether s takes dtype d's tensors as [B, S, H, D] (Layout::bshd).

@@ -232,6 +232,53 @@ TEST(Cli, WindowTakesLeftCommaRight) {
   expect_error_naming({"--window", "-3,0"}, "window_left");
 }
 
+TEST(Cli, HelpListsVarlenWhereTheChapterTakesIt) {
+  EXPECT_EQ(help_text({kHalfOnly}, Dtype::bf16).find("--varlen"), std::string::npos);
+  Support packed = kHalfOnly;
+  packed.varlen = true;
+  const std::string text = help_text({kF32Only, packed}, Dtype::bf16);
+  EXPECT_NE(line_of(text, "--varlen L,L,...").find("query lengths"), std::string::npos) << text;
+  EXPECT_NE(line_of(text, "--varlen-k L,...").find("key lengths"), std::string::npos) << text;
+}
+
+// --varlen: one [1, total, H, D] problem, the lengths' cumulative offsets, the keys' the queries'
+// unless --varlen-k says otherwise; flags in any order.
+TEST(Cli, VarlenPacksTheLengths) {
+  const Options self = parse({"--varlen", "1,129,0,257", "--heads", "4", "--kv-heads", "2"});
+  EXPECT_EQ(self.problem.batch, 1);
+  EXPECT_EQ(self.problem.layout, Layout::bshd);
+  EXPECT_EQ(self.problem.seqlen_q, 387);
+  EXPECT_EQ(self.problem.seqlen_k, 387);
+  EXPECT_EQ(self.problem.cu_seqlens_q, (std::vector<int>{0, 1, 130, 130, 387}));
+  EXPECT_EQ(self.problem.cu_seqlens_k, (std::vector<int>{0, 1, 130, 130, 387}));
+  EXPECT_EQ(self.problem.heads, 4);
+  EXPECT_EQ(self.problem.head_dim, 128);  // the chapter's
+  EXPECT_TRUE(self.problem.causal);
+  const Options cross = parse({"--varlen-k", "64,0,5", "--layout", "bshd", "--varlen", "3,2,7"});
+  EXPECT_EQ(cross.problem.cu_seqlens_q, (std::vector<int>{0, 3, 5, 12}));
+  EXPECT_EQ(cross.problem.cu_seqlens_k, (std::vector<int>{0, 64, 64, 69}));
+  EXPECT_EQ(cross.problem.seqlen_q, 12);
+  EXPECT_EQ(cross.problem.seqlen_k, 69);
+  EXPECT_EQ(parse({"--varlen", "5"}).problem.cu_seqlens_q, (std::vector<int>{0, 5}));
+  EXPECT_FALSE(parse({}).problem.is_varlen());
+}
+
+TEST(Cli, VarlenErrorsAreClear) {
+  expect_error_naming({"--varlen", "1,,2"}, "--varlen expects lengths >= 0");
+  expect_error_naming({"--varlen", "1,2,"}, "'1,2,'");
+  expect_error_naming({"--varlen", "4,-1"}, "--varlen expects lengths >= 0");
+  expect_error_naming({"--varlen", "4x"}, "--varlen");
+  expect_error_naming({"--varlen", ""}, "--varlen");
+  expect_error_naming({"--varlen"}, "--varlen needs a value");
+  expect_error_naming({"--varlen", "1,2", "--varlen-k", "3"}, "--varlen-k needs as many lengths as --varlen (2), got 1");
+  expect_error_naming({"--varlen-k", "3"}, "--varlen-k needs --varlen");
+  expect_error_naming({"--varlen", "8", "--batch", "2"}, "drop --batch");
+  expect_error_naming({"--seqlen-k", "9", "--varlen", "8"}, "drop --seqlen-k");
+  expect_error_naming({"--varlen", "8", "--layout", "bhsd"}, "layout bshd");
+  expect_error_naming({"--varlen", "0,0"}, "seqlen_q");  // nothing to attend: Problem::validate
+  expect_error_naming({"--varlen", "1073741824,1073741824,1073741824"}, "2^31");
+}
+
 TEST(Cli, UnknownFlagIsNamed) { expect_error_naming({"--bogus"}, "--bogus"); }
 
 TEST(Cli, MissingValueIsNamed) {

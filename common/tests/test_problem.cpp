@@ -298,5 +298,104 @@ TEST(SupportHeadDims, ListRangeAndMultiple) {
   EXPECT_EQ(head_dims_words(eights), "multiples of 8 up to 256");
 }
 
+// A packed varlen batch of five sequences: (queries, keys) = (3, 5), (0, 1), (4, 1), (4, 4), (2, 0).
+Problem varlen_problem(bool causal) {
+  Problem p = shape(1, 2, 13, 11, 8, causal);
+  p.layout = Layout::bshd;
+  p.cu_seqlens_q = {0, 3, 3, 7, 11, 13};
+  p.cu_seqlens_k = {0, 5, 6, 7, 11, 11};
+  return p;
+}
+
+TEST(ProblemVarlen, AcceptsAPackedBatchWithEmptySequences) {
+  const Problem p = varlen_problem(true);
+  EXPECT_EQ(validation_error(p), "");
+  EXPECT_TRUE(p.is_varlen());
+  EXPECT_EQ(p.varlen_batch(), 5);
+  EXPECT_FALSE(Problem{}.is_varlen());
+  EXPECT_EQ(Problem{}.varlen_batch(), 0);
+  EXPECT_EQ(p.describe(), "B=1 H=2/2 Sq=13 Sk=11 D=8 causal f32 bshd varlen 5 seqs");
+  Problem few = p;
+  few.seqlen_q = few.seqlen_k = 7;
+  few.cu_seqlens_q = {0, 3, 3, 7};
+  few.cu_seqlens_k = {0, 5, 6, 7};
+  EXPECT_EQ(validation_error(few), "");
+  EXPECT_EQ(few.describe(), "B=1 H=2/2 Sq=7 Sk=7 D=8 causal f32 bshd varlen q=3,0,4 k=5,1,1");
+  few.cu_seqlens_k = few.cu_seqlens_q;
+  EXPECT_EQ(few.describe(), "B=1 H=2/2 Sq=7 Sk=7 D=8 causal f32 bshd varlen q=3,0,4");
+}
+
+TEST(ProblemVarlen, RefusesMalformedOffsetsNamingTheField) {
+  auto expect_varlen_refused = [](auto edit, const std::string& words) {
+    Problem p = varlen_problem(false);
+    edit(p);
+    const std::string error = validation_error(p);
+    EXPECT_NE(error, "") << "accepted: " << p.describe();
+    EXPECT_NE(error.find(words), std::string::npos) << "message '" << error << "' does not say '" << words << "'";
+  };
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_k.clear(); }, "cu_seqlens_q and cu_seqlens_k are set together");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_q.clear(); }, "cu_seqlens_q and cu_seqlens_k are set together");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_k.push_back(11); }, "same size");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_q = {13}; p.cu_seqlens_k = {11}; }, "B + 1 >= 2");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_q.front() = 1; }, "cu_seqlens_q must start at 0");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_k.front() = -1; }, "cu_seqlens_k must start at 0");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_q[2] = 2; }, "cu_seqlens_q must not decrease, got 2 after 3");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_k[3] = 12; }, "cu_seqlens_k must not decrease");
+  expect_varlen_refused([](Problem& p) { p.seqlen_q = 14; }, "cu_seqlens_q must end at seqlen_q (14), got 13");
+  expect_varlen_refused([](Problem& p) { p.cu_seqlens_k.back() = 12; }, "cu_seqlens_k must end at seqlen_k");
+  expect_varlen_refused([](Problem& p) { p.batch = 2; }, "batch 1");
+  expect_varlen_refused([](Problem& p) { p.layout = Layout::bhsd; }, "layout bshd");
+  expect_varlen_refused([](Problem& p) { p.q_input = p.q_strides(); }, "input strides");
+  expect_varlen_refused([](Problem& p) { p.head_dim_v = 4; }, "head_dim_v");
+  // Every field check of a plain problem still comes first.
+  expect_varlen_refused([](Problem& p) { p.head_dim = 0; }, "head_dim must be >= 1");
+}
+
+TEST(ProblemVarlen, SequenceProblemIsOneSequenceWithEveryOtherField) {
+  Problem p = varlen_problem(true);
+  p.kv_heads = 1;
+  p.softmax_scale = 0.5f;
+  p.window_left = 2;
+  p.dtype = Dtype::bf16;
+  const int lengths[5][2] = {{3, 5}, {0, 1}, {4, 1}, {4, 4}, {2, 0}};
+  for (int b = 0; b < 5; ++b) {
+    const Problem s = sequence_problem(p, b);
+    EXPECT_EQ(s.seqlen_q, lengths[b][0]) << b;
+    EXPECT_EQ(s.seqlen_k, lengths[b][1]) << b;
+    EXPECT_EQ(s.batch, 1);
+    EXPECT_FALSE(s.is_varlen());
+    EXPECT_TRUE(s.cu_seqlens_k.empty());
+    EXPECT_EQ(s.heads, 2);
+    EXPECT_EQ(s.kv_heads, 1);
+    EXPECT_EQ(s.head_dim, 8);
+    EXPECT_TRUE(s.causal);
+    EXPECT_EQ(s.window_left, 2);
+    EXPECT_EQ(s.window_right, -1);
+    EXPECT_EQ(s.scale(), 0.5f);
+    EXPECT_EQ(s.dtype, Dtype::bf16);
+    EXPECT_EQ(s.layout, Layout::bshd);
+  }
+  EXPECT_EQ(validation_error(sequence_problem(p, 3)), "");
+  EXPECT_THROW(sequence_problem(p, 5), std::invalid_argument);
+  EXPECT_THROW(sequence_problem(p, -1), std::invalid_argument);
+  EXPECT_THROW(sequence_problem(Problem{}, 0), std::invalid_argument);
+}
+
+// The sum over the sequences, each counted as a problem of its own (the causal square one by
+// FlashAttention's half), not the packed problem's 13 x 11.
+TEST(ProblemVarlen, FlopsAreTheSumOverTheSequences) {
+  // Visible pairs: 3 x 5 + 0 + 4 x 1 + 4 x 4 + 0 = 35.
+  EXPECT_DOUBLE_EQ(forward_flops(varlen_problem(false)), 2.0 * 2 * 35 * (8 + 8));
+  // Causal: rows of (3, 5) see 3, 4, 5 keys; of (4, 1) only the last row sees the key; (4, 4)
+  // counts half of 16: 12 + 1 + 8 = 21.
+  EXPECT_DOUBLE_EQ(forward_flops(varlen_problem(true)), 2.0 * 2 * 21 * (8 + 8));
+  EXPECT_DOUBLE_EQ(backward_flops(varlen_problem(true)), 2.5 * 2.0 * 2 * 21 * (8 + 8));
+  // Unpacked, the same numbers are one 13 x 11 sequence.
+  Problem packed = varlen_problem(false);
+  packed.cu_seqlens_q.clear();
+  packed.cu_seqlens_k.clear();
+  EXPECT_DOUBLE_EQ(forward_flops(packed), 2.0 * 2 * 13 * 11 * (8 + 8));
+}
+
 }  // namespace
 }  // namespace fa

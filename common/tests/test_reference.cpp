@@ -4,7 +4,8 @@
 //   (c) properties attention must have whatever the implementation,
 //   (d) the backward pass against central finite differences of the forward,
 //   (e) fp32_score_forward, and the score options (softcap, ALiBi, sinks) against their
-//       definitions written out in a loop, by hand, and by their properties.
+//       definitions written out in a loop, by hand, and by their properties,
+//   (f) a packed varlen batch against each sequence's reference called on its rows by hand.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Reference*'
 #include "common/host/reference.h"
@@ -13,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <stdexcept>
 #include <limits>
 #include <string>
@@ -690,6 +692,144 @@ TEST(ReferenceBackward, RowWithoutKeysHasZeroDqAndNoNan) {
           EXPECT_NE(dq, 0.0) << "h=" << h << " i=" << i;
         }
       }
+}
+
+// ---------------------------------------------------------------------------------------------
+// (f) A packed varlen batch: each sequence's reference on its own rows.
+
+// Five sequences packed in [1, H, total, D], (queries, keys): (3, 4), (0, 2) (keys, no queries),
+// (2, 0) (queries, no keys), (4, 5), (1, 2).
+Problem varlen_problem(bool causal) {
+  Problem p = make_problem(1, 2, 1, 10, 13, 4, causal);
+  p.layout = Layout::bshd;
+  p.cu_seqlens_q = {0, 3, 3, 5, 9, 10};
+  p.cu_seqlens_k = {0, 4, 6, 6, 11, 13};
+  return p;
+}
+
+// Rows first .. first + count - 1 of every head of a [1, heads, rows, dim] tensor.
+std::vector<float> rows_of(const std::vector<float>& t, int heads, int rows, int dim, int first, int count) {
+  std::vector<float> out;
+  for (int h = 0; h < heads; ++h)
+    for (int i = first; i < first + count; ++i)
+      for (int c = 0; c < dim; ++c) out.push_back(t[(static_cast<std::size_t>(h) * rows + i) * dim + c]);
+  return out;
+}
+
+using ForwardOf = std::function<ReferenceForward(const Problem&, const std::vector<float>&, const std::vector<float>&,
+                                                 const std::vector<float>&, int b)>;
+
+// `packed` (a forward of varlen problem p) against `forward` called by hand on each sequence's
+// rows as a plain [1, H, len, D] problem: the same bits on the sequence's rows; O = 0 and
+// LSE = `no_keys_lse[h]` on the rows of a sequence without keys.
+void expect_per_sequence(const Problem& p, const Inputs& in, const ReferenceForward& packed, const ForwardOf& forward,
+                         const std::vector<double>& no_keys_lse) {
+  ASSERT_EQ(packed.o.size(), static_cast<std::size_t>(p.o_elems()));
+  ASSERT_EQ(packed.lse.size(), static_cast<std::size_t>(p.lse_elems()));
+  int rows_checked = 0;
+  for (int b = 0; b + 1 < static_cast<int>(p.cu_seqlens_q.size()); ++b) {
+    const int q0 = p.cu_seqlens_q[b], lq = p.cu_seqlens_q[b + 1] - q0;
+    const int k0 = p.cu_seqlens_k[b], lk = p.cu_seqlens_k[b + 1] - k0;
+    rows_checked += lq;
+    if (lq == 0) continue;
+    Problem s = make_problem(1, p.heads, p.kv_heads, lq, std::max(lk, 1), p.head_dim, p.causal);
+    ReferenceForward want{Tensor(s.o_elems(), 0.0), Tensor(s.lse_elems(), 0.0)};
+    if (lk > 0) {
+      want = forward(s, rows_of(in.q, p.heads, p.seqlen_q, p.head_dim, q0, lq),
+                     rows_of(in.k, p.kv_heads, p.seqlen_k, p.head_dim, k0, lk),
+                     rows_of(in.v, p.kv_heads, p.seqlen_k, p.head_dim, k0, lk), b);
+    } else {
+      for (int h = 0; h < p.heads; ++h) std::fill_n(want.lse.begin() + h * lq, lq, no_keys_lse[h]);
+    }
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < lq; ++i) {
+        const std::size_t got_row = row_index(p.heads, p.seqlen_q, 0, h, q0 + i), want_row = row_index(p.heads, lq, 0, h, i);
+        EXPECT_EQ(packed.lse[got_row], want.lse[want_row]) << "sequence " << b << " h=" << h << " i=" << i;
+        for (int c = 0; c < p.head_dim; ++c)
+          EXPECT_EQ(packed.o[got_row * p.head_dim + c], want.o[want_row * p.head_dim + c])
+              << "sequence " << b << " h=" << h << " i=" << i << " c=" << c;
+      }
+  }
+  EXPECT_EQ(rows_checked, p.seqlen_q);  // every packed row belongs to one sequence
+}
+
+TEST(ReferenceVarlen, IsEachSequencesReferenceOnItsRows) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    const Problem p = varlen_problem(causal);
+    const Inputs in = inputs_for(p, 11);
+    const ReferenceForward packed = reference_forward(p, in.q, in.k, in.v);
+    expect_per_sequence(
+        p, in, packed,
+        [](const Problem& s, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v, int) {
+          return reference_forward(s, q, k, v);
+        },
+        {kInf, kInf});
+    // Sequence (2, 0)'s rows 3 and 4: no keys, so O = 0 and LSE = +inf, whatever the other keys.
+    EXPECT_EQ(packed.lse[row_index(2, 10, 0, 1, 4)], kInf);
+    EXPECT_EQ(packed.o[row_index(2, 10, 0, 0, 3) * 4], 0.0);
+    // Sequence (4, 5) attends to its own five keys, not to all thirteen: unpacked, its rows differ.
+    Problem one = p;
+    one.cu_seqlens_q.clear();
+    one.cu_seqlens_k.clear();
+    const ReferenceForward unpacked = reference_forward(one, in.q, in.k, in.v);
+    const std::size_t row = row_index(2, 10, 0, 0, 8);
+    EXPECT_GT(std::abs(unpacked.o[row * 4] - packed.o[row * 4]), 1e-6);
+  }
+}
+
+// The same-precision yardstick and fp32_score_forward take a varlen problem the same way, and
+// a VisibleFn sees the packed problem's coordinates.
+TEST(ReferenceVarlen, YardsticksAndVisibleFnPerSequence) {
+  const Problem p = varlen_problem(true);
+  const Inputs in = inputs_for(p, 12);
+  const VisibleFn visible = [](int b, int h, int i, int j) { return b == 0 && (i + j + h) % 3 != 0; };
+  const auto shifted = [&](int b) -> VisibleFn {
+    const int q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+    return [q0, k0](int, int h, int i, int j) { return (q0 + i + k0 + j + h) % 3 != 0; };
+  };
+  expect_per_sequence(
+      p, in, same_precision_forward(p, in.q, in.k, in.v, visible),
+      [&](const Problem& s, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+          int b) { return same_precision_forward(s, q, k, v, shifted(b)); },
+      {kInf, kInf});
+  expect_per_sequence(
+      p, in, fp32_score_forward(p, in.q, in.k, in.v, visible),
+      [&](const Problem& s, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+          int b) { return fp32_score_forward(s, q, k, v, shifted(b)); },
+      {kInf, kInf});
+  expect_per_sequence(
+      p, in, reference_forward(p, in.q, in.k, in.v, visible),
+      [&](const Problem& s, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+          int b) { return reference_forward(s, q, k, v, shifted(b)); },
+      {kInf, kInf});
+}
+
+// Score options apply per sequence; a sequence without keys takes the sink's logit as its LSE.
+TEST(ReferenceVarlen, ScoreOptionsPerSequence) {
+  const Problem p = varlen_problem(false);
+  const Inputs in = inputs_for(p, 13);
+  ScoreOptions o;
+  o.softcap = 2.0;
+  o.alibi_slopes = {0.25f, 0.5f};
+  o.sink_logits = {0.5f, -1.5f};
+  expect_per_sequence(
+      p, in, reference_forward(p, in.q, in.k, in.v, {}, o),
+      [&](const Problem& s, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v, int) {
+        return reference_forward(s, q, k, v, {}, o);
+      },
+      {0.5, -1.5});
+}
+
+TEST(ReferenceVarlen, BackwardRefusesIt) {
+  const Problem p = varlen_problem(true);
+  const Inputs in = inputs_for(p, 14);
+  const std::vector<float> dout(p.o_elems(), 1.0f);
+  EXPECT_THROW(reference_backward(p, in.q, in.k, in.v, dout), std::invalid_argument);
+  EXPECT_THROW(varlen_forward(make_problem(1, 2, 1, 10, 13, 4, true), in.q, in.k, in.v,
+                              [](const Problem&, int, const std::vector<float>&, const std::vector<float>&,
+                                 const std::vector<float>&) { return ReferenceForward{}; }),
+               std::invalid_argument);
 }
 
 }  // namespace

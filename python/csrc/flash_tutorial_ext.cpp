@@ -240,6 +240,40 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
   return {dq, dk, dv};
 }
 
+// Whether the kernels run a packed batch's forward in one launch (Support::varlen: 09 on Hopper):
+// q is a [total, H, D] CUDA tensor of a dtype and head dim hopper_path takes.
+bool takes_varlen(const Tensor& q) {
+  const auto dt = dtype_of(q);
+  if (!dt || !q.is_cuda() || q.dim() != 3) return false;
+  const int d = static_cast<int>(q.size(2));
+  return hopper_path(q, *dt, d, false) && forward_support(q, *dt, d, false).varlen;
+}
+
+// A packed batch's forward in one launch of 09 (takes_varlen): q [total_q, H, D], k, v [total_k,
+// Hkv, D], rows contiguous ([total, H, D] as [1, total, H, D], the layout bshd); cu_seqlens_q and
+// cu_seqlens_k the sequences' offsets (B + 1 each, on the host: the launch builds the walk from
+// them). Returns O [total_q, H, D] and LSE [H, total_q].
+std::tuple<Tensor, Tensor> forward_varlen_op(const Tensor& q, const Tensor& k, const Tensor& v,
+                                             const std::vector<int64_t>& cu_seqlens_q,
+                                             const std::vector<int64_t>& cu_seqlens_k, bool causal, double scale,
+                                             int64_t window_left, int64_t window_right) {
+  TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.is_contiguous() && k.is_contiguous() &&
+                  v.is_contiguous(),
+              "flash_tutorial._C.forward_varlen: contiguous [total, H, D] tensors");
+  TORCH_CHECK(takes_varlen(q), "flash_tutorial._C.forward_varlen: no kernel here takes a packed batch (09 on Hopper)");
+  const c10::cuda::CUDAGuard on_device(q.device());
+  TorchWorkspace scratch;
+  const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
+  fa::Problem p = problem_of(q.unsqueeze(0), k.unsqueeze(0), causal, scale, /*bshd=*/true, window_left, window_right);
+  p.cu_seqlens_q.assign(cu_seqlens_q.begin(), cu_seqlens_q.end());
+  p.cu_seqlens_k.assign(cu_seqlens_k.begin(), cu_seqlens_k.end());
+  Tensor out = torch::empty(q.sizes(), q.options());
+  Tensor lse = torch::empty({p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
+  flash_v3::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                    at::cuda::getCurrentCUDAStream());
+  return {out, lse};
+}
+
 // The op's eager fast path (flash_tutorial.attention calls it where the kernels run both passes,
 // without a block mask, outside torch.compile): autograd in C++, so that a call costs one Python
 // -> C++ crossing forward and none backward, where the custom ops of ops.py (which torch.compile
@@ -288,6 +322,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention", &attention, "O, LSE with autograd in C++ (the eager fast path, no block mask)");
   m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
+  m.def("forward_varlen", &forward_varlen_op, "O, LSE of a packed batch in one launch of 09 (no autograd)");
+  m.def("takes_varlen", &takes_varlen, "whether the kernels run a packed batch's forward in one launch");
   m.def("takes_input_strides", &takes_input_strides,
         "whether the call's chapters read [B, S, H, D] q, k, v through strides of their own");
   m.def("reads_bshd", &reads_bshd, "whether the forward's (or backward's) chapter reads [B, S, H, D] in place");

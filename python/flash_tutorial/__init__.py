@@ -191,10 +191,11 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     as in attention(). Returns O [total_q, H, D], and with return_lse=True LSE [H, total_q] (float32;
     +inf for a row that sees no key, such as the rows of a sequence with no keys).
 
-    Each sequence runs as one attention() call on views of the packed tensors ([1, S, H, D], read
-    in place where the chapter takes that layout), so the kernels, the fallback and its warnings
-    are attention()'s. The chapters' kernels do not walk the sequences themselves: a batch of many
-    short sequences costs one launch (forward and backward) per sequence.
+    Without a gradient to keep (inference, torch.no_grad()) on Hopper, one launch of 09 walks the
+    tiles of every sequence (no softcap there). Otherwise each sequence runs as one attention() call
+    on views of the packed tensors ([1, S, H, D], read in place where the chapter takes that
+    layout), so the kernels, the fallback and its warnings are attention()'s: a batch of many short
+    sequences then costs one launch (forward and backward) per sequence.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3:
@@ -209,10 +210,17 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
         raise ValueError(f"flash_tutorial.attention_varlen: cu_seqlens_q and cu_seqlens_k must describe one batch, "
                          f"got {len(bq) - 1} and {len(bk) - 1} sequences")
     _check(q[None].transpose(1, 2), k[None].transpose(1, 2), v[None].transpose(1, 2), None, 128)
-    _check_window(window)
-    _check_softcap(softcap)
+    left, right = _check_window(window)
+    softcap = _check_softcap(softcap)
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
+    needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    if not needs_grad and softcap == 0 and not torch.compiler.is_compiling() and ops.takes_varlen(q):
+        # One launch of 09 walks every sequence's tiles (no gradient: the backward below goes
+        # sequence by sequence).
+        out, lse = ops._C.forward_varlen(q.contiguous(), k.contiguous(), v.contiguous(), bq, bk, bool(causal),
+                                         float(scale), left, right)
+        return (out, lse) if return_lse else out
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32  # attention()'s LSE
     outs, lses = [], []
     for q0, q1, k0, k1 in zip(bq[:-1], bq[1:], bk[:-1], bk[1:]):

@@ -80,6 +80,20 @@ def takes_input_strides(q: torch.Tensor, has_mask: bool = False) -> bool:
     return _strided[key]
 
 
+_varlen = {}
+
+
+def takes_varlen(q: torch.Tensor) -> bool:
+    """Whether the kernels run a packed batch's forward in one launch (09 on Hopper, for q's dtype
+    and head dim): q is [total, H, D]."""
+    if _C is None or not q.is_cuda or q.dim() != 3:
+        return False
+    key = (q.device, q.dtype, q.shape[-1])
+    if key not in _varlen:
+        _varlen[key] = _C.takes_varlen(q)
+    return _varlen[key]
+
+
 def tma_friendly(t: torch.Tensor) -> bool:
     """A [B, S, H, D] tensor the tensor maps can read as it lies: rows contiguous, every other stride
     a positive multiple of 16 bytes, the start 16-byte aligned."""

@@ -438,6 +438,31 @@ def test_cuda_varlen_forward_and_backward(dtype):
 
 
 @cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("window", [None, (40, 0)])
+def test_cuda_varlen_one_launch(head_dim, window):
+    # Without a gradient, on Hopper, one launch of 09 walks every sequence (ops.takes_varlen): its O
+    # and LSE against the float64 reference sequence by sequence, with an empty sequence, one without
+    # keys, GQA, causal masking and a window; the same call twice gives the same bits.
+    q, k, v, cu_q, cu_k = packed([100, 0, 1, 257, 30, 700], [130, 5, 0, 257, 64, 700], h=8, hkv=2, d=head_dim,
+                                 dtype=torch.bfloat16)
+    q, k, v = (t.cuda() for t in (q, k, v))
+    if not ops.takes_varlen(q):
+        pytest.skip("no kernel here runs a packed batch in one launch (09 on Hopper)")
+    with torch.no_grad():
+        out, lse = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window, return_lse=True)
+        again, _ = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window, return_lse=True)
+    assert torch.equal(out, again)
+    ref, ref_lse = ft.attention_varlen(*(t.double().cpu() for t in (q, k, v)), cu_q, cu_k, causal=True, window=window,
+                                       return_lse=True)
+    close(out, ref, KERNEL_TOL[torch.bfloat16], "O")
+    assert torch.isinf(lse[:, 100]).all()  # the sequence of one query and no keys
+    finite = torch.isfinite(ref_lse)
+    assert torch.equal(torch.isfinite(lse.cpu()), finite)
+    torch.testing.assert_close(lse.cpu()[finite].double(), ref_lse[finite], atol=1e-3, rtol=1e-4)
+
+
+@cuda
 @pytest.mark.parametrize("head_dim", [64, 96, 128])
 def test_cuda_chapters_per_gpu(head_dim):
     # A Hopper GPU runs 09's forward and 11's backward at head dims 64 and 128 (f16, bf16, no block
