@@ -170,7 +170,7 @@ fi
 if want pytorch; then
   step "PyTorch SDPA"
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32,bf16,f16 --backends math,efficient,flash,cudnn \
-    --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
+    --varlen --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
   # Backward anchors: fp32 for 08's fp32 kernel, bf16 and f16 for the tensor-core backward.
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
     --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
@@ -239,6 +239,9 @@ if want python; then
   PYTHONPATH=python python3 python/examples/profile_gpt.py --out "$out/gpt_profile" >"$out/gpt_profile.log" 2>&1 ||
     tail -5 "$out/gpt_profile.log"
   rm -f "$out"/gpt_profile/trace_*.json  # large; profile_gpt.py writes them again
+  # A transformers Llama's training step with SDPA's backends and with the op (python/README.md).
+  PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa_flash sdpa_cudnn tutorial --out "$out/hf" \
+    >"$out/hf.log" 2>&1 || tail -5 "$out/hf.log"
 fi
 
 if want bench; then  # last, so that it sees the decode rows too

@@ -194,6 +194,11 @@ def main():
     if os.path.exists(profile):
         with open(profile) as f:
             extra += "\n## Where the GPT's training step spends its time (python/README.md)\n\n" + f.read().lstrip("# ")
+    hf = os.path.join(folder, "hf", "bench_hf.md")  # python/examples/bench_hf.py
+    if os.path.exists(hf):
+        with open(hf) as f:
+            extra += "\n## A transformers model's training step with the PyTorch op (python/README.md)\n\n" + \
+                f.read().lstrip("# ")
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     if args.results:
