@@ -3,11 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "09_flash_v3/flash_v3.cuh"
-#include "common/cuda/device_memory.h"  // workspace, workspace_part
+#include "common/cuda/device_memory.h"  // workspace
 
 namespace flash_v3 {
 
@@ -57,17 +58,16 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
     const std::vector<std::int64_t> offsets =
         varlen_unit_offsets(p.cu_seqlens_q, p.heads, p.causal, C::Br, C::kPersistent);
     units = offsets.back();
-    const std::size_t cu_bytes = fa::cuda::workspace_part(p.cu_seqlens_q.size() * sizeof(int));
-    auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
-        2 * cu_bytes + offsets.size() * sizeof(std::int64_t), "09_flash_v3's sequence and unit offsets"));
-    FA_CUDA_CHECK(cudaMemcpyAsync(ws, p.cu_seqlens_q.data(), p.cu_seqlens_q.size() * sizeof(int),
-                                  cudaMemcpyHostToDevice, stream));
-    FA_CUDA_CHECK(cudaMemcpyAsync(ws + cu_bytes, p.cu_seqlens_k.data(), p.cu_seqlens_k.size() * sizeof(int),
-                                  cudaMemcpyHostToDevice, stream));
-    FA_CUDA_CHECK(cudaMemcpyAsync(ws + 2 * cu_bytes, offsets.data(), offsets.size() * sizeof(std::int64_t),
-                                  cudaMemcpyHostToDevice, stream));
-    vl = {reinterpret_cast<const int*>(ws), reinterpret_cast<const int*>(ws + cu_bytes),
-          reinterpret_cast<const std::int64_t*>(ws + 2 * cu_bytes), static_cast<int>(p.cu_seqlens_q.size()) - 1};
+    // One upload: the unit offsets (int64) first, then cu_seqlens_q and cu_seqlens_k (ints).
+    const std::size_t n = p.cu_seqlens_q.size(), offset_bytes = n * sizeof(std::int64_t), cu_bytes = n * sizeof(int);
+    std::vector<unsigned char> host(offset_bytes + 2 * cu_bytes);
+    std::memcpy(host.data(), offsets.data(), offset_bytes);
+    std::memcpy(host.data() + offset_bytes, p.cu_seqlens_q.data(), cu_bytes);
+    std::memcpy(host.data() + offset_bytes + cu_bytes, p.cu_seqlens_k.data(), cu_bytes);
+    auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(host.size(), "09_flash_v3's unit and sequence offsets"));
+    FA_CUDA_CHECK(cudaMemcpyAsync(ws, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+    vl = {reinterpret_cast<const int*>(ws + offset_bytes), reinterpret_cast<const int*>(ws + offset_bytes + cu_bytes),
+          reinterpret_cast<const std::int64_t*>(ws), static_cast<int>(n) - 1};
   } else {
     units = TileWalk::units(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent);
   }

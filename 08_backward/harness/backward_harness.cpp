@@ -91,33 +91,20 @@ void check_backward(const BackwardCase& c) {
   const std::vector<float> dout_host = make_dout(p, seed);
   const std::size_t elem = dtype_size(p.dtype);
 
-  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem);
   cuda::DeviceBuffer o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float)), dout(p.o_elems() * elem);
   cuda::DeviceBuffer dq(p.q_elems() * elem + kGuardBytes), dk(p.kv_elems() * elem + kGuardBytes),
       dv(p.kv_elems() * elem + kGuardBytes);
   // Q, K, V, dO (and O) in the problem's layout, Q, K, V perhaps as the slices of one fused QKV
   // buffer (input strides; the gradients are still written in the layout); the gradients come back
   // to [B, H, S, D].
-  const void *q_in = q.get(), *k_in = k.get(), *v_in = v.get();
-  cuda::DeviceBuffer qkv(p.has_input_strides() ? (p.q_elems() + 2 * p.kv_elems()) * elem : 0);
-  if (p.has_input_strides()) {
-    qkv.upload(fused_qkv(encode(in.q, p.dtype), encode(in.k, p.dtype), encode(in.v, p.dtype), p));
-    const FusedOffsets at = fused_qkv_offsets(p);
-    q_in = qkv.as<std::uint8_t>() + at.q * elem;
-    k_in = qkv.as<std::uint8_t>() + at.k * elem;
-    v_in = qkv.as<std::uint8_t>() + at.v * elem;
-  } else {
-    q.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
-    k.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
-    v.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
-  }
+  const DeviceInputs inputs = upload_inputs(p, in);
   dout.upload(to_layout(encode(dout_host, p.dtype), p, Operand::o));
 
   const cuda::Stream stream;  // everything on a non-blocking stream, as PyTorch runs it
   if (c.chapter->tests_own_forward != nullptr && c.chapter->tests_own_forward(p)) {
     o.poison(stream.get());
     lse.poison(stream.get());
-    c.chapter->forward(p, q_in, k_in, v_in, o.get(), lse.as<float>(), stream.get());
+    c.chapter->forward(p, inputs.q, inputs.k, inputs.v, o.get(), lse.as<float>(), stream.get());
     FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   } else {
     upload_forward_outputs(p, in, o, lse);
@@ -129,7 +116,7 @@ void check_backward(const BackwardCase& c) {
     dq.poison(stream.get());
     dk.poison(stream.get());
     dv.poison(stream.get());
-    backward(p, q_in, k_in, v_in, o.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(), dv.get(), stream.get());
+    backward(p, inputs.q, inputs.k, inputs.v, o.get(), lse.as<float>(), dout.get(), dq.get(), dk.get(), dv.get(), stream.get());
     FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     return Gradients{from_layout(download_guarded(dq, "dQ"), p, Operand::q),
                      from_layout(download_guarded(dk, "dK"), p, Operand::k),

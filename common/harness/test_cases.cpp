@@ -304,6 +304,30 @@ std::vector<std::uint8_t> download_guarded(const cuda::DeviceBuffer& buffer, con
   return bytes;
 }
 
+DeviceInputs upload_inputs(const Problem& p, const HostInputs& in) {
+  const std::size_t elem = dtype_size(p.dtype);
+  DeviceInputs d;
+  if (p.has_input_strides()) {
+    d.qkv_buf = cuda::DeviceBuffer((p.q_elems() + p.kv_elems() + p.v_elems()) * elem);
+    d.qkv_buf.upload(fused_qkv(encode(in.q, p.dtype), encode(in.k, p.dtype), encode(in.v, p.dtype), p));
+    const FusedOffsets at = fused_qkv_offsets(p);
+    d.q = d.qkv_buf.as<std::uint8_t>() + at.q * elem;
+    d.k = d.qkv_buf.as<std::uint8_t>() + at.k * elem;
+    d.v = d.qkv_buf.as<std::uint8_t>() + at.v * elem;
+    return d;
+  }
+  d.q_buf = cuda::DeviceBuffer(p.q_elems() * elem);
+  d.k_buf = cuda::DeviceBuffer(p.kv_elems() * elem);
+  d.v_buf = cuda::DeviceBuffer(p.v_elems() * elem);
+  d.q_buf.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
+  d.k_buf.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
+  d.v_buf.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
+  d.q = d.q_buf.get();
+  d.k = d.k_buf.get();
+  d.v = d.v_buf.get();
+  return d;
+}
+
 std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) {
   std::vector<BadProblem> cases;
   auto add = [&](const std::string& name, auto edit, const std::string& expect) {

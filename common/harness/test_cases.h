@@ -68,6 +68,15 @@ constexpr std::size_t kGuardBytes = 256;
 // poisoned, and returns the output without it.
 std::vector<std::uint8_t> download_guarded(const cuda::DeviceBuffer& buffer, const std::string& what);
 
+// Q, K and V of a test case on the GPU, as the chapter reads them: each in the problem's layout,
+// or (input strides, Problem::q_input...) as the slices of one fused QKV buffer. q, k, v: where the
+// chapter reads each; the buffers own the memory.
+struct DeviceInputs {
+  cuda::DeviceBuffer q_buf, k_buf, v_buf, qkv_buf;
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+};
+DeviceInputs upload_inputs(const Problem& p, const HostInputs& in);
+
 struct BadProblem {
   std::string name;
   Problem problem;

@@ -80,24 +80,11 @@ void check_forward(const ForwardCase& c) {
   const HostInputs in = make_inputs(p, seed_of(c.name), c.inputs);
   const std::size_t elem = dtype_size(p.dtype);
 
-  cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.v_elems() * elem);
   cuda::DeviceBuffer o(p.o_elems() * elem + kGuardBytes), lse(p.lse_elems() * sizeof(float) + kGuardBytes);
   // Q, K, V in the problem's layout (a varlen batch: [1, total, H, D], its sequences one after
   // another), or as the slices of one fused QKV buffer (input strides); O comes back to
   // [B, H, S, D] for the check, which takes a varlen problem's reference sequence by sequence.
-  const void *q_in = q.get(), *k_in = k.get(), *v_in = v.get();
-  cuda::DeviceBuffer qkv(p.has_input_strides() ? (p.q_elems() + p.kv_elems() + p.v_elems()) * elem : 0);
-  if (p.has_input_strides()) {
-    qkv.upload(fused_qkv(encode(in.q, p.dtype), encode(in.k, p.dtype), encode(in.v, p.dtype), p));
-    const FusedOffsets at = fused_qkv_offsets(p);
-    q_in = qkv.as<std::uint8_t>() + at.q * elem;
-    k_in = qkv.as<std::uint8_t>() + at.k * elem;
-    v_in = qkv.as<std::uint8_t>() + at.v * elem;
-  } else {
-    q.upload(to_layout(encode(in.q, p.dtype), p, Operand::q));
-    k.upload(to_layout(encode(in.k, p.dtype), p, Operand::k));
-    v.upload(to_layout(encode(in.v, p.dtype), p, Operand::v));
-  }
+  const DeviceInputs inputs = upload_inputs(p, in);
 
   // A non-blocking stream, as PyTorch uses: nothing the legacy default stream does orders it.
   const cuda::Stream stream;
@@ -105,7 +92,7 @@ void check_forward(const ForwardCase& c) {
   for (auto& run : runs) {
     o.poison(stream.get());
     lse.poison(stream.get());
-    c.chapter->forward(p, q_in, k_in, v_in, o.get(), lse.as<float>(), stream.get());
+    c.chapter->forward(p, inputs.q, inputs.k, inputs.v, o.get(), lse.as<float>(), stream.get());
     FA_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
     run[0] = from_layout(download_guarded(o, "O"), p, Operand::o);
     run[1] = download_guarded(lse, "LSE");
