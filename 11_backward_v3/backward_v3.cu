@@ -26,7 +26,8 @@ const fa::BackwardChapter& chapter() {
                   .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: strides and tensor maps
                   .min_compute_capability = 90,
                   .window = true,
-                  .input_strides = true},  // Q, K, V through the tensor maps' strides: any 16-byte multiples
+                  .input_strides = true,  // Q, K, V through the tensor maps' strides: any 16-byte multiples
+                  .varlen = true},        // a packed batch: the grid runs over the sequences' key tiles
       .forward = forward,
       .backward = backward,
       .test_head_dims = {64, 96, 128, 192, 256},
@@ -37,12 +38,12 @@ const fa::BackwardChapter& chapter() {
 
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
-  backward_with<ChapterConfig, false>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+  backward_with<ChapterConfig, false, true>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
 }
 
 void backward_deterministic(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
                             const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
-  backward_with<ChapterConfig, true>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+  backward_with<ChapterConfig, true, true>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
 }
 
 }  // namespace backward_v3

@@ -250,8 +250,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                        const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                        const KernelParams<C> prm) {
   run_block<C, kTurns>(&q_map, &k_map, &v_map, &do_map, prm,
-                       [&](Barriers<C::kStages>& bars, std::uint32_t base, unsigned char* base_p, int j,
-                           std::int64_t kv_bh, int w) { consume<C, kTurns>(prm, bars, base, base_p, j, kv_bh, w); });
+                       [&](const Params& sp, Barriers<C::kStages>& bars, std::uint32_t base, unsigned char* base_p,
+                           int j, std::int64_t kv_bh, int w) { consume<C, kTurns>(sp, bars, base, base_p, j, kv_bh, w); });
 }
 
 }  // namespace backward_v3

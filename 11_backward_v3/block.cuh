@@ -51,18 +51,21 @@ __device__ __forceinline__ Step step_after(const W& walk, const Step& at, int n)
 
 // The producer: one thread. K_j and V_j once, then per (query head, query tile) step Q_i and dO_i
 // into stage step % kStages, once the consumers have freed its previous use.
+// q_row0, k_row0: the first rows of the block's sequence in the tensors (a packed batch; else 0).
 template <class C>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         const CUtensorMap* do_map, Barriers<C::kStages>& bars, std::uint32_t base,
-                                        const Params& prm, int j, std::int64_t kv_bh) {
+                                        const Params& prm, int j, std::int64_t kv_bh, int q_row0, int k_row0) {
   int heads = 0, kv_heads = 0;  // [B, S, H, D]: the maps' head counts (load_tile)
   if constexpr (C::kBshd) {
     heads = bshd_params(prm).heads;
     kv_heads = heads / prm.group_size;
   }
   mbarrier_arrive_expect_tx(smem_u32(&bars.full_kv), 2 * C::kKVBytes);
-  flash_v3::load_tile<C::Bc, C::kD, C::kBshd>(base + C::kK, k_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
-  flash_v3::load_tile<C::Bc, C::kD, C::kBshd>(base + C::kV, v_map, j * C::Bc, kv_bh, kv_heads, smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD, C::kBshd>(base + C::kK, k_map, k_row0 + j * C::Bc, kv_bh, kv_heads,
+                                              smem_u32(&bars.full_kv));
+  flash_v3::load_tile<C::Bc, C::kD, C::kBshd>(base + C::kV, v_map, k_row0 + j * C::Bc, kv_bh, kv_heads,
+                                              smem_u32(&bars.full_kv));
   const typename C::Walk walk = walk_of<C>(prm, j, kv_bh);
   Step at = walk.first();
   for (int step = 0; step < walk.n_steps; at = step_after(walk, at, step), ++step) {
@@ -71,8 +74,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     const std::uint32_t full = smem_u32(&bars.full[stage]);
     if (use > 0) mbarrier_wait(smem_u32(&bars.empty[stage]), (use - 1) % 2);
     mbarrier_arrive_expect_tx(full, C::kStageTx);
-    flash_v3::load_tile<C::Br, C::kD, C::kBshd>(base + C::kQ + stage * C::kRowBytes, q_map, i * C::Br, bh, heads, full);
-    flash_v3::load_tile<C::Br, C::kD, C::kBshd>(base + C::kDO + stage * C::kRowBytes, do_map, i * C::Br, bh, heads, full);
+    flash_v3::load_tile<C::Br, C::kD, C::kBshd>(base + C::kQ + stage * C::kRowBytes, q_map, q_row0 + i * C::Br, bh,
+                                                heads, full);
+    flash_v3::load_tile<C::Br, C::kD, C::kBshd>(base + C::kDO + stage * C::kRowBytes, do_map, q_row0 + i * C::Br, bh,
+                                                heads, full);
   }
 }
 
@@ -200,16 +205,41 @@ __device__ __forceinline__ void hand_dq_chunk(unsigned char* base_p, int w, int 
   barrier_arrive(kDqFullBar + w, 128 + 32);
 }
 
+// A packed batch's sequence b as one problem of batch 1 (Varlen<C>): its lengths and query tiles,
+// and the pointers moved to its part of the scratch (its region of the padded LSE and D_i, the dQ
+// accumulator and the turns, of H slices of its query tiles; of the dK/dV sums, of Hkv slices of
+// its key tiles: VarlenSeqs) and of dK and dV (its first key row). The kernels' code then runs on
+// it as on any [1, S, H, D] problem.
+template <class C>
+__device__ __forceinline__ BshdParams sequence_params(const VarlenParams& vp, int b) {
+  using T = typename C::T;
+  const VarlenSeqs& vs = vp.seqs;
+  BshdParams sp = vp;
+  const int k0 = vs.cu_seqlens_k[b];
+  sp.seqlen_q = vs.cu_seqlens_q[b + 1] - vs.cu_seqlens_q[b];
+  sp.seqlen_k = vs.cu_seqlens_k[b + 1] - k0;
+  sp.Tr = vs.query_tiles[b + 1] - vs.query_tiles[b];
+  const std::int64_t tiles0 = std::int64_t{vp.heads} * vs.query_tiles[b];  // the query tiles before b's region
+  sp.lse2 += tiles0 * C::Br;
+  sp.D_row += tiles0 * C::Br;
+  sp.dq_accum += tiles0 * C::Br * C::kD;  // a tile's kChunks chunks of 4096 floats
+  if (sp.dq_turn != nullptr) sp.dq_turn += tiles0 * C::kChunks;
+  if (sp.kv_partial != nullptr)
+    sp.kv_partial += std::int64_t{vp.heads / vp.group_size} * vs.key_tiles[b] * 2 * 128 * C::kD;  // key_grad_sums
+  sp.dk = static_cast<T*>(vp.dk) + std::int64_t{k0} * vp.k_strides.row;
+  sp.dv = static_cast<T*>(vp.dv) + std::int64_t{k0} * vp.v_strides.row;
+  return sp;
+}
+
 // A block's roles, for each kernel of the chapter (backward_v3_kernel, backward_v3_wide_kernel):
 // its key tile j (the deterministic mode runs them last to first: wait_turn), the barriers,
-// warpgroup 0's producer thread and dQ writer warp, and consume(bars, base, base_p, j, kv_bh, w)
-// for consumer group w.
+// warpgroup 0's producer thread and dQ writer warp, and consume(prm, bars, base, base_p, j, kv_bh, w)
+// for consumer group w. A packed batch (Varlen<C>): the grid's x runs over every sequence's key
+// tiles, and the block finds its sequence there and runs on sequence_params.
 template <class C, bool kTurns, class Consume>
-__device__ __forceinline__ void run_block(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
-                                          const CUtensorMap* do_map, const Params& prm, Consume&& consume) {
-  const std::int64_t kv_bh = grid_row();
-  if (kv_bh >= prm.batch_kv_heads) return;  // a spare row of the grid
-  const int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+__device__ __forceinline__ void run_roles(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                          const CUtensorMap* do_map, const Params& prm, int j, std::int64_t kv_bh,
+                                          int q_row0, int k_row0, Consume&& consume) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
@@ -225,13 +255,32 @@ __device__ __forceinline__ void run_block(const CUtensorMap* q_map, const CUtens
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     setmaxnreg_dec<C::kProducerRegs>();
-    if (threadIdx.x == 0) produce<C>(q_map, k_map, v_map, do_map, bars, base, prm, j, kv_bh);
+    if (threadIdx.x == 0) produce<C>(q_map, k_map, v_map, do_map, bars, base, prm, j, kv_bh, q_row0, k_row0);
     else if (threadIdx.x / 32 == 1) write_dq<C, kTurns>(prm, base, j, kv_bh);
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));
-  consume(bars, base, base_p, j, kv_bh, warpgroup - 1);
+  consume(prm, bars, base, base_p, j, kv_bh, warpgroup - 1);
+}
+
+template <class C, bool kTurns, class Consume>
+__device__ __forceinline__ void run_block(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
+                                          const CUtensorMap* do_map, const KernelParams<C>& prm, Consume&& consume) {
+  const std::int64_t kv_bh = grid_row();
+  if (kv_bh >= prm.batch_kv_heads) return;  // a spare row of the grid
+  if constexpr (C::kVarlen) {
+    // Last to first in the deterministic mode, as below: within a sequence, key tile j + 1's block
+    // is launched before key tile j's.
+    const int x = kTurns ? static_cast<int>(gridDim.x - 1 - blockIdx.x) : static_cast<int>(blockIdx.x);
+    const int b = sequence_of(prm.seqs.key_tiles, prm.seqs.batch, x);
+    const BshdParams sp = sequence_params<C>(prm, b);
+    run_roles<C, kTurns>(q_map, k_map, v_map, do_map, sp, x - prm.seqs.key_tiles[b], kv_bh, prm.seqs.cu_seqlens_q[b],
+                         prm.seqs.cu_seqlens_k[b], consume);
+  } else {
+    const int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+    run_roles<C, kTurns>(q_map, k_map, v_map, do_map, prm, j, kv_bh, 0, 0, consume);
+  }
 }
 
 }  // namespace backward_v3

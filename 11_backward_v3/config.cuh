@@ -38,8 +38,24 @@ struct BshdParams : Params {
   int heads;                         // H: query slice bh is batch bh / H, head bh % H (the maps' coordinates)
   fa::Strides k_strides, v_strides;  // dK's and dV's element strides: K's and V's (Problem's Strides)
 };
+// A packed batch of sequences (varlen: Problem::cu_seqlens_q, cu_seqlens_k) as the Varlen<C>
+// kernels read it, B + 1 ints each (device pointers): the sequences' first rows, and how many
+// query tiles (of Br rows) and key tiles (of Bc keys) the sequences before b have. Sequence b's
+// scratch (the padded LSE and D_i, the dQ accumulator, the dK/dV sums) is its own region of H (or
+// Hkv) slices of its own tiles, after the regions of the sequences before it.
+struct VarlenSeqs {
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_k;
+  const int* query_tiles;
+  const int* key_tiles;
+  int batch;
+};
+struct VarlenParams : BshdParams {
+  VarlenSeqs seqs;
+};
 template <class C>
-using KernelParams = std::conditional_t<C::kBshd, BshdParams, Params>;
+using KernelParams =
+    std::conditional_t<C::kVarlen, VarlenParams, std::conditional_t<C::kBshd, BshdParams, Params>>;
 __device__ __forceinline__ const BshdParams& bshd_params(const Params& prm) {
   return static_cast<const BshdParams&>(prm);
 }
@@ -92,6 +108,7 @@ struct Config {
   // or 32K query rows.
   static constexpr int kFlushSteps = 256;
   static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<Config>: [B, S, H, D]
+  static constexpr bool kVarlen = false;  // Varlen<Config>: a packed batch of sequences
 };
 
 // A configuration C on [B, S, H, D] tensors (Problem::layout == bshd): 4-D tensor maps and strided
@@ -99,6 +116,14 @@ struct Config {
 template <class C>
 struct Bshd : C {
   static constexpr bool kBshd = true;
+};
+
+// C on a packed batch of sequences ([1, total, H, D] tensors): a block finds its sequence from its
+// key tile, and walks, masks and writes with that sequence's lengths and rows (run_block).
+template <class C>
+struct Varlen : Bshd<C> {
+  static constexpr bool kVarlen = true;
+  static_assert(!C::Walk::kHalves, "the block-sparse walk lists the tiles of one [B, ...] problem");
 };
 
 template <int kStages>

@@ -7,10 +7,12 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "09_flash_v3/launch.cuh"  // make_maps, o_map_of: 4-D tensor maps in the layout's strides
 #include "11_backward_v3/backward_v3.cuh"
@@ -37,21 +39,36 @@ constexpr int kPrepRows = 32;  // padded rows a block of prepare_kernel, eight t
 // (Config::kD a row; zeros need no chunk order), which saves a memset and its pass over memory.
 // kBshd: O and dO as [B, S, H, D], alike (os: their strides, Problem::o_strides); H: the query
 // heads. O and dO are 16-byte aligned and D is a multiple of 8 (run_layout checks O; dO is read by
-// TMA, which needs it).
-template <class T, int kD, bool kBshd>
+// TMA, which needs it). kVarlen: a packed batch (VarlenSeqs, config.cuh), each sequence's region of
+// H slices of its padded rows; padded_len is then Br, and Sq the packed rows (LSE: [1, H, Sq]).
+template <class T, int kD, bool kBshd, bool kVarlen = false>
 __global__ void __launch_bounds__(8 * kPrepRows)
     prepare_kernel(const T* __restrict__ o, const T* __restrict__ dout, const float* __restrict__ lse,
                    float* __restrict__ lse2, float* __restrict__ D_row, float4* __restrict__ dq_accum,
-                   std::int64_t padded_rows, int padded_len, int Sq, int D, fa::Strides os, int H) {
+                   std::int64_t padded_rows, int padded_len, int Sq, int D, fa::Strides os, int H, VarlenSeqs vs = {}) {
   const std::int64_t row = std::int64_t{blockIdx.x} * kPrepRows + threadIdx.x / 8;
   const int part = threadIdx.x % 8;
   // padded_rows is a multiple of Br >= 64, so every block is whole and the shuffles see 32 lanes.
   if (row >= padded_rows) return;
-  const std::int64_t bh = row / padded_len;
-  const int r = static_cast<int>(row % padded_len);
+  std::int64_t bh;
+  int r, len = Sq, first = 0;  // the row within its slice; its slice's queries, and their first row
+  if constexpr (kVarlen) {
+    const int tile = static_cast<int>(row / padded_len);
+    const int b = fa::cuda::sequence_of(vs.query_tiles, vs.batch, tile / H);
+    const int Tr_b = vs.query_tiles[b + 1] - vs.query_tiles[b];
+    const std::int64_t local = row - std::int64_t{H} * vs.query_tiles[b] * padded_len;
+    bh = local / (Tr_b * padded_len);  // the head
+    r = static_cast<int>(local % (Tr_b * padded_len));
+    first = vs.cu_seqlens_q[b];
+    len = vs.cu_seqlens_q[b + 1] - first;
+  } else {
+    bh = row / padded_len;
+    r = static_cast<int>(row % padded_len);
+  }
   float acc = 0.0f;
-  if (r < Sq) {
-    const std::int64_t at = kBshd ? bh / H * os.batch + bh % H * os.head + r * os.row : (bh * Sq + r) * D;
+  if (r < len) {
+    const std::int64_t at =
+        kBshd ? bh / H * os.batch + bh % H * os.head + (first + r) * os.row : (bh * Sq + r) * D;
     for (int c = 8 * part; c < D; c += 64) {
       const uint4 a = *reinterpret_cast<const uint4*>(dout + at + c), b = *reinterpret_cast<const uint4*>(o + at + c);
       const T* x = reinterpret_cast<const T*>(&a);
@@ -63,7 +80,7 @@ __global__ void __launch_bounds__(8 * kPrepRows)
   acc = fa::cuda::warp_sum<8>(acc);
   if (part == 0) {
     D_row[row] = acc;
-    lse2[row] = r < Sq ? lse[bh * Sq + r] * kLog2e : INFINITY;  // +inf stays +inf
+    lse2[row] = r < len ? lse[bh * Sq + first + r] * kLog2e : INFINITY;  // +inf stays +inf
   }
   float4* zeros = dq_accum + row * (kD / 4);
 #pragma unroll
@@ -76,11 +93,12 @@ __global__ void __launch_bounds__(8 * kPrepRows)
 // A query tile of Br rows has Config::kChunks chunks: at Br = 64 columns 64 c .. 64 c + 63 (one at
 // D = 64, two at D = 128, D / 64 in the wide kernel), at Br = 128 (D = 64) rows 0-63 and 64-127.
 // D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written). kBshd:
-// dQ as [B, Sq, H, D], as Q lies (qs: Problem::q_strides); H: the query heads.
-template <class T, int kD, int Br, bool kBshd>
+// dQ as [B, Sq, H, D], as Q lies (qs: Problem::q_strides); H: the query heads. kVarlen: a packed
+// batch (VarlenSeqs), each sequence's region of H slices of its query tiles (Sq, Tr unused).
+template <class T, int kD, int Br, bool kBshd, bool kVarlen = false>
 __global__ void __launch_bounds__(256)
     convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr, int D,
-                      float scale, fa::Strides qs, int H) {
+                      float scale, fa::Strides qs, int H, VarlenSeqs vs = {}) {
   const std::int64_t f = std::int64_t{blockIdx.x} * 256 + threadIdx.x;
   if (f >= quads) return;
   const std::int64_t chunk = f / 1024;
@@ -89,13 +107,25 @@ __global__ void __launch_bounds__(256)
   const int half = static_cast<int>(chunk % kChunks);  // the chunk within its tile
   const int col = (Br == 128 ? 0 : 64 * half) + 8 * c + 2 * (tid % 4);
   const std::int64_t tile = chunk / kChunks;
-  const int i = static_cast<int>(tile % Tr);
-  const std::int64_t bh = tile / Tr;
+  int i, first = 0;  // the tile in its slice; the first row of its sequence
+  std::int64_t bh;
+  if constexpr (kVarlen) {
+    const int b = fa::cuda::sequence_of(vs.query_tiles, vs.batch, static_cast<int>(tile / H));
+    const int Tr_b = vs.query_tiles[b + 1] - vs.query_tiles[b];
+    const int local = static_cast<int>(tile - std::int64_t{H} * vs.query_tiles[b]);
+    bh = local / Tr_b;  // the head
+    i = local % Tr_b;
+    first = vs.cu_seqlens_q[b];
+    Sq = vs.cu_seqlens_q[b + 1] - first;
+  } else {
+    i = static_cast<int>(tile % Tr);
+    bh = tile / Tr;
+  }
   const int row = Br * i + (Br == 128 ? 64 * half : 0) + 16 * (tid / 32) + tid % 32 / 4;
   if (col >= D) return;
   const float4 v = acc[f];
   if constexpr (kBshd) {
-    T* slice = dq + bh / H * qs.batch + bh % H * qs.head + col;
+    T* slice = dq + bh / H * qs.batch + bh % H * qs.head + std::int64_t{first} * qs.row + col;
     if (row < Sq)
       *reinterpret_cast<std::uint32_t*>(slice + row * qs.row) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
     if (row + 8 < Sq)
@@ -122,35 +152,68 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
     throw std::logic_error("11_backward_v3: a block-sparse configuration runs with a walk, a dense one without");
   using T = typename C::T;
   constexpr int kD = C::kD;
-  const int Tr = ceil_div(p.seqlen_q, C::Br);
-  const std::int64_t bh = std::int64_t{p.batch} * p.heads;
-  const std::int64_t padded_rows = bh * Tr * C::Br;
+  // The scratch's extent: B H slices of Tr query tiles and B Hkv of Tc key tiles, or for a packed
+  // batch (C::kVarlen) each sequence's own tiles (VarlenSeqs): H sum_b Tr_b and Hkv sum_b Tc_b.
+  // walk_tiles: the most query tiles a key tile's block walks over per query head.
+  std::vector<int> tables;  // a packed batch: cu_seqlens_q, cu_seqlens_k, query tiles, key tiles
+  int Tr = ceil_div(p.seqlen_q, C::Br), walk_tiles = Tr;
+  std::int64_t query_tiles = std::int64_t{p.batch} * p.heads * Tr;
+  std::int64_t key_tiles = std::int64_t{p.batch} * p.kv_heads * ceil_div(p.seqlen_k, C::Bc);
+  int grid_tiles = ceil_div(p.seqlen_k, C::Bc);  // the grid's x: a slice's key tiles
+  if constexpr (C::kVarlen) {
+    const std::size_t n = p.cu_seqlens_q.size();
+    tables.resize(4 * n);
+    std::copy(p.cu_seqlens_q.begin(), p.cu_seqlens_q.end(), tables.begin());
+    std::copy(p.cu_seqlens_k.begin(), p.cu_seqlens_k.end(), tables.begin() + n);
+    walk_tiles = 0;
+    for (std::size_t b = 0; b + 1 < n; ++b) {
+      const int tr = ceil_div(p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b], C::Br);
+      tables[2 * n + b + 1] = tables[2 * n + b] + tr;
+      tables[3 * n + b + 1] = tables[3 * n + b] + ceil_div(p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b], C::Bc);
+      walk_tiles = std::max(walk_tiles, tr);
+    }
+    grid_tiles = tables[4 * n - 1];
+    query_tiles = std::int64_t{p.heads} * tables[3 * n - 1];
+    key_tiles = std::int64_t{p.kv_heads} * grid_tiles;
+  }
+  const std::int64_t padded_rows = query_tiles * C::Br;
   const std::size_t vec_bytes = fa::cuda::workspace_part(padded_rows * sizeof(float));
   const std::size_t acc_bytes = fa::cuda::workspace_part(padded_rows * kD * sizeof(float));
-  const std::size_t turn_bytes = kTurns ? fa::cuda::workspace_part(bh * Tr * C::kChunks * sizeof(int)) : 0;
+  const std::size_t turn_bytes = kTurns ? fa::cuda::workspace_part(query_tiles * C::kChunks * sizeof(int)) : 0;
   // dK and dV sums for walks longer than kFlushSteps (the longest: a KV head's group of query
-  // heads over every query tile): 2 Bc kD floats a key tile.
-  const std::int64_t key_tiles = std::int64_t{p.batch} * p.kv_heads * ceil_div(p.seqlen_k, C::Bc);
-  const bool long_walks = std::int64_t{p.group_size()} * Tr > C::kFlushSteps;
+  // heads over every query tile): 2 x 128 kD floats a key tile.
+  const bool long_walks = std::int64_t{p.group_size()} * walk_tiles > C::kFlushSteps;
   const std::size_t partial_bytes =
       long_walks ? fa::cuda::workspace_part(key_tiles * 2 * 128 * kD * sizeof(float)) : 0;  // key_grad_sums
+  const std::size_t table_bytes = tables.size() * sizeof(int);
   auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(
-      2 * vec_bytes + acc_bytes + turn_bytes + partial_bytes,
-      "11_backward_v3's LSE, D_i, fp32 dQ accumulator, dQ turns and dK/dV sums"));
+      2 * vec_bytes + acc_bytes + turn_bytes + partial_bytes + table_bytes,
+      "11_backward_v3's LSE, D_i, fp32 dQ accumulator, dQ turns, dK/dV sums and sequences"));
   auto* lse2 = reinterpret_cast<float*>(ws);
   auto* D_row = reinterpret_cast<float*>(ws + vec_bytes);
   auto* dq_accum = reinterpret_cast<float*>(ws + 2 * vec_bytes);
   int* dq_turn = kTurns ? reinterpret_cast<int*>(ws + 2 * vec_bytes + acc_bytes) : nullptr;
   float* kv_partial = long_walks ? reinterpret_cast<float*>(ws + 2 * vec_bytes + acc_bytes + turn_bytes) : nullptr;
+  VarlenSeqs seqs{};
+  if constexpr (C::kVarlen) {  // the sequences' tables, one copy
+    const int n = static_cast<int>(p.cu_seqlens_q.size());
+    const int* dev = reinterpret_cast<const int*>(ws + 2 * vec_bytes + acc_bytes + turn_bytes + partial_bytes);
+    FA_CUDA_CHECK(cudaMemcpyAsync(const_cast<int*>(dev), tables.data(), table_bytes, cudaMemcpyHostToDevice, stream));
+    seqs = {.cu_seqlens_q = dev, .cu_seqlens_k = dev + n, .query_tiles = dev + 2 * n, .key_tiles = dev + 3 * n,
+            .batch = n - 1};
+  }
 
   if (reinterpret_cast<std::uintptr_t>(o) % 16 != 0)
     throw std::invalid_argument("11_backward_v3: O must be 16-byte aligned (the preparation kernel reads it in 16-byte loads)");
-  if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, bh * Tr * C::kChunks * sizeof(int), stream));
-  prepare_kernel<T, kD, C::kBshd>
+  if (kTurns) FA_CUDA_CHECK(cudaMemsetAsync(dq_turn, 0, query_tiles * C::kChunks * sizeof(int), stream));
+  // A packed batch's sequences may all be without queries (no padded rows) or keys (no key tiles).
+  if (padded_rows > 0) {
+    prepare_kernel<T, kD, C::kBshd, C::kVarlen>
       <<<fa::cuda::blocks_1d(padded_rows / kPrepRows, "11_backward_v3"), 8 * kPrepRows, 0, stream>>>(
           static_cast<const T*>(o), static_cast<const T*>(dout), lse, lse2, D_row, reinterpret_cast<float4*>(dq_accum),
-          padded_rows, Tr * C::Br, p.seqlen_q, p.head_dim, p.o_strides(), p.heads);
-  FA_CHECK_LAUNCH();
+          padded_rows, C::kVarlen ? C::Br : Tr * C::Br, p.seqlen_q, p.head_dim, p.o_strides(), p.heads, seqs);
+    FA_CHECK_LAUNCH();
+  }
 
   constexpr auto kernel = [] {
     if constexpr (C::kWide) return backward_v3_wide_kernel<C, kTurns>;
@@ -174,24 +237,33 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
                    .window_left = p.window_left, .window_right = p.window_right};
   KernelParams<C> kp;
-  if constexpr (C::kBshd) kp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};
+  if constexpr (C::kVarlen) kp = VarlenParams{{prm, p.heads, p.kv_strides(), p.v_strides()}, seqs};
+  else if constexpr (C::kBshd) kp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};
   else kp = prm;
-  const dim3 grid = tiles_by_rows(ceil_div(p.seqlen_k, C::Bc), prm.batch_kv_heads, "11_backward_v3");
-  kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, kp);
-  FA_CHECK_LAUNCH();
+  if (grid_tiles > 0) {
+    const dim3 grid = tiles_by_rows(grid_tiles, prm.batch_kv_heads, "11_backward_v3");
+    kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, kp);
+    FA_CHECK_LAUNCH();
+  }
 
   const std::int64_t quads = padded_rows * kD / 4;
-  convert_dq_kernel<T, kD, C::Br, C::kBshd><<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
-      reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale(),
-      p.q_strides(), p.heads);
+  if (quads == 0) return;
+  convert_dq_kernel<T, kD, C::Br, C::kBshd, C::kVarlen>
+      <<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
+          reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale(),
+          p.q_strides(), p.heads, seqs);
   FA_CHECK_LAUNCH();
 }
 
-// run_layout for the problem's layout: C, or Bshd<C> on [B, S, H, D] tensors.
-template <class C, bool kTurns>
+// run_layout for the problem's layout: C, or Bshd<C> on [B, S, H, D] tensors, or where kPacked
+// (the chapter's entry points) Varlen<C> on a packed batch of sequences.
+template <class C, bool kTurns, bool kPacked>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
          const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
          const backward::DeviceSparseWalk* sparse = nullptr) {
+  if constexpr (kPacked) {
+    if (p.is_varlen()) return run_layout<Varlen<C>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+  }
   if (p.layout == fa::Layout::bshd) run_layout<Bshd<C>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
   else run_layout<C, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
 }
@@ -205,8 +277,9 @@ using ChapterConfig = Config<T, kD>;
 
 // An entry point of the chapter or of a step: the checks every backward makes, then run() for the
 // problem's dtype and head dim with configuration Cfg<T, D>. kTurns: the deterministic mode.
-// sparse: the block-sparse step's walk (a configuration with 08's ListedWalk).
-template <template <class, int> class Cfg, bool kTurns>
+// sparse: the block-sparse step's walk (a configuration with 08's ListedWalk). kPacked: whether
+// it has kernels for a packed batch of sequences (the chapter's; its Support says varlen).
+template <template <class, int> class Cfg, bool kTurns, bool kPacked = false>
 void backward_with(const fa::Support& support, const fa::Problem& p, const void* q, const void* k, const void* v,
                    const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv,
                    cudaStream_t stream, const backward::DeviceSparseWalk* sparse = nullptr) {
@@ -221,10 +294,11 @@ void backward_with(const fa::Support& support, const fa::Problem& p, const void*
     using T = decltype(type);
     // D = 96: the D = 128 kernel on zero-filled columns (README: Head dims); 192 and 256: the wide
     // kernel (wide.cuh), the same for every step.
-    if (p.head_dim == 64) run<Cfg<T, 64>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
-    else if (p.head_dim <= 128) run<Cfg<T, 128>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
-    else if (p.head_dim == 192) run<WideConfig<T, 192>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
-    else run<WideConfig<T, 256>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    if (p.head_dim == 64) run<Cfg<T, 64>, kTurns, kPacked>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else if (p.head_dim <= 128) run<Cfg<T, 128>, kTurns, kPacked>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else if (p.head_dim == 192)
+      run<WideConfig<T, 192>, kTurns, kPacked>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    else run<WideConfig<T, 256>, kTurns, kPacked>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
   };
   if (p.dtype == fa::Dtype::bf16) dtype(__nv_bfloat16{});
   else dtype(__half{});

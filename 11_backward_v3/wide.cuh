@@ -40,6 +40,7 @@ struct WideConfig {
   static constexpr int Bc = 64, Br = 64;
   static constexpr bool kWide = true;
   static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<WideConfig>: [B, S, H, D]
+  static constexpr bool kVarlen = false;  // Varlen<WideConfig>: a packed batch of sequences
   static constexpr int kStages = 1;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;
@@ -204,10 +205,10 @@ __global__ void __launch_bounds__(C::kThreads, 1)
                             const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap do_map,
                             const KernelParams<C> prm) {
   run_block<C, kTurns>(&q_map, &k_map, &v_map, &do_map, prm,
-                       [&](Barriers<C::kStages>& bars, std::uint32_t base, unsigned char* base_p, int j,
-                           std::int64_t kv_bh, int w) {
-                         if (w == 0) consume_wide<C, kTurns, 0>(prm, bars, base, base_p, j, kv_bh);
-                         else consume_wide<C, kTurns, 1>(prm, bars, base, base_p, j, kv_bh);
+                       [&](const Params& sp, Barriers<C::kStages>& bars, std::uint32_t base, unsigned char* base_p,
+                           int j, std::int64_t kv_bh, int w) {
+                         if (w == 0) consume_wide<C, kTurns, 0>(sp, bars, base, base_p, j, kv_bh);
+                         else consume_wide<C, kTurns, 1>(sp, bars, base, base_p, j, kv_bh);
                        });
 }
 

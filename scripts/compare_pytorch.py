@@ -70,7 +70,9 @@ MIXED_LENGTHS_64K = [3851, 2531, 493, 225, 765, 457, 2870, 279, 646, 1085, 5245,
 
 def time_varlen(args):
     """FlashAttention-2's varlen forward (torch.ops.aten._flash_attention_forward with cu_seqlens) on
-    the packed batch, heads = 2048 / D, f16 and bf16 of --dtypes: records with varlen=True."""
+    the packed batch, heads = 2048 / D, f16 and bf16 of --dtypes, and where --directions has bwd its
+    backward (_flash_attention_backward on that forward's O, LSE and RNG state): records with
+    varlen=True."""
     records = []
     cu = torch.tensor([0] + torch.tensor(MIXED_LENGTHS_64K).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
     total, longest = int(cu[-1]), max(MIXED_LENGTHS_64K)
@@ -82,21 +84,30 @@ def time_varlen(args):
             gen = torch.Generator(device="cuda").manual_seed(head_dim)
             q, k, v = (torch.randn(total, heads, head_dim, device="cuda", dtype=DTYPES[dtype_name], generator=gen)
                        for _ in range(3))
+            dout = torch.randn(total, heads, head_dim, device="cuda", dtype=DTYPES[dtype_name], generator=gen)
             for causal in (False, True):
-                flops = sum(4.0 * n * n * head_dim * heads / (2 if causal else 1) for n in MIXED_LENGTHS_64K)
-                rec = dict(direction="fwd", backend="flash_varlen", dtype=dtype_name, batch=1, heads=heads,
-                           seqlen=total, head_dim=head_dim, causal=causal, varlen=True)
-                try:
-                    ms = median_ms(lambda: torch.ops.aten._flash_attention_forward(
-                        q, k, v, cu, cu, longest, longest, 0.0, causal, False))
-                    rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
-                    note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
-                except (RuntimeError, torch.OutOfMemoryError) as e:
-                    rec["error"] = str(e).splitlines()[0][:200]
-                    note = "n/a: " + rec["error"][:70]
-                records.append(rec)
-                print(f"varlen fwd {dtype_name} D={head_dim} {'causal' if causal else 'full  '} flash_varlen {note}",
-                      flush=True)
+                fwd_flops = sum(4.0 * n * n * head_dim * heads / (2 if causal else 1) for n in MIXED_LENGTHS_64K)
+                for direction in [d for d in ("fwd", "bwd") if d in args.directions.split(",") or d == "fwd"]:
+                    flops = fwd_flops * (2.5 if direction == "bwd" else 1.0)
+                    rec = dict(direction=direction, backend="flash_varlen", dtype=dtype_name, batch=1, heads=heads,
+                               seqlen=total, head_dim=head_dim, causal=causal, varlen=True)
+                    try:
+                        fwd = lambda: torch.ops.aten._flash_attention_forward(  # noqa: E731
+                            q, k, v, cu, cu, longest, longest, 0.0, causal, False)
+                        if direction == "fwd":
+                            ms = median_ms(fwd)
+                        else:
+                            out, lse, rng, unused, _ = fwd()
+                            ms = median_ms(lambda: torch.ops.aten._flash_attention_backward(
+                                dout, q, k, v, out, lse, cu, cu, longest, longest, 0.0, causal, rng, unused))
+                        rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
+                        note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
+                    except (RuntimeError, torch.OutOfMemoryError) as e:
+                        rec["error"] = str(e).splitlines()[0][:200]
+                        note = "n/a: " + rec["error"][:70]
+                    records.append(rec)
+                    print(f"varlen {direction} {dtype_name} D={head_dim} {'causal' if causal else 'full  '} "
+                          f"flash_varlen {note}", flush=True)
     return records
 
 
@@ -110,7 +121,8 @@ def main():
     ap.add_argument("--directions", default="fwd")
     ap.add_argument("--max-seqlen", type=int, default=16384)
     ap.add_argument("--varlen", action="store_true",
-                    help="also FlashAttention-2's varlen forward on the packed batch of mixed lengths (f16, bf16)")
+                    help="also FlashAttention-2's varlen path on the packed batch of mixed lengths (f16, bf16; the "
+                         "backward too where --directions has bwd)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
 

@@ -29,7 +29,7 @@ def load_chapters(folder):
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
     sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
     decode = {}   # chapter 10's decode rows: (batch, seqlen_k) -> benchmark
-    varlen = {}   # fwd/<chapter>/<dtype>/D<d>/<mask>/varlen:64k: (dtype, D, causal) -> {chapter: benchmark}
+    varlen = {}   # <fwd|bwd>/<chapter>/<dtype>/D<d>/<mask>/varlen:64k: (direction, dtype, D, causal) -> {chapter: benchmark}
     decode_read = {}  # chapter 10's plain read (decode/plain_read), per stage as decode
     step_direction = {}  # chapter -> "fwd" or "bwd": which of PyTorch's tables its steps sit next to
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
@@ -57,7 +57,7 @@ def load_chapters(folder):
             elif parts[0] in ("fwd", "bwd") and parts[1] in OWN_TABLE:
                 continue
             elif parts[0] in ("fwd", "bwd") and parts[5].startswith("varlen:"):  # the packed batch of mixed lengths
-                varlen.setdefault((parts[2], int(parts[3][1:]), parts[4] == "causal"), {})[parts[1]] = b
+                varlen.setdefault((parts[0], parts[2], int(parts[3][1:]), parts[4] == "causal"), {})[parts[1]] = b
             elif parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
                 if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle, 11_backward_v3.v1_serial
@@ -95,7 +95,7 @@ def load_torch(folder):
         meta = data["meta"]
         for r in data["results"]:
             if r.get("varlen"):  # the packed batch (compare_pytorch.py --varlen): varlen_table
-                tables.setdefault("varlen", {})[(r["dtype"], r["head_dim"], r["causal"])] = r
+                tables.setdefault("varlen", {})[(r["direction"], r["dtype"], r["head_dim"], r["causal"])] = r
                 continue
             key = (r["dtype"], r["head_dim"], r["causal"], r["seqlen"])
             tables[r["direction"]].setdefault(key, {})[r["backend"]] = r
@@ -230,23 +230,26 @@ def main():
 
 
 def varlen_table(varlen, torch_varlen):
-    """The packed batch of mixed lengths (bench_harness.h: mixed_lengths_64k), forward TFLOP/s of
-    each chapter that takes it against PyTorch's FlashAttention-2 varlen path; "" without rows."""
+    """The packed batch of mixed lengths (bench_harness.h: mixed_lengths_64k), forward and backward
+    TFLOP/s of each chapter that takes it against PyTorch's FlashAttention-2 varlen path; "" without
+    rows."""
     if not varlen:
         return ""
     chapters = sorted({c for row in varlen.values() for c in row})
     lines = ["", "## A packed batch of mixed lengths (varlen)", "",
-             "30 sequences of 64 to 7,536 tokens, 65,536 in all, heads = 2048 / D, forward TFLOP/s (FLOPs summed "
-             "over the sequences); torch flash varlen: torch.ops.aten._flash_attention_forward with cu_seqlens.", "",
-             "| dtype | D | mask | " + " | ".join(chapters) + " | torch flash varlen | "
+             "30 sequences of 104 to 7,536 tokens, 65,536 in all, heads = 2048 / D, TFLOP/s (FLOPs summed over "
+             "the sequences; the backward's 2.5 times the forward's); torch flash varlen: "
+             "torch.ops.aten._flash_attention_forward and _flash_attention_backward with cu_seqlens.", "",
+             "| pass | dtype | D | mask | " + " | ".join(chapters) + " | torch flash varlen | "
              + " | ".join(f"{c} / torch" for c in chapters) + " |",
-             "|" + "---|" * (4 + 2 * len(chapters))]
+             "|" + "---|" * (5 + 2 * len(chapters))]
     for key in sorted(varlen):
-        dtype, d, causal = key
+        direction, dtype, d, causal = key
         ours = [varlen[key][c]["TFLOPS"] if c in varlen[key] else None for c in chapters]
         theirs = torch_varlen.get(key, {}).get("tflops")
         ratios = ["-" if not (o and theirs) else f"{o / theirs:.2f}x" for o in ours]
-        lines.append(f"| {dtype} | {d} | {'causal' if causal else 'full'} | " + " | ".join(fmt(x) for x in ours)
+        lines.append(f"| {direction} | {dtype} | {d} | {'causal' if causal else 'full'} | "
+                     + " | ".join(fmt(x) for x in ours)
                      + f" | {fmt(theirs)} | " + " | ".join(ratios) + " |")
     return "\n".join(lines) + "\n"
 

@@ -127,14 +127,21 @@ def main():
         # record, and neither in the seqlen table.
         name = "fwd/09_flash_v3/bf16/D128/causal/varlen:64k/min_time:0.300/manual_time"
         write(d, "bench_09_flash_v3.json", {"context": {}, "benchmarks": [{"name": name, "TFLOPS": 400.0}]})
+        bwd_name = "bwd/11_backward_v3/bf16/D128/causal/varlen:64k/min_time:0.300/manual_time"
+        write(d, "bench_11_backward_v3.json", {"context": {}, "benchmarks": [{"name": bwd_name, "TFLOPS": 300.0}]})
         write(d, "pytorch_fwd.json", {"meta": {"gpu": "test GPU", "torch": "0", "cuda": "0"}, "results": [
             {"direction": "fwd", "backend": "flash_varlen", "dtype": "bf16", "head_dim": 128, "causal": True,
-             "seqlen": 65536, "varlen": True, "tflops": 320.0}]})
-        fwd, _, _, _, context = summarize.load_chapters(d)
+             "seqlen": 65536, "varlen": True, "tflops": 320.0},
+            {"direction": "bwd", "backend": "flash_varlen", "dtype": "bf16", "head_dim": 128, "causal": True,
+             "seqlen": 65536, "varlen": True, "tflops": 200.0}]})
+        fwd, _, bwd, _, context = summarize.load_chapters(d)
         torch_tables, _ = summarize.load_torch(d)
         text = summarize.varlen_table(context["varlen"], torch_tables.get("varlen", {}))
-        check("the varlen table: " + text, "| bf16 | 128 | causal | 400.0 | 320.0 | 1.25x |" in text)
-        check("no varlen row among the seqlens", not fwd and not torch_tables["fwd"])
+        check("the varlen table's forward: " + text,
+              "| fwd | bf16 | 128 | causal | 400.0 | - | 320.0 | 1.25x | - |" in text)
+        check("the varlen table's backward: " + text,
+              "| bwd | bf16 | 128 | causal | - | 300.0 | 200.0 | - | 1.50x |" in text)
+        check("no varlen row among the seqlens", not fwd and not bwd and not torch_tables["fwd"])
 
     for f in failures:
         print("FAILED:", f)

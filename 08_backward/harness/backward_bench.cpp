@@ -2,6 +2,9 @@
 
 #include <iostream>
 #include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/cuda/cuda_check.h"
 #include "common/harness/bench_harness.h"  // median_seconds, fa2_shape, take_flag
@@ -67,10 +70,16 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
   for (int d : head_dims) {
     if (!supports_head_dim(pair.support, d)) continue;
     for (bool causal : {false, true}) {
-      for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2) {
-        const Problem p = bench::fa2_shape(seqlen, d, causal, dtype);
-        const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) +
-                                 (causal ? "/causal" : "/full") + "/seqlen:" + std::to_string(seqlen);
+      std::vector<std::pair<std::string, Problem>> shapes;
+      for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2)
+        shapes.emplace_back("seqlen:" + std::to_string(seqlen), bench::fa2_shape(seqlen, d, causal, dtype));
+      // The packed batch of mixed lengths (bench_harness.h), where the backward takes one.
+      if (pair.support.varlen && takes_bshd(pair.support, dtype))
+        shapes.emplace_back("varlen:64k", bench::varlen_shape(bench::mixed_lengths_64k(), d, causal, dtype));
+      for (const auto& [shape, problem] : shapes) {
+        const Problem p = problem;  // the lambdas below copy it (C++17 lambdas capture no structured binding)
+        const std::string name =
+            "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) + (causal ? "/causal/" : "/full/") + shape;
         register_case(
             name, p, backward_flops(p),
             [forward_of, p](Tensors& t) {

@@ -91,4 +91,18 @@ FA_HOST_DEVICE constexpr int query_tile_end(int j_tile, int Br, int Bc, int seql
   return last_row / Br + 1 < Tr ? last_row / Br + 1 : Tr;
 }
 
+// A packed batch of sequences (varlen): which sequence item x (a tile, a row) belongs to, where
+// sequence b holds items offsets[b] .. offsets[b + 1] - 1 (B + 1 nondecreasing offsets from 0; an
+// empty sequence holds none). The last b with offsets[b] <= x, by binary search: log2(B) loads.
+template <class I>
+FA_HOST_DEVICE constexpr int sequence_of(const I* offsets, int batch, I x) {
+  int lo = 0, hi = batch - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 }  // namespace fa::cuda

@@ -240,13 +240,27 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
   return {dq, dk, dv};
 }
 
-// Whether the kernels run a packed batch's forward in one launch (Support::varlen: 09 on Hopper):
-// q is a [total, H, D] CUDA tensor of a dtype and head dim hopper_path takes.
-bool takes_varlen(const Tensor& q) {
+// Whether the kernels run a packed batch's forward (or, with for_backward, its backward) in one
+// launch (Support::varlen: 09 and 11 on Hopper): q is a [total, H, D] CUDA tensor of a dtype and
+// head dim hopper_path takes.
+bool takes_varlen(const Tensor& q, bool for_backward) {
   const auto dt = dtype_of(q);
   if (!dt || !q.is_cuda() || q.dim() != 3) return false;
   const int d = static_cast<int>(q.size(2));
-  return hopper_path(q, *dt, d, false) && forward_support(q, *dt, d, false).varlen;
+  if (!hopper_path(q, *dt, d, false)) return false;
+  return (for_backward ? backward_support(q, *dt, d, false) : forward_support(q, *dt, d, false)).varlen;
+}
+
+// A packed batch as a Problem: q [total_q, H, D] and k [total_k, Hkv, D] as [1, total, H, D]
+// (the layout bshd), the sequences' offsets (B + 1 each, on the host: the launches build their
+// walks from them).
+fa::Problem varlen_problem(const Tensor& q, const Tensor& k, const std::vector<int64_t>& cu_seqlens_q,
+                           const std::vector<int64_t>& cu_seqlens_k, bool causal, double scale, int64_t window_left,
+                           int64_t window_right) {
+  fa::Problem p = problem_of(q.unsqueeze(0), k.unsqueeze(0), causal, scale, /*bshd=*/true, window_left, window_right);
+  p.cu_seqlens_q.assign(cu_seqlens_q.begin(), cu_seqlens_q.end());
+  p.cu_seqlens_k.assign(cu_seqlens_k.begin(), cu_seqlens_k.end());
+  return p;
 }
 
 // A packed batch's forward in one launch of 09 (takes_varlen): q [total_q, H, D], k, v [total_k,
@@ -260,18 +274,42 @@ std::tuple<Tensor, Tensor> forward_varlen_op(const Tensor& q, const Tensor& k, c
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.is_contiguous() && k.is_contiguous() &&
                   v.is_contiguous(),
               "flash_tutorial._C.forward_varlen: contiguous [total, H, D] tensors");
-  TORCH_CHECK(takes_varlen(q), "flash_tutorial._C.forward_varlen: no kernel here takes a packed batch (09 on Hopper)");
+  TORCH_CHECK(takes_varlen(q, false),
+              "flash_tutorial._C.forward_varlen: no kernel here takes a packed batch (09 on Hopper)");
   const c10::cuda::CUDAGuard on_device(q.device());
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
-  fa::Problem p = problem_of(q.unsqueeze(0), k.unsqueeze(0), causal, scale, /*bshd=*/true, window_left, window_right);
-  p.cu_seqlens_q.assign(cu_seqlens_q.begin(), cu_seqlens_q.end());
-  p.cu_seqlens_k.assign(cu_seqlens_k.begin(), cu_seqlens_k.end());
+  const fa::Problem p = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, causal, scale, window_left, window_right);
   Tensor out = torch::empty(q.sizes(), q.options());
   Tensor lse = torch::empty({p.heads, p.seqlen_q}, q.options().dtype(torch::kFloat32));
   flash_v3::forward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
                     at::cuda::getCurrentCUDAStream());
   return {out, lse};
+}
+
+// A packed batch's backward in one launch of 11 (takes_varlen with for_backward): the tensors as
+// forward_varlen takes and returns them, dout as out. Returns dQ [total_q, H, D] and dK, dV
+// [total_k, Hkv, D].
+std::tuple<Tensor, Tensor, Tensor> backward_varlen_op(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                      const Tensor& v, const Tensor& out, const Tensor& lse,
+                                                      const std::vector<int64_t>& cu_seqlens_q,
+                                                      const std::vector<int64_t>& cu_seqlens_k, bool causal,
+                                                      double scale, int64_t window_left, int64_t window_right) {
+  for (const Tensor* t : {&dout, &q, &k, &v, &out})
+    TORCH_CHECK(t->dim() == 3 && t->is_contiguous(), "flash_tutorial._C.backward_varlen: contiguous [total, H, D] tensors");
+  TORCH_CHECK(lse.dim() == 2 && lse.is_contiguous() && lse.scalar_type() == torch::kFloat32,
+              "flash_tutorial._C.backward_varlen: lse as forward_varlen returns it, [H, total_q] float32");
+  TORCH_CHECK(takes_varlen(q, true),
+              "flash_tutorial._C.backward_varlen: no kernel here takes a packed batch's backward (11 on Hopper)");
+  const c10::cuda::CUDAGuard on_device(q.device());
+  TorchWorkspace scratch;
+  const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
+  const fa::Problem p = varlen_problem(q, k, cu_seqlens_q, cu_seqlens_k, causal, scale, window_left, window_right);
+  Tensor dq = torch::empty(q.sizes(), q.options()), dk = torch::empty(k.sizes(), k.options());
+  Tensor dv = torch::empty(v.sizes(), v.options());
+  backward_v3::backward(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                        dout.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), at::cuda::getCurrentCUDAStream());
+  return {dq, dk, dv};
 }
 
 // The op's eager fast path (flash_tutorial.attention calls it where the kernels run both passes,
@@ -323,7 +361,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
   m.def("forward_varlen", &forward_varlen_op, "O, LSE of a packed batch in one launch of 09 (no autograd)");
-  m.def("takes_varlen", &takes_varlen, "whether the kernels run a packed batch's forward in one launch");
+  m.def("backward_varlen", &backward_varlen_op, "dQ, dK, dV of a packed batch in one launch of 11 (no autograd)");
+  m.def("takes_varlen", &takes_varlen, "whether the kernels run a packed batch's forward (or backward) in one launch",
+        pybind11::arg("q"), pybind11::arg("for_backward") = false);
   m.def("takes_input_strides", &takes_input_strides,
         "whether the call's chapters read [B, S, H, D] q, k, v through strides of their own");
   m.def("reads_bshd", &reads_bshd, "whether the forward's (or backward's) chapter reads [B, S, H, D] in place");

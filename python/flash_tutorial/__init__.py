@@ -177,6 +177,26 @@ def _check_cu_seqlens(name, cu, total, max_seqlen):
     return bounds
 
 
+class _PackedAttention(torch.autograd.Function):
+    """A packed batch in one launch each way: 09's forward and 11's backward walk every sequence's
+    tiles (flash_tutorial._C.forward_varlen, backward_varlen). bq, bk: the offsets as lists."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, bq, bk, causal, scale, left, right):
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+        out, lse = ops._C.forward_varlen(q, k, v, bq, bk, causal, scale, left, right)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.args = (bq, bk, causal, scale, left, right)
+        ctx.mark_non_differentiable(lse)  # LSE is for inspection: no gradient flows through it
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        q, k, v, out, lse = ctx.saved_tensors
+        dq, dk, dv = ops._C.backward_varlen(dout.contiguous(), q, k, v, out, lse, *ctx.args)
+        return dq, dk, dv, None, None, None, None, None, None
+
+
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                      cu_seqlens_k: torch.Tensor, max_seqlen_q: Optional[int] = None,
                      max_seqlen_k: Optional[int] = None, causal: bool = False, scale: Optional[float] = None,
@@ -191,11 +211,12 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     as in attention(). Returns O [total_q, H, D], and with return_lse=True LSE [H, total_q] (float32;
     +inf for a row that sees no key, such as the rows of a sequence with no keys).
 
-    Without a gradient to keep (inference, torch.no_grad()) on Hopper, one launch of 09 walks the
-    tiles of every sequence (no softcap there). Otherwise each sequence runs as one attention() call
-    on views of the packed tensors ([1, S, H, D], read in place where the chapter takes that
-    layout), so the kernels, the fallback and its warnings are attention()'s: a batch of many short
-    sequences then costs one launch (forward and backward) per sequence.
+    On Hopper (float16/bfloat16, the head dims 09 and 11 take, no softcap, outside torch.compile)
+    one launch of 09 walks the tiles of every sequence, and in the backward one launch of 11.
+    Elsewhere each sequence runs as one attention() call on views of the packed tensors
+    ([1, S, H, D], read in place where the chapter takes that layout), so the kernels, the fallback
+    and its warnings are attention()'s: a batch of many short sequences then costs one launch
+    (forward and backward) per sequence.
     """
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor) or t.dim() != 3:
@@ -215,11 +236,9 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     if scale is None:
         scale = 1.0 / math.sqrt(q.shape[-1])
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
-    if not needs_grad and softcap == 0 and not torch.compiler.is_compiling() and ops.takes_varlen(q):
-        # One launch of 09 walks every sequence's tiles (no gradient: the backward below goes
-        # sequence by sequence).
-        out, lse = ops._C.forward_varlen(q.contiguous(), k.contiguous(), v.contiguous(), bq, bk, bool(causal),
-                                         float(scale), left, right)
+    if (softcap == 0 and not torch.compiler.is_compiling() and ops.takes_varlen(q)
+            and (not needs_grad or ops.takes_varlen(q, backward=True))):
+        out, lse = _PackedAttention.apply(q, k, v, bq, bk, bool(causal), float(scale), left, right)
         return (out, lse) if return_lse else out
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32  # attention()'s LSE
     outs, lses = [], []

@@ -83,14 +83,14 @@ def takes_input_strides(q: torch.Tensor, has_mask: bool = False) -> bool:
 _varlen = {}
 
 
-def takes_varlen(q: torch.Tensor) -> bool:
-    """Whether the kernels run a packed batch's forward in one launch (09 on Hopper, for q's dtype
-    and head dim): q is [total, H, D]."""
+def takes_varlen(q: torch.Tensor, backward: bool = False) -> bool:
+    """Whether the kernels run a packed batch's forward (backward=True: its backward) in one launch
+    (09 and 11 on Hopper, for q's dtype and head dim): q is [total, H, D]."""
     if _C is None or not q.is_cuda or q.dim() != 3:
         return False
-    key = (q.device, q.dtype, q.shape[-1])
+    key = (q.device, q.dtype, q.shape[-1], backward)
     if key not in _varlen:
-        _varlen[key] = _C.takes_varlen(q)
+        _varlen[key] = _C.takes_varlen(q, backward)
     return _varlen[key]
 
 

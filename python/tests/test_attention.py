@@ -463,6 +463,38 @@ def test_cuda_varlen_one_launch(head_dim, window):
 
 
 @cuda
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("window", [None, (40, 0)])
+def test_cuda_varlen_backward_one_launch(head_dim, window):
+    # With a gradient, on Hopper, one launch of 11 walks every sequence's key tiles
+    # (ops.takes_varlen(backward=True)): dQ, dK and dV against the float64 reference sequence by
+    # sequence, with an empty sequence, one without keys, one without queries, GQA, causal masking
+    # and a window. dK and dV are the same bits twice (each written once); dQ's fp32 sums arrive in
+    # the order the blocks run.
+    q, k, v, cu_q, cu_k = packed([100, 0, 1, 257, 0, 700], [130, 5, 0, 257, 64, 700], h=8, hkv=2, d=head_dim,
+                                 dtype=torch.bfloat16)
+    q, k, v = (t.cuda().requires_grad_() for t in (q, k, v))
+    if not ops.takes_varlen(q, backward=True):
+        pytest.skip("no kernel here runs a packed batch's backward in one launch (11 on Hopper)")
+    out = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window)
+    dout = torch.randn_like(out)
+    grads = torch.autograd.grad(out, (q, k, v), dout)
+    again = torch.autograd.grad(ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window),
+                                (q, k, v), dout)
+    assert torch.equal(grads[1], again[1]) and torch.equal(grads[2], again[2])
+    q64, k64, v64, do64 = (t.detach().double().cpu().requires_grad_() for t in (q, k, v, dout))
+    ref = ft.attention_varlen(q64, k64, v64, cu_q, cu_k, causal=True, window=window)
+    g64 = torch.autograd.grad(ref, (q64, k64, v64), do64.detach())
+    tol = KERNEL_TOL[torch.bfloat16]
+    close(out, ref.detach(), tol, "O")
+    for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
+        assert torch.isfinite(g).all(), name
+        close(g, w, 2 * tol, name)
+    assert (grads[1][130:135] == 0).all()  # the keys of the sequence without queries
+    assert (grads[1][135 + 257:135 + 257 + 64] == 0).all()
+
+
+@cuda
 @pytest.mark.parametrize("head_dim", [64, 96, 128])
 def test_cuda_chapters_per_gpu(head_dim):
     # A Hopper GPU runs 09's forward and 11's backward at head dims 64 and 128 (f16, bf16, no block
