@@ -1,5 +1,6 @@
 // CPU tests of chapter 08: the backward model against the float64 reference, rows that see no
-// key, and the causal tile-skip index math that the kernel shares with the model. ctest -L cpu
+// key, the causal tile-skip index math that the kernel shares with the model, and the
+// same-precision yardstick (a packed varlen batch's too). ctest -L cpu
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,6 +48,16 @@ void forward_for(const fa::Problem& p, const fa::HostInputs& in, std::vector<flo
   const fa::ReferenceForward ref = fa::reference_forward(p, in.q, in.k, in.v);
   o.assign(ref.o.begin(), ref.o.end());
   lse.assign(ref.lse.begin(), ref.lse.end());
+}
+
+// Rows first .. first + count - 1 of every head of a [1, heads, rows, d] tensor, as [1, heads, count, d].
+template <class T>
+std::vector<T> rows_of(const std::vector<T>& t, int heads, int rows, int d, int first, int count) {
+  std::vector<T> out;
+  for (int h = 0; h < heads; ++h)
+    out.insert(out.end(), t.begin() + (static_cast<std::ptrdiff_t>(h) * rows + first) * d,
+               t.begin() + (static_cast<std::ptrdiff_t>(h) * rows + first + count) * d);
+  return out;
 }
 
 class Model : public ::testing::TestWithParam<Case> {};
@@ -187,5 +198,50 @@ TEST(SamePrecisionBackward, ErrorFollowsTheDtype) {
     // Query rows 0 .. Sq - Sk - 1 see no key: their dQ is exactly 0.
     for (int i = 0; i < p.seqlen_q - p.seqlen_k; ++i)
       for (int c = 0; c < p.head_dim; ++c) EXPECT_EQ(plain.dq[static_cast<std::size_t>(i) * p.head_dim + c], 0.0);
+  }
+}
+
+// A packed varlen batch: the yardstick is each sequence's on its own rows (reference.h:
+// varlen_backward; its VisibleFn in the packed coordinates), and the verdict takes the packed
+// gradients, [1, H, total_q, D] and [1, Hkv, total_k, D]: the yardstick's own pass it, and a
+// sequence's dK left at 0 fails it.
+TEST(SamePrecisionBackward, VarlenIsEachSequencesOnItsRows) {
+  for (fa::Dtype dtype : {fa::Dtype::f32, fa::Dtype::bf16}) {
+    SCOPED_TRACE(fa::dtype_name(dtype));
+    fa::Problem p;  // (queries, keys): (77, 150), (0, 45), (33, 0), (130, 130); GQA, causal
+    p.heads = 4, p.kv_heads = 2, p.head_dim = 64, p.causal = true, p.dtype = dtype, p.layout = fa::Layout::bshd;
+    p.cu_seqlens_q = {0, 77, 77, 110, 240};
+    p.cu_seqlens_k = {0, 150, 195, 195, 325};
+    p.seqlen_q = 240, p.seqlen_k = 325;
+    const fa::HostInputs in = fa::make_inputs(p, 7);
+    const std::vector<float> dout = fa::make_dout(p, 7);
+    const fa::VisibleFn visible = [](int, int h, int i, int j) { return (i + 2 * j + h) % 5 != 0; };
+    const fa::ReferenceBackward packed = fa::same_precision_backward(p, in.q, in.k, in.v, dout, visible);
+    const int d = p.head_dim;
+    for (int b = 0; b < p.varlen_batch(); ++b) {
+      const fa::Problem s = fa::sequence_problem(p, b);
+      const int q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+      fa::ReferenceBackward want{std::vector<double>(s.q_elems()), std::vector<double>(s.kv_elems()),
+                                 std::vector<double>(s.kv_elems())};  // zeros for a sequence without queries or keys
+      if (s.seqlen_q > 0 && s.seqlen_k > 0)
+        want = fa::same_precision_backward(
+            s, rows_of(in.q, p.heads, p.seqlen_q, d, q0, s.seqlen_q), rows_of(in.k, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k),
+            rows_of(in.v, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k), rows_of(dout, p.heads, p.seqlen_q, d, q0, s.seqlen_q),
+            [q0, k0](int, int h, int i, int j) { return (q0 + i + 2 * (k0 + j) + h) % 5 != 0; });
+      EXPECT_EQ(rows_of(packed.dq, p.heads, p.seqlen_q, d, q0, s.seqlen_q), want.dq) << "dQ of sequence " << b;
+      EXPECT_EQ(rows_of(packed.dk, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k), want.dk) << "dK of sequence " << b;
+      EXPECT_EQ(rows_of(packed.dv, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k), want.dv) << "dV of sequence " << b;
+    }
+
+    const fa::BackwardYardsticks y = fa::backward_yardsticks(p, in, dout, visible);
+    auto bytes = [&](const std::vector<double>& g) { return fa::encode(std::vector<float>(g.begin(), g.end()), dtype); };
+    const fa::BackwardCheck own = fa::check_backward(p, y, bytes(y.plain.dq), bytes(y.plain.dk), bytes(y.plain.dv));
+    EXPECT_TRUE(own.pass()) << own.summary();
+    std::vector<double> dk = y.plain.dk;
+    for (int h = 0; h < p.kv_heads; ++h)  // the last sequence's keys, 195 .. 324
+      std::fill(dk.begin() + (static_cast<std::ptrdiff_t>(h) * p.seqlen_k + 195) * d,
+                dk.begin() + (static_cast<std::ptrdiff_t>(h) + 1) * p.seqlen_k * d, 0.0);
+    const fa::BackwardCheck missing = fa::check_backward(p, y, bytes(y.plain.dq), bytes(dk), bytes(y.plain.dv));
+    EXPECT_FALSE(missing.pass()) << missing.summary();
   }
 }

@@ -7,8 +7,13 @@
 // on device pointers laid out as problem.h describes: q, o, dout, dq [B, H, Sq, D] and
 // k, v, dk, dv [B, Hkv, Sk, D] in p.dtype; lse [B, H, Sq] float, as the forward wrote it (natural
 // log, +inf for a row that sees no key). dk and dv are summed over the H / Hkv query heads that
-// share a KV head. Invalid or unsupported input throws std::invalid_argument saying what is
-// wrong, before any device work. The executable, the tests and the benchmark all go through it.
+// share a KV head. Under Layout::bshd every tensor but lse is [B, S, H, D] (k, v, dk, dv
+// [B, Sk, Hkv, D]). A varlen problem (where the chapter's Support takes one) packs its sequences
+// into q, o, dout, dq [1, total_q, H, D], k, v, dk, dv [1, total_k, Hkv, D] and lse [1, H, total_q],
+// sequence b's rows from p.cu_seqlens_q[b] (queries) and p.cu_seqlens_k[b] (keys); a sequence
+// without queries gets dk = dv = 0 on its keys, one without keys dq = 0 on its queries. Invalid or
+// unsupported input throws std::invalid_argument saying what is wrong, before any device work. The
+// executable, the tests and the benchmark all go through it.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -25,8 +30,9 @@ using BackwardFn = void (*)(const Problem& p, const void* q, const void* k, cons
                             cudaStream_t stream);
 
 // check_forward_args (chapter.h) on the forward's tensors, then the backward's own: throws
-// std::invalid_argument for an invalid problem, an unsupported dtype or head_dim, a varlen problem
-// (no backward takes one), or a null pointer. Messages start with the chapter's name.
+// std::invalid_argument for an invalid problem, an unsupported dtype, head_dim or feature (a
+// varlen problem where s.varlen is false, as the forward's), or a null pointer. Messages start
+// with the chapter's name.
 void check_backward_args(const Support& s, const Problem& p, const void* q, const void* k,
                          const void* v, const void* o, const void* lse, const void* dout,
                          const void* dq, const void* dk, const void* dv);

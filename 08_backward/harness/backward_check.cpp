@@ -50,6 +50,12 @@ Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want) {
 ReferenceBackward same_precision_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                           const std::vector<float>& v, const std::vector<float>& dout,
                                           const VisibleFn& visible) {
+  if (p.is_varlen())
+    return varlen_backward(p, q, k, v, dout,
+                           [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
+                               const std::vector<float>& vs, const std::vector<float>& dos) {
+                             return same_precision_backward(s, qs, ks, vs, dos, sequence_visible(visible, p, b));
+                           });
   ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),
                         std::vector<double>(p.kv_elems())};
   const int d = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;

@@ -13,8 +13,8 @@
 
 namespace fa {
 
-// The upstream gradient dO [B, H, Sq, D], seeded like make_inputs (host_data.h) but from its own
-// stream, so a failing case can be replayed.
+// The upstream gradient dO [B, H, Sq, D] (a varlen problem's: [1, H, total_q, D]), seeded like
+// make_inputs (host_data.h) but from its own stream, so a failing case can be replayed.
 std::vector<float> make_dout(const Problem& p, std::uint64_t seed);
 
 // The tolerance for one gradient tensor (dQ, dK or dV) in a given dtype, scaled to the tensor's
@@ -29,7 +29,8 @@ Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want);
 // dS = P o (dP - D) in float32; P and dS rounded to p.dtype where they feed a product
 // (dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K), those sums accumulated in float32 and the
 // gradients rounded to p.dtype. Returned as double, like the reference. `visible`, when given,
-// hides pairs on top of causal masking, as in reference_backward (07's block masks).
+// hides pairs on top of causal masking, as in reference_backward (07's block masks). A varlen
+// problem runs sequence by sequence (reference.h: varlen_backward), as reference_backward does.
 ReferenceBackward same_precision_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                           const std::vector<float>& v, const std::vector<float>& dout,
                                           const VisibleFn& visible = {});

@@ -11,10 +11,28 @@
 #include "common/harness/test_cases.h"
 
 namespace fa::testing {
+namespace {
+
+// A backward's own packed varlen batches, beside sweep's (test_cases.cpp), in the core tier too.
+// What a varlen backward gets wrong first: keys of a sequence without queries (dK = dV = 0, which
+// it must still write), queries of one without keys (dQ = 0), sequences ending inside a tile, and
+// rows that see no key at the start of a causal sequence with more queries than keys.
+//   GQA, causal: (queries, keys) = (77, 150), (0, 45), (33, 0), (300, 257), (1, 1).
+//   MQA, a two-sided window (where the chapter takes one): (200, 333), (0, 64), (129, 129), (63, 0).
+const std::vector<VarlenShape> kBackwardVarlenShapes = {
+    {.heads = 4, .kv_heads = 2, .cu_q = {0, 77, 77, 110, 410, 411}, .cu_k = {0, 150, 195, 195, 452, 453},
+     .causal = true, .left = -1, .right = -1, .core = true},
+    {.heads = 2, .kv_heads = 1, .cu_q = {0, 200, 200, 329, 392}, .cu_k = {0, 333, 397, 526, 526},
+     .causal = false, .left = 96, .right = 17, .core = true},
+};
+
+}  // namespace
 
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter) {
   std::vector<BackwardCase> cases;
   for (NamedProblem& c : sweep(chapter.support, chapter.test_head_dims))
+    cases.push_back({.chapter = &chapter, .problem = c.problem, .name = c.name, .inputs = c.inputs});
+  for (NamedProblem& c : varlen_cases(chapter.support, chapter.test_head_dims, kBackwardVarlenShapes))
     cases.push_back({.chapter = &chapter, .problem = c.problem, .name = c.name, .inputs = c.inputs});
   return cases;
 }
@@ -77,7 +95,8 @@ void upload_forward_outputs(const Problem& p, const HostInputs& in, cuda::Device
                             const VisibleFn& visible) {
   const ReferenceForward ref = p.dtype == Dtype::f32 ? fp32_score_forward(p, in.q, in.k, in.v, visible)
                                                      : same_precision_forward(p, in.q, in.k, in.v, visible);
-  o.upload(to_layout(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype), p, Operand::o));  // bshd: [B, S, H, D]
+  // bshd: [B, S, H, D]; varlen: [1, total_q, H, D], LSE [1, H, total_q]
+  o.upload(to_layout(encode(std::vector<float>(ref.o.begin(), ref.o.end()), p.dtype), p, Operand::o));
   const std::vector<float> lse_host(ref.lse.begin(), ref.lse.end());
   lse.upload(lse_host.data(), lse_host.size() * sizeof(float));
 }
@@ -94,9 +113,10 @@ void check_backward(const BackwardCase& c) {
   cuda::DeviceBuffer o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float)), dout(p.o_elems() * elem);
   cuda::DeviceBuffer dq(p.q_elems() * elem + kGuardBytes), dk(p.kv_elems() * elem + kGuardBytes),
       dv(p.kv_elems() * elem + kGuardBytes);
-  // Q, K, V, dO (and O) in the problem's layout, Q, K, V perhaps as the slices of one fused QKV
-  // buffer (input strides; the gradients are still written in the layout); the gradients come back
-  // to [B, H, S, D].
+  // Q, K, V, dO (and O) in the problem's layout (a varlen batch: [1, total, H, D], its sequences
+  // one after another), Q, K, V perhaps as the slices of one fused QKV buffer (input strides; the
+  // gradients are still written in the layout); the gradients come back to [B, H, S, D] for the
+  // check, which takes a varlen problem's yardsticks sequence by sequence.
   const DeviceInputs inputs = upload_inputs(p, in);
   dout.upload(to_layout(encode(dout_host, p.dtype), p, Operand::o));
 

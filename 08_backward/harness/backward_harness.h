@@ -46,7 +46,10 @@ struct BackwardRefusalCase {
 
 // The forward harness's shapes: seqlen 1, 17, 127, 1013; Sq != Sk both ways (including rows that
 // see no key under causal masking); MHA, GQA and MQA; causal and not; the hard inputs and the
-// grids beyond 65,535 blocks (test_cases.h).
+// grids beyond 65,535 blocks; the features the chapter's Support takes (test_cases.h). Where it
+// takes a packed varlen batch, the backward's own ones too (backward_harness.cpp: sequences
+// without queries or without keys, causal GQA, a windowed MQA one where it takes a window); where
+// it does not, backward_refusal_cases refuses one ("Varlen").
 std::vector<BackwardCase> backward_cases(const BackwardChapter& chapter);
 // A few shapes (GQA, Sq != Sk, causal; two in the core tier, four in the full) for every step,
 // head dim and dtype: the step-by-step versions are checked like the chapter, on fewer shapes.

@@ -75,13 +75,6 @@ constexpr WindowShape kWindowShapes[] = {
 // with queries and no keys (O = 0, LSE = +inf) beside one with more queries than keys under causal
 // masking, a long one (2,000) between short ones over MQA, and, where the chapter takes a sliding
 // window, Mistral's causal window and a two-sided one over different key lengths.
-struct VarlenShape {
-  int heads, kv_heads;
-  std::vector<int> cu_q, cu_k;
-  bool causal;
-  int left, right;  // the window; -1, -1: none
-  bool core;
-};
 const VarlenShape kVarlenShapes[] = {
     {4, 2, {0, 1, 130, 130, 387, 900}, {0, 1, 130, 130, 387, 900}, true, -1, -1, true},
     {4, 2, {0, 1, 130, 130, 387, 900}, {0, 64, 300, 301, 500, 1100}, false, -1, -1, true},
@@ -106,6 +99,13 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
                          : "");
 }
 
+
+// Whether varlen shape v runs for a chapter with support s in this tier (its Support takes a
+// packed batch: s.varlen).
+bool runs(const Support& s, const VarlenShape& v) {
+  const bool window = v.left >= 0 || v.right >= 0;
+  return (test_tier() == Tier::full || v.core) && (!window || s.window);
+}
 
 bool supports(const Support& s, const Problem& p) {
   const bool dtype = std::find(s.dtypes.begin(), s.dtypes.end(), p.dtype) != s.dtypes.end();
@@ -186,6 +186,32 @@ Problem problem_of(const Shape& s, int head_dim, Dtype dtype) {
   return p;
 }
 
+Problem problem_of(const VarlenShape& s, int head_dim, Dtype dtype) {
+  Problem p = problem_of(Shape{1, s.heads, s.kv_heads, s.cu_q.back(), s.cu_k.back(), s.causal}, head_dim, dtype);
+  p.layout = Layout::bshd;
+  p.cu_seqlens_q = s.cu_q;
+  p.cu_seqlens_k = s.cu_k;
+  p.window_left = s.left;
+  p.window_right = s.right;
+  return p;
+}
+
+std::vector<NamedProblem> varlen_cases(const Support& support, const std::vector<int>& head_dims,
+                                       const std::vector<VarlenShape>& shapes) {
+  std::vector<NamedProblem> cases;
+  if (!support.varlen) return cases;
+  for (Dtype dtype : support.dtypes) {
+    if (!takes_bshd(support, dtype)) continue;
+    for (int d : head_dims)
+      for (const VarlenShape& v : shapes) {
+        if (!runs(support, v)) continue;
+        const Problem p = problem_of(v, d, dtype);
+        cases.push_back({name_of(p), p});
+      }
+  }
+  return cases;
+}
+
 Tier test_tier() {
   const char* tier = std::getenv("FA_TEST_TIER");
   const std::string t = tier != nullptr && *tier != '\0' ? tier : FA_TEST_TIER_DEFAULT;
@@ -247,14 +273,8 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
         }
         if (support.varlen) {
           for (const VarlenShape& v : kVarlenShapes) {
-            const bool window = v.left >= 0 || v.right >= 0;
-            if ((!full && !v.core) || (window && !support.window)) continue;
-            Problem p = problem_of({1, v.heads, v.kv_heads, v.cu_q.back(), v.cu_k.back(), v.causal}, d, dtype);
-            p.layout = Layout::bshd;
-            p.cu_seqlens_q = v.cu_q;
-            p.cu_seqlens_k = v.cu_k;
-            p.window_left = v.left;
-            p.window_right = v.right;
+            if (!runs(support, v)) continue;
+            const Problem p = problem_of(v, d, dtype);
             cases.push_back({name_of(p), p});
           }
         }

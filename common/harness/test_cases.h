@@ -29,6 +29,18 @@ struct Shape {
 };
 Problem problem_of(const Shape& s, int head_dim, Dtype dtype);
 
+// A packed varlen batch as a test shape (Problem::cu_seqlens_q, cu_seqlens_k: B + 1 offsets each),
+// with its masks; core: the core tier runs it too (full runs every one). problem_of makes it a
+// [1, total, H, D] (Layout::bshd) Problem at one head dim and dtype.
+struct VarlenShape {
+  int heads, kv_heads;
+  std::vector<int> cu_q, cu_k;
+  bool causal;
+  int left, right;  // the window; -1, -1: none
+  bool core;
+};
+Problem problem_of(const VarlenShape& s, int head_dim, Dtype dtype);
+
 struct NamedProblem {
   std::string name;  // a valid gtest name: B2_H4x2_Sq127_Sk127_D64_causal_bf16
   Problem problem;
@@ -54,6 +66,13 @@ struct NamedProblem {
 // one per line, `batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype`, '#' starts
 // a comment; a malformed line throws std::runtime_error naming file:line.
 std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& head_dims);
+
+// A harness's own varlen cases beside sweep's (the backward's, backward_harness.cpp), named as
+// sweep names its (..._varlen): every shape of `shapes` in this tier at every head dim of
+// `head_dims`, in every dtype the chapter takes [B, S, H, D] in, where its Support takes a packed
+// batch (varlen); a shape with a sliding window only where it takes one (window).
+std::vector<NamedProblem> varlen_cases(const Support& support, const std::vector<int>& head_dims,
+                                       const std::vector<VarlenShape>& shapes);
 
 // FA_TEST_VERBOSE=1: the harnesses print every case's errors, passing ones too.
 bool verbose();

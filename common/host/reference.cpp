@@ -86,13 +86,13 @@ std::vector<float> sequence_rows(const std::vector<float>& t, int heads, int row
   return out;
 }
 
-// `visible` of a varlen problem's sequence b, in the sequence's own coordinates: the packed
-// problem's rule at (0, h, first query row + i, first key row + j).
-VisibleFn sequence_visible(const VisibleFn& visible, const Problem& p, int b) {
-  if (!visible) return {};
-  return [visible, q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b]](int, int h, int i, int j) {
-    return visible(0, h, q0 + i, k0 + j);
-  };
+// Copies the [1, heads, count, dim] tensor `from` (one sequence's rows) to rows first ..
+// first + count - 1 of every head of the [1, heads, rows, dim] tensor `to`: sequence_rows' inverse.
+void scatter_rows(const std::vector<double>& from, int heads, int rows, int dim, int first, int count,
+                  std::vector<double>& to) {
+  for (int h = 0; h < heads; ++h)
+    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(h) * count * dim, static_cast<std::size_t>(count) * dim,
+                to.begin() + (static_cast<std::ptrdiff_t>(h) * rows + first) * dim);
 }
 
 // One thread's buffers for a row of fp32_score_forward or same_precision_forward (T: their sum type).
@@ -121,6 +121,13 @@ void for_each_row(const Problem& p, Row&& row) {
 }
 
 }  // namespace
+
+VisibleFn sequence_visible(const VisibleFn& visible, const Problem& p, int b) {
+  if (!visible) return {};
+  return [visible, q0 = p.cu_seqlens_q.at(b), k0 = p.cu_seqlens_k.at(b)](int, int h, int i, int j) {
+    return visible(0, h, q0 + i, k0 + j);
+  };
+}
 
 void check_score_options(const Problem& p, const ScoreOptions& o, const std::string& who) {
   auto fail = [&](const std::string& what) { throw std::invalid_argument(who + ": " + what); };
@@ -304,19 +311,53 @@ ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, c
   return out;
 }
 
+ReferenceBackward varlen_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& v, const std::vector<float>& dout,
+                                  const SequenceBackward& backward) {
+  check_sizes(p, q, k, v);
+  if (!p.is_varlen()) throw std::invalid_argument("varlen_backward: not a varlen problem, got " + p.describe());
+  if (p.dv() != p.head_dim)
+    throw std::invalid_argument("varlen_backward: V's head dim must be Q and K's, got " + p.describe());
+  if (static_cast<std::int64_t>(dout.size()) != p.o_elems())
+    throw std::invalid_argument("varlen_backward: dout size does not match " + p.describe());
+  ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),
+                        std::vector<double>(p.kv_elems())};
+  const int d = p.head_dim;
+  for (int b = 0; b < p.varlen_batch(); ++b) {
+    const Problem s = sequence_problem(p, b);
+    // No queries: no P_ij, so dK = dV = 0 on its keys; no keys: no P_ij either, so dQ = 0. Both
+    // stay as `out` was made, zeros.
+    if (s.seqlen_q == 0 || s.seqlen_k == 0) continue;
+    const int q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+    const ReferenceBackward r =
+        backward(s, b, sequence_rows(q, p.heads, p.seqlen_q, d, q0, s.seqlen_q),
+                 sequence_rows(k, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k),
+                 sequence_rows(v, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k),
+                 sequence_rows(dout, p.heads, p.seqlen_q, d, q0, s.seqlen_q));
+    scatter_rows(r.dq, p.heads, p.seqlen_q, d, q0, s.seqlen_q, out.dq);      // [1, H, len_q, D] into [1, H, total_q, D]
+    scatter_rows(r.dk, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k, out.dk);   // [1, Hkv, len_k, D] into [1, Hkv, total_k, D]
+    scatter_rows(r.dv, p.kv_heads, p.seqlen_k, d, k0, s.seqlen_k, out.dv);
+  }
+  return out;
+}
+
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout, const VisibleFn& visible,
                                      const ScoreOptions& options) {
   check_sizes(p, q, k, v);
   check_score_options(p, options, "reference_backward");
-  if (p.is_varlen())
-    throw std::invalid_argument("reference_backward: a varlen problem (cu_seqlens) is not supported, got " + p.describe());
   if (p.dv() != p.head_dim)
     throw std::invalid_argument("reference_backward: V's head dim must be Q and K's (no chapter's backward takes "
                                 "another), got " + p.describe());
   if (static_cast<std::int64_t>(dout.size()) != p.o_elems())
     throw std::invalid_argument("reference: dout size does not match " + p.describe());
+  if (p.is_varlen())
+    return varlen_backward(p, q, k, v, dout,
+                           [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
+                               const std::vector<float>& vs, const std::vector<float>& dos) {
+                             return reference_backward(s, qs, ks, vs, dos, sequence_visible(visible, p, b), options);
+                           });
   ReferenceBackward out{std::vector<double>(p.q_elems()), std::vector<double>(p.kv_elems()),
                         std::vector<double>(p.kv_elems())};
   const int d = p.head_dim;

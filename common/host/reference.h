@@ -90,9 +90,29 @@ ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, c
                                 const std::vector<float>& v, const SequenceForward& forward,
                                 const ScoreOptions& options = {});
 
+// A varlen problem's backward, one sequence at a time: `backward` runs on sequence b as
+// sequence_problem(p, b) with its rows of q, k, v and dout ([1, H, len_q, D] and [1, Hkv, len_k, D]);
+// its dQ goes to that sequence's query rows of the packed [1, H, total_q, D], its dK and dV to its
+// key rows of the packed [1, Hkv, total_k, D]. A sequence without queries leaves dK = dV = 0 on its
+// keys, one without keys dQ = 0 on its queries (every P_ij of theirs is 0, with or without a sink);
+// `backward` runs on neither. reference_backward and same_precision_backward
+// (08_backward/harness/backward_check.h) run a varlen problem through it, with their VisibleFn
+// seeing the packed problem's coordinates (sequence_visible).
+using SequenceBackward =
+    std::function<ReferenceBackward(const Problem& sequence, int b, const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const std::vector<float>& dout)>;
+ReferenceBackward varlen_backward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& v, const std::vector<float>& dout,
+                                  const SequenceBackward& backward);
+
+// `visible` of varlen problem p's sequence b, in the sequence's own coordinates: the packed
+// problem's rule at (0, h, cu_seqlens_q[b] + i, cu_seqlens_k[b] + j). Empty stays empty.
+VisibleFn sequence_visible(const VisibleFn& visible, const Problem& p, int b);
+
 // dQ, dK, dV of L = sum(dO o O) for reference_forward's O, with the same visibility rules and score
-// options (the softcap's tanh differentiated through: dS_raw = dS (1 - tanh(x / softcap)^2)).
-// Not for a varlen problem (std::invalid_argument).
+// options (the softcap's tanh differentiated through: dS_raw = dS (1 - tanh(x / softcap)^2)). A
+// varlen problem runs through varlen_backward, the options applied within each sequence as
+// reference_forward applies them.
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout,

@@ -30,8 +30,10 @@ struct Support {
   // Whether it reads Q, K and V through strides other than the layout's (Problem::q_input, k_input,
   // v_input: a fused QKV projection's slices), under Layout::bshd; false: refused.
   bool input_strides = false;
-  // Whether its forward takes a packed varlen batch (Problem::cu_seqlens_q, cu_seqlens_k: sequences
-  // of different lengths in one [1, total, H, D] tensor); false: refused.
+  // Whether it takes a packed varlen batch (Problem::cu_seqlens_q, cu_seqlens_k: sequences of
+  // different lengths in one [1, total, H, D] tensor): the forward of the chapter this Support
+  // belongs to, or its backward where it is a backward chapter's (BackwardChapter::support);
+  // false: refused.
   bool varlen = false;
 };
 

@@ -5,7 +5,8 @@
 //   (d) the backward pass against central finite differences of the forward,
 //   (e) fp32_score_forward, and the score options (softcap, ALiBi, sinks) against their
 //       definitions written out in a loop, by hand, and by their properties,
-//   (f) a packed varlen batch against each sequence's reference called on its rows by hand.
+//   (f) a packed varlen batch, forward and backward, against each sequence's reference called on
+//       its rows by hand.
 //
 //   ./build/common/common_cpu_tests --gtest_filter='Reference*'
 #include "common/host/reference.h"
@@ -821,14 +822,114 @@ TEST(ReferenceVarlen, ScoreOptionsPerSequence) {
       {0.5, -1.5});
 }
 
-TEST(ReferenceVarlen, BackwardRefusesIt) {
+using BackwardOf = std::function<ReferenceBackward(const Problem&, const std::vector<float>& q, const std::vector<float>& k,
+                                                   const std::vector<float>& v, const std::vector<float>& dout, int b)>;
+
+// `packed` (a backward of varlen problem p) against `backward` called by hand on each sequence's
+// rows as a plain [1, H, len, D] problem: the same bits on the sequence's query rows (dQ) and key
+// rows (dK, dV); dK = dV = 0 on the keys of a sequence without queries, dQ = 0 on the queries of
+// one without keys.
+void expect_backward_per_sequence(const Problem& p, const Inputs& in, const std::vector<float>& dout,
+                                  const ReferenceBackward& packed, const BackwardOf& backward) {
+  ASSERT_EQ(packed.dq.size(), static_cast<std::size_t>(p.q_elems()));
+  ASSERT_EQ(packed.dk.size(), static_cast<std::size_t>(p.kv_elems()));
+  ASSERT_EQ(packed.dv.size(), static_cast<std::size_t>(p.kv_elems()));
+  const int d = p.head_dim;
+  int q_rows = 0, k_rows = 0;
+  for (int b = 0; b + 1 < static_cast<int>(p.cu_seqlens_q.size()); ++b) {
+    const int q0 = p.cu_seqlens_q[b], lq = p.cu_seqlens_q[b + 1] - q0;
+    const int k0 = p.cu_seqlens_k[b], lk = p.cu_seqlens_k[b + 1] - k0;
+    q_rows += lq;
+    k_rows += lk;
+    ReferenceBackward want{Tensor(static_cast<std::size_t>(p.heads) * lq * d, 0.0),
+                           Tensor(static_cast<std::size_t>(p.kv_heads) * lk * d, 0.0),
+                           Tensor(static_cast<std::size_t>(p.kv_heads) * lk * d, 0.0)};
+    if (lq > 0 && lk > 0)
+      want = backward(make_problem(1, p.heads, p.kv_heads, lq, lk, d, p.causal),
+                      rows_of(in.q, p.heads, p.seqlen_q, d, q0, lq), rows_of(in.k, p.kv_heads, p.seqlen_k, d, k0, lk),
+                      rows_of(in.v, p.kv_heads, p.seqlen_k, d, k0, lk), rows_of(dout, p.heads, p.seqlen_q, d, q0, lq), b);
+    for (int h = 0; h < p.heads; ++h)
+      for (int i = 0; i < lq; ++i)
+        for (int c = 0; c < d; ++c)
+          EXPECT_EQ(packed.dq[row_index(p.heads, p.seqlen_q, 0, h, q0 + i) * d + c], want.dq[row_index(p.heads, lq, 0, h, i) * d + c])
+              << "dQ, sequence " << b << " h=" << h << " i=" << i << " c=" << c;
+    for (int h = 0; h < p.kv_heads; ++h)
+      for (int j = 0; j < lk; ++j)
+        for (int c = 0; c < d; ++c) {
+          const std::size_t got = row_index(p.kv_heads, p.seqlen_k, 0, h, k0 + j) * d + c;
+          const std::size_t at = row_index(p.kv_heads, lk, 0, h, j) * d + c;
+          EXPECT_EQ(packed.dk[got], want.dk[at]) << "dK, sequence " << b << " kv head " << h << " j=" << j << " c=" << c;
+          EXPECT_EQ(packed.dv[got], want.dv[at]) << "dV, sequence " << b << " kv head " << h << " j=" << j << " c=" << c;
+        }
+  }
+  EXPECT_EQ(q_rows, p.seqlen_q);  // every packed row belongs to one sequence
+  EXPECT_EQ(k_rows, p.seqlen_k);
+}
+
+TEST(ReferenceVarlen, BackwardIsEachSequencesBackwardOnItsRows) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "not causal");
+    const Problem p = varlen_problem(causal);
+    const Inputs in = inputs_for(p, 14);
+    const std::vector<float> dout = random_normal(p.o_elems(), 15, Dtype::f32);
+    const ReferenceBackward packed = reference_backward(p, in.q, in.k, in.v, dout);
+    expect_backward_per_sequence(p, in, dout, packed,
+                                 [](const Problem& s, const std::vector<float>& q, const std::vector<float>& k,
+                                    const std::vector<float>& v, const std::vector<float>& d_o,
+                                    int) { return reference_backward(s, q, k, v, d_o); });
+    // Sequence (0, 2)'s keys 4 and 5 have no query, sequence (2, 0)'s queries 3 and 4 no key: zero
+    // gradients, where the unpacked problem (every query over every key) gives them some.
+    Problem one = p;
+    one.cu_seqlens_q.clear();
+    one.cu_seqlens_k.clear();
+    const ReferenceBackward unpacked = reference_backward(one, in.q, in.k, in.v, dout);
+    for (int c = 0; c < p.head_dim; ++c) {
+      for (int j : {4, 5}) {
+        const std::size_t at = row_index(p.kv_heads, p.seqlen_k, 0, 0, j) * p.head_dim + c;
+        EXPECT_EQ(packed.dk[at], 0.0) << "j=" << j << " c=" << c;
+        EXPECT_EQ(packed.dv[at], 0.0) << "j=" << j << " c=" << c;
+        EXPECT_NE(unpacked.dv[at], 0.0) << "j=" << j << " c=" << c;
+      }
+      for (int h = 0; h < p.heads; ++h)
+        for (int i : {3, 4}) {
+          const std::size_t at = row_index(p.heads, p.seqlen_q, 0, h, i) * p.head_dim + c;
+          EXPECT_EQ(packed.dq[at], 0.0) << "h=" << h << " i=" << i << " c=" << c;
+          EXPECT_NE(unpacked.dq[at], 0.0) << "h=" << h << " i=" << i << " c=" << c;
+        }
+    }
+  }
+}
+
+// A VisibleFn sees the packed problem's coordinates, and the score options apply within each
+// sequence, in the backward as in the forward.
+TEST(ReferenceVarlen, BackwardVisibleFnAndScoreOptionsPerSequence) {
   const Problem p = varlen_problem(true);
-  const Inputs in = inputs_for(p, 14);
+  const Inputs in = inputs_for(p, 16);
+  const std::vector<float> dout = random_normal(p.o_elems(), 17, Dtype::f32);
+  const VisibleFn visible = [](int b, int h, int i, int j) { return b == 0 && (i + j + h) % 3 != 0; };
+  const ScoreOptions options = all_options(p);
+  expect_backward_per_sequence(
+      p, in, dout, reference_backward(p, in.q, in.k, in.v, dout, visible, options),
+      [&](const Problem& s, const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+          const std::vector<float>& d_o, int b) {
+        const int q0 = p.cu_seqlens_q[b], k0 = p.cu_seqlens_k[b];
+        const VisibleFn shifted = [q0, k0](int, int h, int i, int j) { return (q0 + i + k0 + j + h) % 3 != 0; };
+        return reference_backward(s, q, k, v, d_o, shifted, options);
+      });
+}
+
+// varlen_forward and varlen_backward take varlen problems only.
+TEST(ReferenceVarlen, RefusesAPlainProblem) {
+  const Problem p = make_problem(1, 2, 1, 10, 13, 4, true);
+  const Inputs in = inputs_for(p, 18);
   const std::vector<float> dout(p.o_elems(), 1.0f);
-  EXPECT_THROW(reference_backward(p, in.q, in.k, in.v, dout), std::invalid_argument);
-  EXPECT_THROW(varlen_forward(make_problem(1, 2, 1, 10, 13, 4, true), in.q, in.k, in.v,
+  EXPECT_THROW(varlen_forward(p, in.q, in.k, in.v,
                               [](const Problem&, int, const std::vector<float>&, const std::vector<float>&,
                                  const std::vector<float>&) { return ReferenceForward{}; }),
+               std::invalid_argument);
+  EXPECT_THROW(varlen_backward(p, in.q, in.k, in.v, dout,
+                               [](const Problem&, int, const std::vector<float>&, const std::vector<float>&,
+                                  const std::vector<float>&, const std::vector<float>&) { return ReferenceBackward{}; }),
                std::invalid_argument);
 }
 
