@@ -135,10 +135,20 @@ void check_score_options(const Problem& p, const ScoreOptions& o, const std::str
   }
 }
 
+ScoreOptions problem_score_options(const Problem& p, ScoreOptions options) {
+  if (!p.has_softcap()) return options;
+  if (options.softcap > 0 && options.softcap != static_cast<double>(p.softcap))
+    throw std::invalid_argument("score options: softcap " + std::to_string(options.softcap) +
+                                " beside the problem's own softcap " + std::to_string(p.softcap) + ": give one");
+  options.softcap = p.softcap;
+  return options;
+}
+
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
-                                   const VisibleFn& visible, const ScoreOptions& options) {
+                                   const VisibleFn& visible, const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "reference");
   if (p.is_varlen())
     return varlen_forward(
@@ -179,6 +189,7 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
                                     const std::vector<float>& v, const VisibleFn& visible) {
   check_sizes(p, q, k, v);
   if (p.dtype != Dtype::f32) throw std::invalid_argument("fp32_score_forward: f32 problems only, got " + p.describe());
+  const double softcap = problem_score_options(p).softcap;  // 0: off
   if (p.is_varlen())
     return varlen_forward(p, q, k, v,
                           [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
@@ -201,7 +212,9 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
       for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
       const bool seen = p.visible(i, j) &&
                         (!visible || visible(b, h, i, j));
-      s[j] = seen ? scale * dot : -kInf;
+      double x = scale * dot;
+      if (softcap > 0) x = softcap * std::tanh(x / softcap);
+      s[j] = seen ? x : -kInf;
       m = std::max(m, s[j]);
     }
     if (m == -kInf) {  // no visible key (problem.h): O row stays 0
@@ -223,8 +236,9 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
 
 ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
                                         const std::vector<float>& k, const std::vector<float>& v,
-                                        const VisibleFn& visible, const ScoreOptions& options) {
+                                        const VisibleFn& visible, const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "reference");
   if (p.is_varlen())
     return varlen_forward(
@@ -275,8 +289,9 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
 
 ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                 const std::vector<float>& v, const SequenceForward& forward,
-                                const ScoreOptions& options) {
+                                const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "varlen_forward");
   if (!p.is_varlen()) throw std::invalid_argument("varlen_forward: not a varlen problem, got " + p.describe());
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
@@ -307,8 +322,9 @@ ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, c
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout, const VisibleFn& visible,
-                                     const ScoreOptions& options) {
+                                     const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "reference_backward");
   if (p.is_varlen())
     throw std::invalid_argument("reference_backward: a varlen problem (cu_seqlens) is not supported, got " + p.describe());
