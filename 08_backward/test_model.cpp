@@ -245,3 +245,40 @@ TEST(SamePrecisionBackward, VarlenIsEachSequencesOnItsRows) {
     EXPECT_FALSE(missing.pass()) << missing.summary();
   }
 }
+
+// Under a softcap (Problem::softcap) the yardstick differentiates through tanh as the reference
+// does: dS times 1 - tanh(x / softcap)^2. In f32 it agrees with the softcapped reference to fp32
+// accuracy, in bf16 to bf16's, while the cap moves the gradients by far more than either, so a
+// yardstick that left the factor out would miss by that much.
+TEST(SamePrecisionBackward, DifferentiatesTheSoftcap) {
+  for (fa::Dtype dtype : {fa::Dtype::f32, fa::Dtype::bf16}) {
+    fa::Problem p;
+    p.batch = 1, p.heads = 4, p.kv_heads = 2, p.seqlen_q = 61, p.seqlen_k = 97, p.head_dim = 32, p.causal = true;
+    p.softmax_scale = 1.0f;  // scores ~+-6 against a cap of 5: deep in tanh's bend
+    p.softcap = 5.0f;
+    p.dtype = dtype;
+    SCOPED_TRACE(p.describe());
+    const fa::HostInputs in = fa::make_inputs(p, 43);
+    const std::vector<float> dout = fa::make_dout(p, 43);
+    fa::Problem uncapped = p;
+    uncapped.softcap = 0.0f;
+    const fa::ReferenceBackward ref = fa::reference_backward(p, in.q, in.k, in.v, dout);
+    const fa::ReferenceBackward plain = fa::same_precision_backward(p, in.q, in.k, in.v, dout);
+    const fa::ReferenceBackward off = fa::reference_backward(uncapped, in.q, in.k, in.v, dout);
+    auto rel_err = [](const std::vector<double>& got, const std::vector<double>& want) {
+      double err = 0, size = 0;
+      for (std::size_t n = 0; n < want.size(); ++n) {
+        err = std::max(err, std::abs(got[n] - want[n]));
+        size = std::max(size, std::abs(want[n]));
+      }
+      return err / size;
+    };
+    const double hi = dtype == fa::Dtype::f32 ? 1e-5 : 5e-2;
+    for (const auto& [name, got, want, without] :
+         {std::tuple{"dQ", &plain.dq, &ref.dq, &off.dq}, std::tuple{"dK", &plain.dk, &ref.dk, &off.dk},
+          std::tuple{"dV", &plain.dv, &ref.dv, &off.dv}}) {
+      EXPECT_LE(rel_err(*got, *want), hi) << name;
+      EXPECT_GE(rel_err(*without, *want), 4 * hi) << name << ": the cap should move the gradients";
+    }
+  }
+}

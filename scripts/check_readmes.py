@@ -56,9 +56,10 @@ def support_line(exe):
     layouts = "[B, H, S, D] only" if layout.group(1) == "bhsd only" else "[B, H, S, D] or [B, S, H, D] (--layout bshd" + (
         f"; {layout.group(2)} only)" if layout.group(2) else ")")
     window = "; a sliding window (`--window L,R`)" if re.search(r"^\s+--window L,R", out, re.M) else ""
+    softcap = "; a logit softcap (`--softcap X`)" if re.search(r"^\s+--softcap X", out, re.M) else ""
     varlen = "; a packed batch of sequences (`--varlen L,L,...`)" if re.search(r"^\s+--varlen L", out, re.M) else ""
     return (f"Supports (from `--help`): dtype {dtypes.group(1)}; head dim {dims.group(1)}; tensors {layouts}{window}"
-            f"{varlen}.\n")
+            f"{softcap}{varlen}.\n")
 
 
 if build is not None:

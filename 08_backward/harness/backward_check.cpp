@@ -60,6 +60,7 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
                         std::vector<double>(p.kv_elems())};
   const int d = p.head_dim, Sq = p.seqlen_q, Sk = p.seqlen_k;
   const float scale = p.scale();
+  const float softcap = static_cast<float>(problem_score_options(p).softcap);  // 0: off
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   auto rd = [&](float x) { return round_to_dtype(x, p.dtype); };
   // One (b, kv head) at a time: the query heads of its group add into the same dK, dV. A plain
@@ -86,7 +87,7 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
         ds_chunk.assign(p_chunk.size(), 0.0f);
 #pragma omp parallel
         {
-        std::vector<float> s(Sk), o(d), dq(d);  // this thread's
+        std::vector<float> s(Sk), dtanh(Sk, 1.0f), o(d), dq(d);  // this thread's
 #pragma omp for schedule(dynamic, 16)
         for (int r = r0; r < r0 + n; ++r) {
           const int h = h0 + r / Sq, i = r % Sq;
@@ -101,7 +102,13 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
             float dot = 0.0f;
             for (int c = 0; c < d; ++c) dot += q_i[c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
             const bool seen = p.visible(i, j) && (!visible || visible(b, h, i, j));
-            s[j] = seen ? scale * dot : kNegInf;
+            float x = scale * dot;
+            if (softcap > 0) {  // x -> c tanh(x / c), as same_precision_forward; its slope 1 - tanh^2 for dS
+              const float t = std::tanh(x / softcap);
+              x = softcap * t;
+              dtanh[j] = 1.0f - t * t;
+            }
+            s[j] = seen ? x : kNegInf;
             m = std::max(m, s[j]);
           }
           if (m != kNegInf) {  // else no visible key: every gradient term of the row is 0
@@ -123,7 +130,7 @@ ReferenceBackward same_precision_backward(const Problem& p, const std::vector<fl
               float dp = 0.0f;
               for (int c = 0; c < d; ++c) dp += do_i[c] * v_j[c];
               p_row[j] = rd(s[j]);
-              ds_row[j] = rd(s[j] * (dp - D_i));
+              ds_row[j] = rd(s[j] * (dp - D_i) * dtanh[j]);  // dS through the softcap's tanh
               for (int c = 0; c < d; ++c) dq[c] += ds_row[j] * k_j[c];
             }
           }

@@ -26,7 +26,9 @@ Tolerance gradient_tolerance(Dtype dtype, const std::vector<double>& want);
 // gradients: inputs as given (already rounded to p.dtype); S, LSE and O in float32 as
 // same_precision_forward (O rounded to p.dtype), and P recomputed as exp(S - LSE) from the float32
 // LSE, as the backward API receives it; D_i = rowsum(dO_i o O_i), dP = dO V^T and
-// dS = P o (dP - D) in float32; P and dS rounded to p.dtype where they feed a product
+// dS = P o (dP - D) in float32, times 1 - tanh(x / softcap)^2 under a softcap (Problem::softcap:
+// S = softcap tanh(x / softcap), x = scale Q.K, in float32 as same_precision_forward forms it);
+// P and dS rounded to p.dtype where they feed a product
 // (dV = P^T dO, dK = scale dS^T Q, dQ = scale dS K), those sums accumulated in float32 and the
 // gradients rounded to p.dtype. Returned as double, like the reference. `visible`, when given,
 // hides pairs on top of causal masking, as in reference_backward (07's block masks). A varlen

@@ -26,7 +26,7 @@ using ForwardFn = void (*)(const Problem& p, const void* q, const void* k, const
 std::string unavailable_reason(const Support& s);
 
 // Throws std::invalid_argument for an invalid problem, a dtype, head_dim or feature (layout,
-// window, input strides, varlen) the chapter does not support, or a null pointer. Messages start
+// window, softcap, input strides, varlen) the chapter does not support, or a null pointer. Messages start
 // with the chapter's name.
 void check_forward_args(const Support& s, const Problem& p, const void* q, const void* k,
                         const void* v, const void* o, const void* lse);

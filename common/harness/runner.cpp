@@ -95,7 +95,7 @@ std::string json_problem_fields(const std::string& chapter, const Problem& p) {
     << ",\"batch\":" << p.batch << ",\"heads\":" << p.heads << ",\"kv_heads\":" << p.kv_heads
     << ",\"seqlen_q\":" << p.seqlen_q << ",\"seqlen_k\":" << p.seqlen_k << ",\"head_dim\":" << p.head_dim
     << ",\"causal\":" << (p.causal ? "true" : "false") << ",\"dtype\":\"" << dtype_name(p.dtype) << "\""
-    << ",\"layout\":\"" << layout_name(p.layout) << "\"";
+    << ",\"layout\":\"" << layout_name(p.layout) << "\",\"softcap\":" << p.softcap;
   return s.str();
 }
 

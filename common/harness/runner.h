@@ -26,7 +26,8 @@ int report_error(const std::string& chapter, const std::exception& e);
 int run_main(Help help, int argc, char** argv, const std::function<int(const Options&)>& body);
 
 // The start of a result's JSON line, shared by the forward and backward runners:
-// {"chapter":...,"gpu":...,"cuda_runtime":...,"batch":...,...,"dtype":"..."  (no closing brace).
+// {"chapter":...,"gpu":...,"cuda_runtime":...,"batch":...,...,"dtype":"...","layout":"...","softcap":0
+// (no closing brace; softcap 0: off).
 std::string json_problem_fields(const std::string& chapter, const Problem& p);
 
 // Throws fa::cuda::Error saying why when no GPU can run the kernels (exit status 1). Runners

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -68,6 +69,26 @@ constexpr WindowShape kWindowShapes[] = {
     {{1, 2, 2, 4096, 4096, true}, 256, 0, InputKind::large_logits},
 };
 
+// Logit softcaps (Problem::softcap), for a chapter whose Support takes them: a cap of 30 (Gemma 2
+// caps its final logits there, its attention scores at 50; scores of size ~1 hardly bend) over GQA
+// under causal masking; a cap of 5, which bends a row's largest scores (~3: by 10%), over MQA with
+// Sq < Sk, and again with more queries than keys under causal masking (its first rows see
+// nothing); and large logits (~+-150) under a cap of 30, where tanh saturates: a score of 150
+// lands within 0.003 of 30, so the softmax spreads over the many keys near the cap instead of
+// picking one, and the backward's 1 - tanh^2 is 2e-4 there. core: the first, second and last.
+struct SoftcapShape {
+  Shape shape;
+  float softcap;
+  InputKind inputs;
+  bool core;
+};
+constexpr SoftcapShape kSoftcapShapes[] = {
+    {{2, 4, 2, 127, 127, true}, 30.0f, InputKind::normal, true},
+    {{1, 2, 1, 300, 777, false}, 5.0f, InputKind::normal, true},
+    {{1, 2, 2, 777, 300, true}, 5.0f, InputKind::normal, false},
+    {{1, 4, 2, 700, 700, true}, 30.0f, InputKind::large_logits, true},
+};
+
 // Packed varlen batches (Problem::cu_seqlens_q, cu_seqlens_k), for a chapter whose Support takes
 // them, in each dtype it takes [B, S, H, D] in. core: self-attention under causal masking over
 // lengths 1, 129, 0 (an empty sequence), 257 and 513, and the same queries non-causal over other
@@ -87,6 +108,15 @@ const VarlenShape kVarlenShapes[] = {
 constexpr Shape kManyHeads{129, 512, 128, 3, 5, true};             // B * H = 66,048
 constexpr Shape kManyRows{1, 1, 1, 128 * 65536 + 1, 2, false};     // 65,537 tiles of 128 rows
 
+// x in a gtest name: "30", "0p5" (a name takes letters, digits and underscores only).
+std::string number_name(float x) {
+  std::ostringstream s;
+  s << x;
+  std::string name = s.str();
+  std::replace(name.begin(), name.end(), '.', 'p');
+  return name;
+}
+
 std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
   return "B" + std::to_string(p.batch) + "_H" + std::to_string(p.heads) + "x" +
          std::to_string(p.kv_heads) + "_Sq" + std::to_string(p.seqlen_q) + "_Sk" +
@@ -96,7 +126,8 @@ std::string name_of(const Problem& p, InputKind inputs = InputKind::normal) {
          (p.is_varlen() ? "_varlen" : p.layout == Layout::bshd ? (p.has_input_strides() ? "_fusedqkv" : "_bshd") : "") +
          (p.has_window() ? "_W" + std::string(p.window_left < 0 ? "inf" : std::to_string(p.window_left)) + "x" +
                                (p.window_right < 0 ? "inf" : std::to_string(p.window_right))
-                         : "");
+                         : "") +
+         (p.has_softcap() ? "_softcap" + number_name(p.softcap) : "");
 }
 
 
@@ -258,6 +289,14 @@ std::vector<NamedProblem> sweep(const Support& support, const std::vector<int>& 
           cases.push_back({name_of(p, w.inputs), p, w.inputs});
         }
       }
+      if (support.softcap) {  // logit softcaps: three in core, at every (dtype, head dim)
+        for (const SoftcapShape& c : kSoftcapShapes) {
+          if (!full && !c.core) continue;
+          Problem p = problem_of(c.shape, d, dtype);
+          p.softcap = c.softcap;
+          cases.push_back({name_of(p, c.inputs), p, c.inputs});
+        }
+      }
       if (takes_bshd(support, dtype)) {
         for (std::size_t n = 0; n < std::size(kBshdShapes); ++n) {
           if (!full && n != static_cast<std::size_t>(instance) % std::size(kBshdShapes)) continue;
@@ -416,6 +455,10 @@ std::vector<BadProblem> bad_problems(const Support& s, const Problem& defaults) 
   // A sliding window where the chapter takes none (Support::window), and a malformed one anywhere.
   if (!s.window) add("SlidingWindow", [](Problem& p) { p.window_left = 16; p.window_right = 0; }, "sliding window");
   add("WindowBelowMinusOne", [](Problem& p) { p.window_right = -2; }, "window_right");
+  // A logit softcap where the chapter takes none (Support::softcap), and malformed ones anywhere.
+  if (!s.softcap) add("Softcap", [](Problem& p) { p.softcap = 30.0f; }, "softcap");
+  add("NegativeSoftcap", [](Problem& p) { p.softcap = -1.0f; }, "softcap");
+  add("SoftcapNaN", [](Problem& p) { p.softcap = std::numeric_limits<float>::quiet_NaN(); }, "softcap");
   for (Dtype d : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
     if (std::find(s.dtypes.begin(), s.dtypes.end(), d) == s.dtypes.end())
       add(std::string("UnsupportedDtype_") + dtype_name(d), [&](Problem& p) { p.dtype = d; }, "dtype");

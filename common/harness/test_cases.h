@@ -59,9 +59,9 @@ struct NamedProblem {
 // shape, one of the hard inputs (the kinds take turns; each runs at least once); per dtype the 4k
 // square at one head dim and the long single row at three (the smallest, that one, the largest);
 // and batch x heads = 66,048 at the first dtype (the 8-million-row case is full only).
-// A chapter whose Support takes them runs sliding windows, and, in each dtype it takes as
-// [B, S, H, D], Q, K, V as a fused QKV projection's slices and packed varlen batches (named
-// ..._varlen; test_cases.cpp lists the shapes of each).
+// A chapter whose Support takes them runs sliding windows, logit softcaps (named ..._softcap30)
+// and, in each dtype it takes as [B, S, H, D], Q, K, V as a fused QKV projection's slices and
+// packed varlen batches (named ..._varlen; test_cases.cpp lists the shapes of each).
 // Then the hidden cases of $FA_EXTRA_TESTS_DIR/*.txt that the chapter supports, named Extra_...:
 // one per line, `batch heads kv_heads seqlen_q seqlen_k head_dim causal(0|1) dtype`, '#' starts
 // a comment; a malformed line throws std::runtime_error naming file:line.
@@ -104,8 +104,8 @@ struct BadProblem {
 
 // Problems every chapter must refuse with std::invalid_argument: zero head_dim, negative sizes,
 // kv_heads not dividing heads, a non-positive scale, a head_dim or a dtype it does not support, a
-// feature (layout, input strides, sliding window, varlen) it does not take, and malformed input
-// strides, windows and varlen offsets.
+// feature (layout, input strides, sliding window, softcap, varlen) it does not take, and malformed
+// input strides, windows, softcaps and varlen offsets.
 std::vector<BadProblem> bad_problems(const Support& support, const Problem& defaults);
 
 }  // namespace fa::testing

@@ -127,6 +127,9 @@ std::string usage(const Help& h) {
   // without Support::window refuses the problem, naming it).
   if (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& t) { return t.window; }))
     s << "  --window L,R      sliding window: query i sees keys i'-L .. i'+R, i' = i + Sk - Sq (-1: unbounded)\n";
+  // The softcap's flag, the same way (Support::softcap).
+  if (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& t) { return t.softcap; }))
+    s << "  --softcap X       logit softcap (Gemma 2): scores x = scale q.k become X tanh(x / X) (0: off)\n";
   // The packed varlen batch's flags, the same way (Support::varlen).
   if (std::any_of(h.supports.begin(), h.supports.end(), [](const Support& t) { return t.varlen; }))
     s << "  --varlen L,L,...  a packed batch of sequences of these query lengths (layout bshd, batch 1)\n"
@@ -176,6 +179,7 @@ Options parse_cli(int argc, const char* const* argv, const Problem& defaults) {
       o.problem.window_left = static_cast<int>(parse_int(flag, w.substr(0, comma)));
       o.problem.window_right = static_cast<int>(parse_int(flag, w.substr(comma + 1)));
     }
+    else if (flag == "--softcap") o.problem.softcap = parse_float(flag, value());
     else if (flag == "--scale") o.problem.softmax_scale = parse_float(flag, value());
     else if (flag == "--dtype") o.problem.dtype = parse_dtype(value());
     else if (flag == "--layout") { o.problem.layout = parse_layout(value()); layout_set = true; }

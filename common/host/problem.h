@@ -69,6 +69,10 @@ struct Problem {
   // the keys (bottom-right aligned, as causal masking is). -1: no bound on that side. Under causal
   // masking as well, window_right > 0 adds nothing. Only a chapter whose Support says so takes one.
   int window_left = -1, window_right = -1;
+  // Gemma 2's logit softcap (FlashAttention's softcap): each scaled score x = scale Q_i . K_j
+  // becomes softcap tanh(x / softcap) before the softmax, so no score leaves (-softcap, softcap).
+  // 0: off. Only a chapter whose Support says so takes one.
+  float softcap = 0;
   std::optional<float> softmax_scale;  // unset: 1 / sqrt(head_dim)
   Dtype dtype = Dtype::f32;
   Layout layout = Layout::bhsd;  // Q, K, V and O; bshd only where the chapter's Support says so
@@ -90,6 +94,7 @@ struct Problem {
     return softmax_scale ? *softmax_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   }
   FA_HOST_DEVICE bool has_window() const { return window_left >= 0 || window_right >= 0; }
+  FA_HOST_DEVICE bool has_softcap() const { return softcap > 0.0f; }
   // Whether query i sees key j: causal masking and the window (not a chapter's block mask).
   FA_HOST_DEVICE bool visible(int i, int j) const;
   FA_HOST_DEVICE int group_size() const { return heads / kv_heads; }  // query heads per KV head
@@ -117,8 +122,9 @@ struct Problem {
 
   // Throws std::invalid_argument naming the first field that is wrong.
   void validate() const;
-  // "B=2 H=8/2 Sq=1024 Sk=1024 D=64 causal bf16"; varlen: "... bshd varlen q=1,129,0 k=64,236,1"
-  // (the lengths, up to four sequences) or "... bshd varlen 5 seqs"
+  // "B=2 H=8/2 Sq=1024 Sk=1024 D=64 causal bf16", then what is on: " window=(127,0)",
+  // " softcap=30"; varlen: "... bshd varlen q=1,129,0 k=64,236,1" (the lengths, up to four
+  // sequences) or "... bshd varlen 5 seqs"
   std::string describe() const;
 };
 

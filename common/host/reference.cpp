@@ -142,10 +142,20 @@ void check_score_options(const Problem& p, const ScoreOptions& o, const std::str
   }
 }
 
+ScoreOptions problem_score_options(const Problem& p, ScoreOptions options) {
+  if (!p.has_softcap()) return options;
+  if (options.softcap > 0 && options.softcap != static_cast<double>(p.softcap))
+    throw std::invalid_argument("score options: softcap " + std::to_string(options.softcap) +
+                                " beside the problem's own softcap " + std::to_string(p.softcap) + ": give one");
+  options.softcap = p.softcap;
+  return options;
+}
+
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
-                                   const VisibleFn& visible, const ScoreOptions& options) {
+                                   const VisibleFn& visible, const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "reference");
   if (p.is_varlen())
     return varlen_forward(
@@ -186,6 +196,7 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
                                     const std::vector<float>& v, const VisibleFn& visible) {
   check_sizes(p, q, k, v);
   if (p.dtype != Dtype::f32) throw std::invalid_argument("fp32_score_forward: f32 problems only, got " + p.describe());
+  const double softcap = problem_score_options(p).softcap;  // 0: off
   if (p.is_varlen())
     return varlen_forward(p, q, k, v,
                           [&](const Problem& s, int b, const std::vector<float>& qs, const std::vector<float>& ks,
@@ -208,7 +219,9 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
       for (int c = 0; c < d; ++c) dot = std::fmaf(q_i[c], k_j[c], dot);  // the kernels' chain, same bits
       const bool seen = p.visible(i, j) &&
                         (!visible || visible(b, h, i, j));
-      s[j] = seen ? scale * dot : -kInf;
+      double x = scale * dot;
+      if (softcap > 0) x = softcap * std::tanh(x / softcap);
+      s[j] = seen ? x : -kInf;
       m = std::max(m, s[j]);
     }
     if (m == -kInf) {  // no visible key (problem.h): O row stays 0
@@ -230,8 +243,9 @@ ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& 
 
 ReferenceForward same_precision_forward(const Problem& p, const std::vector<float>& q,
                                         const std::vector<float>& k, const std::vector<float>& v,
-                                        const VisibleFn& visible, const ScoreOptions& options) {
+                                        const VisibleFn& visible, const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "reference");
   if (p.is_varlen())
     return varlen_forward(
@@ -282,8 +296,9 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
 
 ReferenceForward varlen_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                 const std::vector<float>& v, const SequenceForward& forward,
-                                const ScoreOptions& options) {
+                                const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "varlen_forward");
   if (!p.is_varlen()) throw std::invalid_argument("varlen_forward: not a varlen problem, got " + p.describe());
   ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
@@ -344,8 +359,9 @@ ReferenceBackward varlen_backward(const Problem& p, const std::vector<float>& q,
 ReferenceBackward reference_backward(const Problem& p, const std::vector<float>& q,
                                      const std::vector<float>& k, const std::vector<float>& v,
                                      const std::vector<float>& dout, const VisibleFn& visible,
-                                     const ScoreOptions& options) {
+                                     const ScoreOptions& given) {
   check_sizes(p, q, k, v);
+  const ScoreOptions options = problem_score_options(p, given);
   check_score_options(p, options, "reference_backward");
   if (p.dv() != p.head_dim)
     throw std::invalid_argument("reference_backward: V's head dim must be Q and K's (no chapter's backward takes "

@@ -50,6 +50,13 @@ struct ScoreOptions {
 // std::invalid_argument("<who>: ...") naming what is wrong.
 void check_score_options(const Problem& p, const ScoreOptions& o, const std::string& who);
 
+// The score options a problem carries itself (Problem::softcap) joined to `options`, those a caller
+// names beside the problem (chapter 10's forward_with_options). Every yardstick below (the forwards,
+// the backward, 08's same_precision_backward) applies this, so a softcap problem is checked against
+// softcapped references wherever it goes. A softcap set in both must be the same one
+// (std::invalid_argument otherwise).
+ScoreOptions problem_score_options(const Problem& p, ScoreOptions options = {});
+
 ReferenceForward reference_forward(const Problem& p, const std::vector<float>& q,
                                    const std::vector<float>& k, const std::vector<float>& v,
                                    const VisibleFn& visible = {}, const ScoreOptions& options = {});
@@ -72,7 +79,9 @@ ReferenceForward same_precision_forward(const Problem& p, const std::vector<floa
 // S_ij * scale_log2 * ln(2), its LSE and O = P V. So P = exp(scale S - LSE) in the backward is
 // exact to the float rounding of the stored LSE, as it is after 05's forward. With the exact
 // reference's LSE instead, P carries each score's float rounding (scores ~150: ~1e-5 of P), which
-// missed the f32 rule in 4 of 08's large-logit cases on the H100. f32 problems only.
+// missed the f32 rule in 4 of 08's large-logit cases on the H100. A softcap (Problem::softcap) is
+// taken in double on those scores, softcap tanh(S_ij * scale_log2 * ln(2) / softcap): a kernel's
+// own tanh rounding is not modelled. f32 problems only.
 ReferenceForward fp32_score_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                     const std::vector<float>& v, const VisibleFn& visible = {});
 

@@ -27,6 +27,9 @@ struct Support {
   int min_compute_capability = 0;
   // Whether it takes a sliding window (Problem::window_left, window_right); false: refused.
   bool window = false;
+  // Whether it takes a logit softcap (Problem::softcap: scores softcap tanh(x / softcap)); false:
+  // refused.
+  bool softcap = false;
   // Whether it reads Q, K and V through strides other than the layout's (Problem::q_input, k_input,
   // v_input: a fused QKV projection's slices), under Layout::bshd; false: refused.
   bool input_strides = false;

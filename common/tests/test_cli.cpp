@@ -232,6 +232,25 @@ TEST(Cli, WindowTakesLeftCommaRight) {
   expect_error_naming({"--window", "-3,0"}, "window_left");
 }
 
+TEST(Cli, HelpListsTheSoftcapWhereTheChapterTakesOne) {
+  EXPECT_EQ(help_text({kHalfOnly}, Dtype::bf16).find("--softcap"), std::string::npos);
+  Support capped = kHalfOnly;
+  capped.softcap = true;
+  const std::string text = help_text({kF32Only, capped}, Dtype::bf16);
+  EXPECT_NE(line_of(text, "--softcap X").find("tanh"), std::string::npos) << text;
+}
+
+TEST(Cli, SoftcapTakesANumber) {
+  EXPECT_EQ(parse({}).problem.softcap, 0.0f);
+  EXPECT_EQ(parse({"--softcap", "30"}).problem.softcap, 30.0f);
+  EXPECT_EQ(parse({"--softcap", "2.5"}).problem.softcap, 2.5f);
+  EXPECT_EQ(parse({"--softcap", "0"}).problem.softcap, 0.0f);  // off
+  expect_error_naming({"--softcap", "thirty"}, "--softcap");
+  expect_error_naming({"--softcap"}, "--softcap");
+  expect_error_naming({"--softcap", "-1"}, "softcap must be finite and >= 0");
+  expect_error_naming({"--softcap", "inf"}, "softcap must be finite and >= 0");
+}
+
 TEST(Cli, HelpListsVarlenWhereTheChapterTakesIt) {
   EXPECT_EQ(help_text({kHalfOnly}, Dtype::bf16).find("--varlen"), std::string::npos);
   Support packed = kHalfOnly;

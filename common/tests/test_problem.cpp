@@ -242,6 +242,30 @@ TEST(ProblemValidate, RefusesAWindowBelowMinusOne) {
   EXPECT_NE(p.describe().find("window=(0,-1)"), std::string::npos) << p.describe();
 }
 
+// The logit softcap: 0 is off; a positive one is a problem of its own, named by describe(); a
+// negative, infinite or NaN one is refused, naming the field.
+TEST(ProblemValidate, RefusesABadSoftcap) {
+  Problem p;
+  EXPECT_FALSE(p.has_softcap());
+  EXPECT_EQ(p.describe().find("softcap"), std::string::npos) << p.describe();
+  for (float bad : {-1.0f, -0.0001f, std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    p.softcap = bad;
+    try {
+      p.validate();
+      FAIL() << "accepted softcap " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("softcap"), std::string::npos) << e.what();
+    }
+  }
+  p.softcap = 30.0f;
+  EXPECT_NO_THROW(p.validate());
+  EXPECT_TRUE(p.has_softcap());
+  EXPECT_NE(p.describe().find(" softcap=30"), std::string::npos) << p.describe();
+  p.softcap = 0.5f;
+  EXPECT_NE(p.describe().find(" softcap=0.5"), std::string::npos) << p.describe();
+  EXPECT_DOUBLE_EQ(forward_flops(p), forward_flops(Problem{}));  // tanh is not counted, as FlashAttention counts
+}
+
 TEST(ProblemFlops, WindowCountsVisiblePairs) {
   Problem p;
   p.batch = 2;
@@ -356,6 +380,7 @@ TEST(ProblemVarlen, SequenceProblemIsOneSequenceWithEveryOtherField) {
   p.kv_heads = 1;
   p.softmax_scale = 0.5f;
   p.window_left = 2;
+  p.softcap = 30.0f;
   p.dtype = Dtype::bf16;
   const int lengths[5][2] = {{3, 5}, {0, 1}, {4, 1}, {4, 4}, {2, 0}};
   for (int b = 0; b < 5; ++b) {
@@ -371,6 +396,7 @@ TEST(ProblemVarlen, SequenceProblemIsOneSequenceWithEveryOtherField) {
     EXPECT_TRUE(s.causal);
     EXPECT_EQ(s.window_left, 2);
     EXPECT_EQ(s.window_right, -1);
+    EXPECT_EQ(s.softcap, 30.0f);
     EXPECT_EQ(s.scale(), 0.5f);
     EXPECT_EQ(s.dtype, Dtype::bf16);
     EXPECT_EQ(s.layout, Layout::bshd);

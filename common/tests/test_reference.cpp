@@ -3,8 +3,8 @@
 //   (b) agreement with a plain triple loop written here (causal, GQA/MQA, empty rows),
 //   (c) properties attention must have whatever the implementation,
 //   (d) the backward pass against central finite differences of the forward,
-//   (e) fp32_score_forward, and the score options (softcap, ALiBi, sinks) against their
-//       definitions written out in a loop, by hand, and by their properties,
+//   (e) fp32_score_forward, and the score options (softcap, ALiBi, sinks; Problem::softcap) against
+//       their definitions written out in a loop, by hand, and by their properties,
 //   (f) a packed varlen batch, forward and backward, against each sequence's reference called on
 //       its rows by hand.
 //
@@ -73,11 +73,13 @@ struct Naive {
 // Attention straight from the definition, one query row at a time, float64 throughout, written
 // without the reference's tricks (no max subtraction: the test scores are small, so exp cannot
 // overflow). A row that sees no key keeps O = 0 and LSE = +inf (problem.h's convention), or
-// LSE = sigma_h with a sink. The score options (reference.h) as their definitions state them.
+// LSE = sigma_h with a sink. The score options (reference.h) as their definitions state them, the
+// softcap the problem's own (Problem::softcap) where `o` names none.
 Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
                     const VisibleFn& visible = {}, const ScoreOptions& o = {}) {
   const int d = p.head_dim, dv = p.dv();
   const double scale = p.scale();
+  const double softcap = o.softcap > 0 ? o.softcap : static_cast<double>(p.softcap);
   Naive out{Tensor(p.o_elems(), 0.0), Tensor(p.lse_elems(), kInf)};
   for (int b = 0; b < p.batch; ++b) {
     for (int h = 0; h < p.heads; ++h) {
@@ -92,7 +94,7 @@ Naive naive_forward(const Problem& p, const Tensor& q, const Tensor& k, const Te
           double s = 0;
           for (int c = 0; c < d; ++c) s += q[qi * d + c] * k[kj * d + c];
           s *= scale;
-          if (o.softcap > 0) s = o.softcap * std::tanh(s / o.softcap);
+          if (softcap > 0) s = softcap * std::tanh(s / softcap);
           if (!o.alibi_slopes.empty()) s += o.alibi_slopes[h] * (j - i - (p.seqlen_k - p.seqlen_q));
           const double e = std::exp(s);
           l += e;
@@ -349,6 +351,99 @@ TEST(ReferenceWindow, IsTheBandAsAVisibilityRule) {
     EXPECT_EQ(ga.dv, gb.dv);
     // And the window changes something: row 0 of head 0 sees 5 of the 19 keys.
     EXPECT_NE(a.o, reference_forward(plain, in.q, in.k, in.v).o);
+  }
+}
+
+// Problem::softcap: softcap tanh(scale q.k / softcap) as the triple loop writes it out, and the
+// same numbers, bit for bit, as ScoreOptions::softcap on the plain problem, in every yardstick.
+TEST(ReferenceSoftcap, IsTheScoreOptionOfTheProblem) {
+  for (const Problem& plain : loop_shapes()) {
+    Problem capped = plain;
+    capped.softcap = 1.5f;  // scores of size ~1 here: tanh bends them visibly
+    SCOPED_TRACE(capped.describe());
+    ScoreOptions option;
+    option.softcap = 1.5;
+    EXPECT_EQ(problem_score_options(capped).softcap, 1.5);
+    EXPECT_EQ(problem_score_options(plain).softcap, 0.0);
+    const Inputs in = inputs_for(plain, 15);
+    const ReferenceForward a = reference_forward(capped, in.q, in.k, in.v);
+    const Naive want = naive_forward(capped, widen(in.q), widen(in.k), widen(in.v));
+    expect_close(a.o, want.o, kTight, "O");
+    expect_close(a.lse, want.lse, kTight, "LSE");
+    const ReferenceForward b = reference_forward(plain, in.q, in.k, in.v, {}, option);
+    EXPECT_EQ(a.o, b.o);
+    EXPECT_EQ(a.lse, b.lse);
+    const ReferenceForward sa = same_precision_forward(capped, in.q, in.k, in.v);
+    const ReferenceForward sb = same_precision_forward(plain, in.q, in.k, in.v, {}, option);
+    EXPECT_EQ(sa.o, sb.o);
+    EXPECT_EQ(sa.lse, sb.lse);
+    const std::vector<float> dout = random_normal(plain.o_elems(), 16, Dtype::f32);
+    const ReferenceBackward ga = reference_backward(capped, in.q, in.k, in.v, dout);
+    const ReferenceBackward gb = reference_backward(plain, in.q, in.k, in.v, dout, {}, option);
+    EXPECT_EQ(ga.dq, gb.dq);
+    EXPECT_EQ(ga.dk, gb.dk);
+    EXPECT_EQ(ga.dv, gb.dv);
+    // And the cap changes something: the LSE of every row that sees a key.
+    EXPECT_NE(a.lse, reference_forward(plain, in.q, in.k, in.v).lse);
+  }
+}
+
+// One query, keys at scores 0 and ln 3 under Problem::softcap = 1: tanh(0) = 0, tanh(ln 3) = 0.8,
+// so P = (1, e^0.8) / (1 + e^0.8) and LSE = log(1 + e^0.8).
+TEST(ReferenceSoftcap, ByHand) {
+  Problem p = make_problem(1, 1, 1, 1, 2, 1, false);
+  p.softmax_scale = 1.0f;
+  p.softcap = 1.0f;
+  const std::vector<float> q{1.0f}, k{0.0f, std::log(3.0f)}, v{1.0f, 2.0f};  // D = 1: O = P_0 + 2 P_1
+  const double e1 = std::exp(0.8);
+  const ReferenceForward r = reference_forward(p, q, k, v);
+  EXPECT_NEAR(r.o[0], (1 + 2 * e1) / (1 + e1), 1e-6);  // 1.689974, to the float rounding of ln 3
+  EXPECT_NEAR(r.lse[0], std::log(1 + e1), 1e-6);
+  const ReferenceForward plain = same_precision_forward(p, q, k, v);
+  EXPECT_NEAR(plain.o[0], (1 + 2 * e1) / (1 + e1), 1e-6);
+  const ReferenceForward fp32 = fp32_score_forward(p, q, k, v);
+  EXPECT_NEAR(fp32.o[0], (1 + 2 * e1) / (1 + e1), 1e-6);
+}
+
+// A softcap in the problem and one in the options: the same one is taken once, another is refused.
+TEST(ReferenceSoftcap, ProblemAndOptionsMustAgree) {
+  Problem p = make_problem(1, 2, 2, 3, 3, 4, false);
+  p.softcap = 2.0f;
+  const Inputs in = inputs_for(p, 17);
+  ScoreOptions same, other;
+  same.softcap = 2.0;
+  other.softcap = 3.0;
+  same.alibi_slopes = other.alibi_slopes = {0.5f, 0.25f};
+  const ScoreOptions joined = problem_score_options(p, same);
+  EXPECT_EQ(joined.softcap, 2.0);
+  EXPECT_EQ(joined.alibi_slopes, same.alibi_slopes);  // the caller's other options stay
+  ScoreOptions alibi_only;
+  alibi_only.alibi_slopes = same.alibi_slopes;
+  EXPECT_EQ(reference_forward(p, in.q, in.k, in.v, {}, same).o, reference_forward(p, in.q, in.k, in.v, {}, alibi_only).o);
+  try {
+    reference_forward(p, in.q, in.k, in.v, {}, other);
+    ADD_FAILURE() << "accepted softcap 3 beside the problem's 2";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("softcap"), std::string::npos) << e.what();
+  }
+  Problem bad = p;
+  bad.softcap = -1.0f;
+  EXPECT_THROW(reference_forward(bad, in.q, in.k, in.v), std::invalid_argument);  // validate() names it
+}
+
+// fp32_score_forward takes the problem's softcap too: the exact softcapped reference up to the
+// float scores' rounding (tanh's slope is at most 1, so AgreesWithTheReferenceUpToFloatScores' bound
+// holds).
+TEST(Fp32ScoreForward, TakesTheProblemsSoftcap) {
+  for (Problem p : loop_shapes()) {
+    p.dtype = Dtype::f32;
+    p.softcap = 1.5f;
+    SCOPED_TRACE(p.describe());
+    const Inputs in = inputs_for(p, 18);
+    const ReferenceForward want = reference_forward(p, in.q, in.k, in.v);
+    const ReferenceForward got = fp32_score_forward(p, in.q, in.k, in.v);
+    expect_close(got.o, want.o, 1e-5, "O");
+    expect_close(got.lse, want.lse, 1e-5, "LSE");
   }
 }
 
@@ -617,6 +712,15 @@ TEST(ReferenceBackward, ScoreOptionsMatchFiniteDifferences) {
   }
 }
 
+// The problem's softcap (naive_forward writes it out): scores of size ~1 against a cap of 0.5, deep
+// in tanh's bend; GQA under causal masking in the second shape.
+TEST(ReferenceBackward, ProblemSoftcapMatchesFiniteDifferences) {
+  for (Problem p : {make_problem(1, 2, 2, 3, 4, 3, false), make_problem(1, 4, 2, 4, 6, 2, true)}) {
+    p.softcap = 0.5f;
+    expect_backward_matches_finite_differences(p);
+  }
+}
+
 TEST(ReferenceBackward, WindowIsTheBand) {
   Problem p = make_problem(1, 2, 1, 5, 8, 2, false);
   p.window_left = 2;
@@ -820,6 +924,26 @@ TEST(ReferenceVarlen, ScoreOptionsPerSequence) {
         return reference_forward(s, q, k, v, {}, o);
       },
       {0.5, -1.5});
+}
+
+// The problem's softcap reaches every sequence (sequence_problem keeps it), in every yardstick.
+TEST(ReferenceVarlen, ProblemSoftcapPerSequence) {
+  Problem p = varlen_problem(true);
+  p.softcap = 1.5f;
+  const Inputs in = inputs_for(p, 19);
+  ScoreOptions cap;
+  cap.softcap = 1.5;
+  const auto per_sequence = [&](auto forward) {
+    return [forward, cap](const Problem& s, const std::vector<float>& q, const std::vector<float>& k,
+                          const std::vector<float>& v, int) { return forward(s, q, k, v, VisibleFn{}, cap); };
+  };
+  expect_per_sequence(p, in, reference_forward(p, in.q, in.k, in.v), per_sequence(&reference_forward), {kInf, kInf});
+  expect_per_sequence(p, in, same_precision_forward(p, in.q, in.k, in.v), per_sequence(&same_precision_forward),
+                      {kInf, kInf});
+  Problem uncapped = p;
+  uncapped.softcap = 0;
+  EXPECT_NE(fp32_score_forward(p, in.q, in.k, in.v).o, fp32_score_forward(uncapped, in.q, in.k, in.v).o);
+  expect_close(fp32_score_forward(p, in.q, in.k, in.v).o, reference_forward(p, in.q, in.k, in.v).o, 1e-5, "fp32 O");
 }
 
 using BackwardOf = std::function<ReferenceBackward(const Problem&, const std::vector<float>& q, const std::vector<float>& k,

@@ -1,10 +1,14 @@
-// The yardstick of the f16/bf16 tolerance rule (same_precision_forward) and the rule itself.
+// The yardstick of the f16/bf16 tolerance rule (same_precision_forward), the rule itself, and
+// check_forward's verdict on a softcap problem.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "common/host/compare.h"
+#include "common/host/forward_check.h"
 #include "common/host/host_data.h"
 #include "common/host/reference.h"
 
@@ -100,6 +104,31 @@ TEST(SamePrecision, OptionsAreChecked) {
   ScoreOptions bad;
   bad.alibi_slopes = {0.5f};  // one slope for two heads
   EXPECT_THROW(same_precision_forward(p, in.q, in.k, in.v, {}, bad), std::invalid_argument);
+}
+
+// A softcap problem (Problem::softcap) is judged against the softcapped yardsticks: the plain
+// same-precision forward of the problem passes in every dtype, and the same outputs without the
+// cap fail.
+TEST(ForwardCheck, JudgesASoftcapProblemWithTheSoftcap) {
+  for (Dtype dtype : {Dtype::f32, Dtype::f16, Dtype::bf16}) {
+    Problem p = shape(dtype, true, 77, 61);
+    p.softcap = 5.0f;
+    p.softmax_scale = 1.0f;  // scores ~+-6: the cap bends them by a third
+    SCOPED_TRACE(p.describe());
+    const HostInputs in = make_inputs(p, 13);
+    auto outputs_of = [&](const Problem& q) {
+      const ReferenceForward f = same_precision_forward(q, in.q, in.k, in.v);
+      return std::pair{encode(std::vector<float>(f.o.begin(), f.o.end()), dtype),
+                       encode(std::vector<float>(f.lse.begin(), f.lse.end()), Dtype::f32)};
+    };
+    const auto [o, lse] = outputs_of(p);
+    const ForwardCheck capped = check_forward(p, in, o, lse);
+    EXPECT_TRUE(capped.pass()) << capped.summary();
+    Problem uncapped = p;
+    uncapped.softcap = 0.0f;
+    const auto [o_off, lse_off] = outputs_of(uncapped);
+    EXPECT_FALSE(check_forward(p, in, o_off, lse_off).pass()) << "outputs without the cap pass a softcap problem";
+  }
 }
 
 TEST(SamePrecisionRule, BoundIsTwiceTheBaselinePlusSlack) {
