@@ -1,7 +1,6 @@
 #include "common/harness/chapter.h"
 
 #include <algorithm>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -50,11 +49,9 @@ void check_forward_args(const Support& s, const Problem& p, const void* q, const
   if (p.has_window() && !s.window)
     fail("a sliding window (window_left " + std::to_string(p.window_left) + ", window_right " +
          std::to_string(p.window_right) + ") is not supported: this chapter attends to every key (or, causal, to every earlier one)");
-  if (p.has_softcap() && !s.softcap) {
-    std::ostringstream cap;
-    cap << p.softcap;
-    fail("a logit softcap (softcap " + cap.str() + ") is not supported: this chapter takes the scores as scale Q.K");
-  }
+  if (p.has_softcap() && !s.softcap)
+    fail("a logit softcap (softcap " + number_text(p.softcap) +
+         ") is not supported: this chapter takes the scores as scale Q.K");
   if (p.has_input_strides()) {
     if (!s.input_strides) fail("Q, K and V with strides other than the layout's are not supported: contiguous tensors only");
     if (p.layout != Layout::bshd) fail("input strides (Q, K, V) need layout bshd");

@@ -1,20 +1,16 @@
 #include "common/host/problem.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
 namespace fa {
-namespace {
-
-// x as a stream prints it (six significant digits): "30", "0.5", "-1", "nan".
-std::string as_text(float x) {
-  std::ostringstream s;
-  s << x;
-  return s.str();
+std::string number_text(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", x);
+  return text;
 }
-
-}  // namespace
 
 const char* dtype_name(Dtype dtype) {
   switch (dtype) {
@@ -59,8 +55,8 @@ void Problem::validate() const {
               std::to_string(window_right) + ")");
   require(!softmax_scale || (std::isfinite(*softmax_scale) && *softmax_scale > 0.0f),
           "softmax_scale must be finite and > 0");
-  require(std::isfinite(softcap) && softcap >= 0.0f,
-          "softcap must be finite and >= 0 (0: off), got " + as_text(softcap));
+  if (!(std::isfinite(softcap) && softcap >= 0.0f))
+    throw std::invalid_argument("softcap must be finite and >= 0 (0: off), got " + number_text(softcap));
   // Chapters index with 32-bit ints inside one (batch, head) slice and 64-bit across slices.
   const std::int64_t widest = std::max(head_dim, dv());
   require(std::int64_t{seqlen_q} * widest < (std::int64_t{1} << 31) &&
@@ -100,7 +96,7 @@ std::string Problem::describe() const {
   s << (causal ? " causal " : " ") << dtype_name(dtype);
   if (layout == Layout::bshd) s << " bshd";
   if (has_window()) s << " window=(" << window_left << "," << window_right << ")";
-  if (has_softcap()) s << " softcap=" << softcap;
+  if (has_softcap()) s << " softcap=" << number_text(softcap);
   if (is_varlen()) {
     auto lengths = [](const std::vector<int>& cu) {
       std::string list;

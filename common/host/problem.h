@@ -133,6 +133,11 @@ struct Problem {
 // cu_seqlens_k[b] .. (keys). Throws std::invalid_argument unless p is varlen and 0 <= b < B.
 Problem sequence_problem(const Problem& p, int b);
 
+// x as printf's %g writes it ("30", "0.5", "nan"), for messages. Not through a stream: inside the
+// PyTorch extension, a stream's float output crashed in libstdc++'s codecvt (H200 machine, PyTorch
+// 2.11).
+std::string number_text(double x);
+
 // The problem every chapter's executable runs when given no flags (and the tour's table uses):
 // batch 4, 16 heads, seqlen 1024, head_dim 64, not causal.
 Problem default_problem(Dtype dtype);
