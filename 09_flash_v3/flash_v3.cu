@@ -53,10 +53,10 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
     using T = decltype(type);
     constexpr bool kBshd = decltype(bshd)::value, kVarlen = decltype(varlen)::value;
     switch (p.head_dim) {
-      case 64:
-        if constexpr (kVarlen) launch<ChapterConfig<T, 64>, kBshd, kVarlen>(p, q, k, v, prm, stream);
-        else if (p.has_window()) launch<ChapterConfig<T, 64>, kBshd>(p, q, k, v, prm, stream);
-        else steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd>(p, q, k, v, prm, stream);
+      case 64:  // v1, one warpgroup a block: at D = 64 the fastest step (README: How we got here)
+        if (!kVarlen && p.has_window())
+          steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, false, true>(p, q, k, v, prm, stream);
+        else steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, kVarlen>(p, q, k, v, prm, stream);
         break;
       case 192: launch<ChapterConfig<T, 192>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
       case 256: launch<ChapterConfig<T, 256>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;

@@ -4,7 +4,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "09_flash_v3/flash_v3.cuh"
@@ -37,6 +39,25 @@ inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t r
   return map_of(o, p, p.heads, p.seqlen_q, p.dv(), p.o_strides(), rows);
 }
 
+// A packed batch's offsets on the GPU, for VarlenTileWalk: VarlenTileWalk's unit offsets (int64),
+// then cu_seqlens_q and cu_seqlens_k (ints), in one copy into the workspace; and the number of
+// units (the walk's bound).
+inline std::pair<VarlenArgs, std::int64_t> upload_varlen(const fa::Problem& p, int Br, bool persistent,
+                                                         cudaStream_t stream) {
+  const std::vector<std::int64_t> offsets = varlen_unit_offsets(p.cu_seqlens_q, p.heads, p.causal, Br, persistent);
+  const std::size_t n = p.cu_seqlens_q.size(), offset_bytes = n * sizeof(std::int64_t), cu_bytes = n * sizeof(int);
+  std::vector<unsigned char> host(offset_bytes + 2 * cu_bytes);
+  std::memcpy(host.data(), offsets.data(), offset_bytes);
+  std::memcpy(host.data() + offset_bytes, p.cu_seqlens_q.data(), cu_bytes);
+  std::memcpy(host.data() + offset_bytes + cu_bytes, p.cu_seqlens_k.data(), cu_bytes);
+  auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(host.size(), "09_flash_v3's unit and sequence offsets"));
+  FA_CUDA_CHECK(cudaMemcpyAsync(ws, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
+  const VarlenArgs vl{reinterpret_cast<const int*>(ws + offset_bytes),
+                      reinterpret_cast<const int*>(ws + offset_bytes + cu_bytes),
+                      reinterpret_cast<const std::int64_t*>(ws), static_cast<int>(n) - 1};
+  return {vl, offsets.back()};
+}
+
 // kBshd: [B, S, H, D] tensors (the chapter's forward passes p.layout == bshd; the steps take [B, H, S, D] only).
 // kVarlen: a packed batch of sequences (Problem::cu_seqlens_q, cu_seqlens_k; [1, total, H, D]
 // tensors): the sequences' offsets and the walk's unit offsets go to the GPU first, into the
@@ -55,19 +76,7 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   Varlen vl{};
   std::int64_t units = 0;
   if constexpr (kVarlen) {
-    const std::vector<std::int64_t> offsets =
-        varlen_unit_offsets(p.cu_seqlens_q, p.heads, p.causal, C::Br, C::kPersistent);
-    units = offsets.back();
-    // One upload: the unit offsets (int64) first, then cu_seqlens_q and cu_seqlens_k (ints).
-    const std::size_t n = p.cu_seqlens_q.size(), offset_bytes = n * sizeof(std::int64_t), cu_bytes = n * sizeof(int);
-    std::vector<unsigned char> host(offset_bytes + 2 * cu_bytes);
-    std::memcpy(host.data(), offsets.data(), offset_bytes);
-    std::memcpy(host.data() + offset_bytes, p.cu_seqlens_q.data(), cu_bytes);
-    std::memcpy(host.data() + offset_bytes + cu_bytes, p.cu_seqlens_k.data(), cu_bytes);
-    auto* ws = static_cast<unsigned char*>(fa::cuda::workspace(host.size(), "09_flash_v3's unit and sequence offsets"));
-    FA_CUDA_CHECK(cudaMemcpyAsync(ws, host.data(), host.size(), cudaMemcpyHostToDevice, stream));
-    vl = {reinterpret_cast<const int*>(ws + offset_bytes), reinterpret_cast<const int*>(ws + offset_bytes + cu_bytes),
-          reinterpret_cast<const std::int64_t*>(ws), static_cast<int>(n) - 1};
+    std::tie(vl, units) = upload_varlen(p, C::Br, C::kPersistent, stream);
   } else {
     units = TileWalk::units(prm.seqlen_q, prm.batch_heads, prm.causal, C::Br, C::kPersistent);
   }

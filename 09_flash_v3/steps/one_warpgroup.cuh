@@ -19,6 +19,8 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
+#include <type_traits>
 
 #include "09_flash_v3/launch.cuh"  // make_maps; load_tile and 06's tile functions through flash_v3.cuh
 
@@ -39,15 +41,39 @@ struct V1Smem {
 // grid: Tr along x by B*H rows over y and z; block: one warpgroup. Warp w owns rows 16 w .. of Q_i.
 // kBshd: [B, S, H, D] tensors (launch.cuh: make_maps); its strided epilogue would take 103
 // registers a thread, one block fewer an SM than the 101 of [B, H, S, D]: held to five blocks.
-template <class C, bool kBshd = false>
+// Varlen: VarlenArgs for a packed batch of sequences (the grid's x runs over VarlenTileWalk's
+// units, one query tile of one head each; the block loads, masks and writes by its sequence's rows
+// and lengths), NoVarlen otherwise. kWindow: a sliding window, whose key tiles start at
+// key_tile_begin and end at the window's right bound (a packed batch takes one either way).
+template <class C, bool kBshd = false, class Varlen = NoVarlen, bool kWindow = false>
 __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     one_warpgroup_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                    const __grid_constant__ CUtensorMap v_map, const Params prm) {
+                    const __grid_constant__ CUtensorMap v_map, const Params prm, const Varlen vl) {
   using T = typename C::T;
   using S = V1Smem<C>;
   constexpr int Br = 64, Bc = 64, kD = C::kD;
-  const std::int64_t bh = fa::cuda::grid_row();
-  if (bh >= prm.batch_heads) return;  // a spare block of the grid
+  constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>, kBand = kVarlen || kWindow;
+  std::int64_t bh;  // the block's slice: b H + h, or in a packed batch the head h
+  int i_tile;       // its query tile, in its sequence
+  int q_row0 = 0, k_row0 = 0;  // its sequence's first rows in the tensors (a packed batch)
+  Params seq_prm = prm;        // a packed batch: the sequence's lengths, and O and LSE moved to its rows
+  if constexpr (kVarlen) {
+    const VarlenTile vt = block_walk(0, 0, prm.heads, prm.causal, Br, false, blockIdx.x, gridDim.x, vl).tile();
+    bh = vt.head;
+    i_tile = vt.i_tile;
+    q_row0 = vl.cu_seqlens_q[vt.seq];
+    k_row0 = vl.cu_seqlens_k[vt.seq];
+    seq_prm.seqlen_q = vl.cu_seqlens_q[vt.seq + 1] - q_row0;
+    seq_prm.seqlen_k = vl.cu_seqlens_k[vt.seq + 1] - k_row0;
+    seq_prm.o = static_cast<T*>(prm.o) + std::int64_t{q_row0} * prm.q_strides.row;
+    // write_rows stores row r's LSE at bh len + r; the sequence's rows start at h total + q_row0.
+    seq_prm.lse = prm.lse + bh * (prm.seqlen_q - seq_prm.seqlen_q) + q_row0;
+  } else {
+    bh = fa::cuda::grid_row();
+    if (bh >= prm.batch_heads) return;  // a spare block of the grid
+    i_tile = fa2::query_tile(prm);
+  }
+  const Params& tp = kVarlen ? seq_prm : prm;
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) std::uint64_t bars[3];  // Q_i; K_j, V_j of stage 0; of stage 1
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
@@ -57,10 +83,12 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
   auto V_s = [&](int stage) { return base + S::kV + stage * S::kTileBytes; };  // (Bc, kD) smem
   auto bar_kv = [&](int stage) { return smem_u32(&bars[1 + stage]); };
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int i_tile = fa2::query_tile(prm), i0 = i_tile * Br;
+  const int i0 = i_tile * Br;
   const std::int64_t kv_bh = bh / prm.group_size;
   const int kv_heads = prm.heads / prm.group_size;
-  const int Tc_end = key_tile_end(i_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal);
+  const int window_left = kBand ? tp.window_left : -1, window_right = kBand ? tp.window_right : -1;
+  const int Tc_begin = kBand ? key_tile_begin(i_tile, Br, Bc, tp.seqlen_q, tp.seqlen_k, window_left) : 0;
+  const int Tc_end = key_tile_end(i_tile, Br, Bc, tp.seqlen_q, tp.seqlen_k, tp.causal, window_right);
 
   if (threadIdx.x == 0) {
     for (int b = 0; b < 3; ++b) mbarrier_init(smem_u32(&bars[b]), 1);  // one arrival: thread 0's
@@ -69,20 +97,20 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
   __syncthreads();  // the barriers are initialized before anyone waits on them
   auto load_kv = [&](int j, int stage) {
     mbarrier_arrive_expect_tx(bar_kv(stage), 2 * S::kTileBytes);
-    load_tile<64, C::kD, kBshd>(K_s(stage), &k_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
-    load_tile<64, C::kD, kBshd>(V_s(stage), &v_map, j * Bc, kv_bh, kv_heads, bar_kv(stage));
+    load_tile<64, C::kD, kBshd>(K_s(stage), &k_map, k_row0 + j * Bc, kv_bh, kv_heads, bar_kv(stage));
+    load_tile<64, C::kD, kBshd>(V_s(stage), &v_map, k_row0 + j * Bc, kv_bh, kv_heads, bar_kv(stage));
   };
   if (threadIdx.x == 0) {
     mbarrier_arrive_expect_tx(bar_q, S::kTileBytes);
-    load_tile<64, C::kD, kBshd>(Q_s, &q_map, i0, bh, prm.heads, bar_q);
-    if (Tc_end > 0) load_kv(0, 0);
+    load_tile<64, C::kD, kBshd>(Q_s, &q_map, q_row0 + i0, bh, prm.heads, bar_q);
+    if (Tc_end > Tc_begin) load_kv(Tc_begin, 0);
   }
 
   fa2::WarpRows<C> w;
   mbarrier_wait(bar_q, 0);  // Q_i has landed
-  for (int j_tile = 0; j_tile < Tc_end; ++j_tile) {
-    const int stage = j_tile % 2;
-    mbarrier_wait(bar_kv(stage), j_tile / 2 % 2);  // K_j, V_j have landed (the stage's (j/2)-th use)
+  for (int j_tile = Tc_begin; j_tile < Tc_end; ++j_tile) {
+    const int n = j_tile - Tc_begin, stage = n % 2;  // the block's n-th key tile
+    mbarrier_wait(bar_kv(stage), n / 2 % 2);  // K_j, V_j have landed (the stage's (n/2)-th use)
     // K_{j+1}, V_{j+1} fly during tile j; their stage was freed by the __syncthreads ending tile j-1.
     if (threadIdx.x == 0 && j_tile + 1 < Tc_end) load_kv(j_tile + 1, 1 - stage);
 
@@ -97,8 +125,8 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     wgmma_wait<0>();  // S_ij is in the registers
 
     const int row = i0 + 16 * warp + g;
-    if (needs_mask(i_tile, j_tile, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal))
-      fa2::mask_scores<C>(S_ij, row, j_tile * Bc, t, prm);
+    if (needs_mask(i_tile, j_tile, Br, Bc, tp.seqlen_q, tp.seqlen_k, tp.causal, window_left, window_right))
+      fa2::mask_scores<C>(S_ij, row, j_tile * Bc, t, tp);
     fa2::PTile<C> P_ij;  // (16, Bc) a warp, in T: the A fragments of the next wgmma
     fa2::softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
 
@@ -114,20 +142,34 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     wgmma_wait<0>();  // O_i is in the registers; K_j, V_j and P_ij are no longer read
     __syncthreads();  // every warp is done with this stage before tile j+2's copy overwrites it
   }
-  fa2::write_rows<C, kBshd>(w, prm, bh, i0 + 16 * warp + g, t);
+  fa2::write_rows<C, kBshd>(w, tp, bh, i0 + 16 * warp + g, t);
 }
 
-template <class C, bool kBshd = false>
+// kVarlen: a packed batch (its offsets go to the GPU first: upload_varlen); kWindow: a sliding
+// window (one_warpgroup_kernel).
+template <class C, bool kBshd = false, bool kVarlen = false, bool kWindow = false>
 void launch_one_warpgroup(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                           cudaStream_t stream) {
+  static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
+  using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
+  constexpr auto kernel = one_warpgroup_kernel<C, kBshd, Varlen, kWindow>;
   static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(one_warpgroup_kernel<C, kBshd>, V1Smem<C>::kBytes);
+    allow_shared_memory(kernel, V1Smem<C>::kBytes);
     return true;
   }();
   (void)opted_in;
   const Maps maps = make_maps(p, q, k, v, 64, 64);
-  const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, 64), prm.batch_heads, "09_flash_v3 (steps)");
-  one_warpgroup_kernel<C, kBshd><<<grid, 128, V1Smem<C>::kBytes, stream>>>(maps.q, maps.k, maps.v, prm);
+  Varlen vl{};
+  dim3 grid;
+  if constexpr (kVarlen) {
+    std::int64_t units = 0;
+    std::tie(vl, units) = upload_varlen(p, 64, false, stream);
+    if (units == 0) return;  // no sequence has a query
+    grid = dim3(fa::cuda::blocks_1d(units, "09_flash_v3 (steps)"));
+  } else {
+    grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, 64), prm.batch_heads, "09_flash_v3 (steps)");
+  }
+  kernel<<<grid, 128, V1Smem<C>::kBytes, stream>>>(maps.q, maps.k, maps.v, prm, vl);
   FA_CHECK_LAUNCH();
 }
 
