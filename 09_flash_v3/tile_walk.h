@@ -122,16 +122,10 @@ class VarlenTileWalk {
 
  private:
   // The sequence of unit u_: the last b with offsets_[b] <= u_ (skipping empty sequences, whose
-  // offset equals the next one's), and its tile counts.
+  // offset equals the next one's; sequence_of), and its tile counts.
   FA_HOST_DEVICE void locate() {
     if (done()) return;
-    int lo = 0, hi = batch_ - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (offsets_[mid] <= u_) lo = mid;
-      else hi = mid - 1;
-    }
-    b_ = lo;
+    b_ = fa::cuda::sequence_of(offsets_, batch_, u_);
     const int len = cu_[b_ + 1] - cu_[b_];
     Tr_ = fa::cuda::ceil_div(len, Br_);
     per_head_ = pairs_ ? (Tr_ + 1) / 2 : Tr_;

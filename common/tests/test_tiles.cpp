@@ -2,10 +2,14 @@
 // window, against brute force over every (row, key) pair of every tile pair: the key tiles a query
 // tile visits are exactly key_tile_begin .. key_tile_end - 1, the query tiles a key tile is seen by
 // exactly query_tile_begin .. query_tile_end - 1, and needs_mask says whether a visited tile holds
-// a (row < Sq, key) pair that is not visible or a key column past Sk.
+// a (row < Sq, key) pair that is not visible or a key column past Sk; and sequence_of, the
+// sequence of a packed batch an item belongs to.
 #include "common/device/tiles.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
 
 #include <algorithm>
 
@@ -75,6 +79,22 @@ TEST(TilesUnderAWindow, NoWindowIsCausalOrFull) {
   EXPECT_EQ(query_tile_end(3, 64, 64, 1024, 1024, 128), 6);
   EXPECT_TRUE(needs_mask(5, 3, 64, 64, 1024, 1024, true, 128));   // row 383 sees from key 255 on
   EXPECT_FALSE(needs_mask(5, 4, 64, 64, 1024, 1024, true, 128));  // keys 256-319: every row
+}
+
+// sequence_of: the sequence holding item x of a packed batch, empty sequences skipped, against a
+// linear scan over every item.
+TEST(SequenceOf, FindsTheSequenceOfEveryItem) {
+  const std::vector<std::vector<int>> batches = {{0, 5}, {0, 0, 3}, {0, 3, 3, 3, 7}, {0, 1, 2, 2, 10, 10, 11}};
+  for (const std::vector<int>& offsets : batches) {
+    const int batch = static_cast<int>(offsets.size()) - 1;
+    for (int x = 0; x < offsets.back(); ++x) {
+      int want = 0;
+      while (!(offsets[want] <= x && x < offsets[want + 1])) ++want;
+      EXPECT_EQ(sequence_of(offsets.data(), batch, x), want) << "item " << x;
+    }
+    const std::vector<std::int64_t> wide(offsets.begin(), offsets.end());  // 09's unit offsets are 64-bit
+    EXPECT_EQ(sequence_of(wide.data(), batch, std::int64_t{offsets.back() - 1}), batch - 1);
+  }
 }
 
 }  // namespace
