@@ -220,7 +220,7 @@ fi
 if want python; then
   # The PyTorch op with the chapters' kernels (python/README.md): build the extension, run its
   # tests (the CUDA ones included), then the small GPT with SDPA and with the kernels, two seeds,
-  # and one profile of its training step with each.
+  # a short packed pair, and one profile of its training step with each.
   step "python: flash_tutorial._C, its tests, the GPT comparison"
   cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
     cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
@@ -234,6 +234,9 @@ if want python; then
   done
   python3 python/examples/plot_gpt.py --out "$out/gpt_loss_h100.png" "$out"/gpt_sdpa_s0.json "$out"/gpt_sdpa_s1.json \
     "$out"/gpt_tutorial_s0.json "$out"/gpt_tutorial_s1.json | tee "$out/gpt_table.md"
+  # The GPT on packed documents (--pack: attention_varlen against varlen_attn), 300 steps each; the final lines.
+  for attn in sdpa tutorial; do PYTHONPATH=python python3 python/examples/train_gpt.py --attn $attn --pack --steps 300 \
+    --out "$out/gpt_${attn}_pack.json" >"$out/gpt_${attn}_pack.log" 2>&1; tail -1 "$out/gpt_${attn}_pack.log"; done
   # Where a training step's time goes, both attentions timed in turn (python/README.md); its table
   # goes into the results file next to the GPT's (scripts/summarize.py).
   PYTHONPATH=python python3 python/examples/profile_gpt.py --out "$out/gpt_profile" >"$out/gpt_profile.log" 2>&1 ||

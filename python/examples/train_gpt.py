@@ -14,6 +14,8 @@ A CPU smoke test (seconds):
         --eval-every 3 --eval-batches 2 --batch 4 --context 32 --layers 2 --d-model 64 --heads 2 \
         --bench-steps 2 --out /tmp/t.json
 
+Add --pack for packed documents (below); python/tests/test_examples.py runs that with both attentions.
+
 The model (nanoGPT-style, written out here): learned token and position embeddings, pre-LayerNorm
 blocks (causal self-attention, then a 4x GELU MLP), a final LayerNorm and an untied output head.
 q, k and v come from one Linear(d, 3d) as [B, S, H, Dh]; `--attn sdpa` runs
@@ -22,25 +24,39 @@ CUDA), `--attn tutorial` runs flash_tutorial.attention on the [B, S, H, D] tenso
 Dropout (off by default) acts on the residual branches only, never on attention probabilities,
 so that both attentions compute the same function.
 
+--pack cuts each [context] row into documents of lengths drawn uniformly from [context/8, context]
+(the last cut to fit), drawn from the batches' generator right after each batch's windows, and
+attention is causal within each document only: the rows go to FlashAttention's varlen interface
+as [B * context, H, Dh] with the documents' cu_seqlens (--attn tutorial:
+flash_tutorial.attention_varlen; --attn sdpa: torch.nn.attention.varlen.varlen_attn on CUDA in
+f16/bf16, one F.scaled_dot_product_attention call per document on the CPU and in float32).
+Positions stay the token's place in its row, and the loss stays next-token over the whole row: a
+document's last token is trained to predict the next document's first, as in packed pretraining;
+only attention cannot cross. The JSON records pack and mean_doc_len (tokens; --context unpacked).
+Without --pack the generator draws the windows only, and every row is one causal sequence.
+
 Same --seed, same run: the weights are initialised from torch.manual_seed(seed) and the training
 batches come from a CPU torch.Generator seeded with it, whichever attention runs. Validation always
-uses the same batches (a fixed generator, reset at each evaluation), so val losses of different
-runs are measured on the same text. Training: AdamW (betas 0.9, 0.95; weight decay on the 2-D
-weights only: linear and embedding matrices), gradient clipping at 1.0, linear warm-up for 100
-steps then cosine decay to lr/10. On CUDA the forward runs under autocast (--dtype); on the CPU
-everything is float32.
+uses the same batches (a fixed generator, reset at each evaluation; with --pack the same
+documents too), so val losses of different runs are measured on the same text. Training: AdamW
+(betas 0.9, 0.95; weight decay on the 2-D weights only: linear and embedding matrices), gradient
+clipping at 1.0, linear warm-up for 100 steps then cosine decay to lr/10. On CUDA the forward
+runs under autocast (--dtype); on the CPU everything is float32.
 
 Timing: training tokens/s over the steps after the first 20 (evaluation excluded, the GPU
 synchronised at each timed boundary); inference tokens/s over --bench-steps forward passes of a
 [batch, context] input under no_grad, after 5 warm-up passes.
 """
 import argparse
+import functools
+import inspect
 import json
 import math
 import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -68,6 +84,12 @@ def parse_args(argv=None):
     p.add_argument("--heads", type=int, default=6)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--dropout", type=float, default=0.0)
+    p.add_argument("--pack", action="store_true",
+                   help="cut each row into documents of random lengths and attend causally within each "
+                        "document only (FlashAttention's varlen interface): --attn tutorial runs "
+                        "flash_tutorial.attention_varlen; --attn sdpa runs PyTorch's "
+                        "torch.nn.attention.varlen.varlen_attn on CUDA in f16/bf16, and elsewhere (the CPU, "
+                        "--dtype f32) F.scaled_dot_product_attention once per document")
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--bench-steps", type=int, default=50)
@@ -102,6 +124,34 @@ def get_batch(data, batch, context, gen, device):
     return windows[:, :-1].to(device), windows[:, 1:].to(device)
 
 
+class Documents(NamedTuple):
+    """A packed batch's document boundaries over the flattened [batch * context] tokens: document i
+    owns tokens cu_seqlens[i] .. cu_seqlens[i + 1] - 1."""
+    cu_seqlens: torch.Tensor      # int32 [n_docs + 1] on the model's device (varlen_attn reads it there)
+    cu_seqlens_cpu: torch.Tensor  # the same on the CPU: read as a list without waiting for the GPU
+    max_seqlen: int               # the longest document
+
+
+def pack_documents(batch, context, gen, device):
+    """Cuts each row of `context` tokens into documents of lengths drawn uniformly from
+    [context // 8, context], the last one cut at the row's end (no document crosses rows)."""
+    shortest = max(1, context // 8)
+    draws = -(-context // shortest)  # enough documents to fill a row even when all are shortest
+    lengths = torch.randint(shortest, context + 1, (batch, draws), generator=gen)  # [batch, draws]
+    ends = lengths.cumsum(1)
+    starts_inside = ends - lengths < context  # the documents that begin before the row ends
+    ends = ends.clamp(max=context) + context * torch.arange(batch)[:, None]  # offsets in the flattened batch
+    cu = torch.cat([torch.zeros(1, dtype=torch.int32), ends[starts_inside].int()])  # row by row, in order
+    return Documents(cu.to(device), cu, int(cu.diff().max()))
+
+
+def next_batch(data, args, gen, device):
+    """(x, y, documents): get_batch's windows and, with --pack, their documents drawn from the same
+    generator after them (documents None without --pack: the generator then draws the windows only)."""
+    x, y = get_batch(data, args.batch, args.context, gen, device)
+    return x, y, pack_documents(args.batch, args.context, gen, device) if args.pack else None
+
+
 # ---------------------------------------------------------------- attention
 
 def to_autocast_dtype(*ts):
@@ -134,20 +184,68 @@ def tutorial_attention(q, k, v):
 ATTENTIONS = {"sdpa": sdpa_attention, "tutorial": tutorial_attention}
 
 
+# With --pack: q, k, v are [total, H, D] (the batch's rows one after another) and attention is
+# causal within each document of `docs` only.
+
+@functools.cache
+def causal_varlen_attn():
+    """PyTorch's varlen_attn (torch.nn.attention.varlen) made causal. Its signature says how:
+    is_causal=True where it has that parameter, window_size=(-1, 0) where it has a window instead."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError as e:
+        raise RuntimeError(f"--attn sdpa --pack on CUDA needs torch.nn.attention.varlen.varlen_attn, which "
+                           f"PyTorch {torch.__version__} does not have ({e}); run it with --dtype f32 (an SDPA "
+                           f"call per document) or with --attn tutorial") from e
+    params = inspect.signature(varlen_attn).parameters
+    if "is_causal" in params:
+        return functools.partial(varlen_attn, is_causal=True)
+    if "window_size" in params:
+        return functools.partial(varlen_attn, window_size=(-1, 0))
+    raise RuntimeError(f"torch.nn.attention.varlen.varlen_attn in PyTorch {torch.__version__} takes neither "
+                       f"is_causal nor window_size, so --attn sdpa --pack cannot make it causal: "
+                       f"varlen_attn{inspect.signature(varlen_attn)}")
+
+
+def sdpa_varlen_attention(q, k, v, docs):
+    """PyTorch's varlen_attn on CUDA in float16 and bfloat16; elsewhere sdpa_attention once per
+    document, on [1, S, H, D] views of the packed tensors."""
+    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
+        cu, n = docs.cu_seqlens, docs.max_seqlen  # contiguous copies, as attention_varlen's kernels read
+        return causal_varlen_attn()(q.contiguous(), k.contiguous(), v.contiguous(), cu, cu, n, n)
+    bounds = docs.cu_seqlens_cpu.tolist()
+    return torch.cat([sdpa_attention(q[None, a:b], k[None, a:b], v[None, a:b])[0]
+                      for a, b in zip(bounds[:-1], bounds[1:])])
+
+
+def tutorial_varlen_attention(q, k, v, docs):
+    """flash_tutorial.attention_varlen: one launch each way of 09 and 11 on Hopper, one attention()
+    call per document elsewhere (its docstring)."""
+    from flash_tutorial import attention_varlen
+    cu, n = docs.cu_seqlens_cpu, docs.max_seqlen  # it reads the offsets as a list (on the CPU: no sync)
+    return attention_varlen(q, k, v, cu, cu, n, n, causal=True)
+
+
+VARLEN_ATTENTIONS = {"sdpa": sdpa_varlen_attention, "tutorial": tutorial_varlen_attention}
+
+
 # ---------------------------------------------------------------- model
 
 class SelfAttention(nn.Module):
     def __init__(self, d_model, heads, attn, dropout):
         super().__init__()
-        self.heads, self.attend = heads, ATTENTIONS[attn]
+        self.heads, self.attend, self.attend_varlen = heads, ATTENTIONS[attn], VARLEN_ATTENTIONS[attn]
         self.qkv = nn.Linear(d_model, 3 * d_model)
         self.proj = nn.Linear(d_model, d_model)
         self.drop = nn.Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x, docs=None):
         b, s, d = x.shape
         q, k, v = self.qkv(x).view(b, s, 3, self.heads, d // self.heads).unbind(2)  # [B, S, H, Dh] each
-        out = self.attend(*to_autocast_dtype(q, k, v))                              # [B, S, H, Dh]
+        if docs is None:
+            out = self.attend(*to_autocast_dtype(q, k, v))                          # [B, S, H, Dh]
+        else:  # packed: [B * S, H, Dh] views, the rows one after another
+            out = self.attend_varlen(*to_autocast_dtype(*(t.flatten(0, 1) for t in (q, k, v))), docs)
         return self.drop(self.proj(out.reshape(b, s, d)))
 
 
@@ -159,8 +257,8 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(),
                                  nn.Linear(4 * d_model, d_model), nn.Dropout(dropout))
 
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
+    def forward(self, x, docs=None):
+        x = x + self.attn(self.ln1(x), docs)
         return x + self.mlp(self.ln2(x))
 
 
@@ -186,16 +284,20 @@ class GPT(nn.Module):
         if isinstance(m, nn.Linear) and m.bias is not None:
             nn.init.zeros_(m.bias)
 
-    def forward(self, idx):
+    def forward(self, idx, docs=None):
+        """idx: [B, S] token ids; docs: a packed batch's Documents (None: every row one document).
+        Positions are a token's place in its row, whether or not the row is packed."""
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
         x = self.drop(x)
         for block in self.blocks:
-            x = block(x)
+            x = block(x, docs)
         return self.head(self.ln_f(x))  # logits [B, S, vocab]
 
 
-def loss_of(model, x, y):
-    logits = model(x)
+def loss_of(model, x, y, docs=None):
+    """Next-token cross-entropy over every position of the rows, packed or not (a document's last
+    token is trained to predict the next document's first, as in packed pretraining)."""
+    logits = model(x, docs)
     return F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
 
 
@@ -240,11 +342,11 @@ class Timer:
         self.total += time.perf_counter() - self._t0
 
 
-def train_step(model, opt, scaler, x, y, step, args, device, amp_dtype):
+def train_step(model, opt, scaler, x, y, step, args, device, amp_dtype, docs=None):
     for group in opt.param_groups:
         group["lr"] = lr_at(step, args)
     with autocast(device, amp_dtype):
-        loss = loss_of(model, x, y)
+        loss = loss_of(model, x, y, docs)
     scaler.scale(loss).backward()
     scaler.unscale_(opt)
     nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
@@ -256,25 +358,26 @@ def train_step(model, opt, scaler, x, y, step, args, device, amp_dtype):
 
 @torch.no_grad()
 def evaluate(model, data, args, device, amp_dtype):
-    """Mean loss over --eval-batches validation batches, the same batches every time."""
+    """Mean loss over --eval-batches validation batches, the same batches (and with --pack the same
+    documents) every time."""
     gen = torch.Generator().manual_seed(EVAL_SEED)
     model.eval()
     with autocast(device, amp_dtype):
-        losses = [loss_of(model, *get_batch(data, args.batch, args.context, gen, device))
-                  for _ in range(args.eval_batches)]
+        losses = [loss_of(model, *next_batch(data, args, gen, device)) for _ in range(args.eval_batches)]
     model.train()
     return torch.stack(losses).mean().item()
 
 
 def train(model, train_data, val_data, args, device, amp_dtype):
-    """Runs --steps steps; returns (curve, training tokens/s after the timing warm-up)."""
+    """Runs --steps steps; returns (curve, training tokens/s after the timing warm-up, the mean
+    document length in tokens: --context without --pack)."""
     opt = make_optimizer(model, args, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
     gen = torch.Generator().manual_seed(args.seed)
     tokens_per_step = args.batch * args.context
     warm = min(TIMING_WARMUP_STEPS, args.steps // 2)  # short smoke runs keep half their steps
     timer, warm_total, window_total = Timer(device), 0.0, 0.0
-    loss_sum, window, curve = torch.zeros((), device=device), 0, []
+    loss_sum, window, curve, n_docs = torch.zeros((), device=device), 0, [], 0
     t_begin = time.perf_counter()
     timer.start()
     for step in range(args.steps):
@@ -282,8 +385,9 @@ def train(model, train_data, val_data, args, device, amp_dtype):
             timer.stop()
             warm_total = timer.total
             timer.start()
-        x, y = get_batch(train_data, args.batch, args.context, gen, device)
-        loss_sum += train_step(model, opt, scaler, x, y, step, args, device, amp_dtype)
+        x, y, docs = next_batch(train_data, args, gen, device)
+        n_docs += len(docs.cu_seqlens) - 1 if docs is not None else args.batch
+        loss_sum += train_step(model, opt, scaler, x, y, step, args, device, amp_dtype, docs)
         window += 1
         done = step + 1
         if done % args.eval_every == 0 or done == args.steps:
@@ -300,22 +404,24 @@ def train(model, train_data, val_data, args, device, amp_dtype):
     timer.stop()
     timed_steps = args.steps - warm
     train_tps = timed_steps * tokens_per_step / (timer.total - warm_total) if timed_steps else None
-    return curve, train_tps
+    return curve, train_tps, args.steps * tokens_per_step / n_docs
 
 
 @torch.no_grad()
 def bench_inference(model, vocab_size, args, device, amp_dtype):
-    """Forward passes of one [batch, context] input: tokens/s."""
+    """Forward passes of one [batch, context] input (with --pack, packed as the training batches):
+    tokens/s."""
     model.eval()
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randint(vocab_size, (args.batch, args.context), generator=gen).to(device)
+    docs = pack_documents(args.batch, args.context, gen, device) if args.pack else None
     with autocast(device, amp_dtype):
         for _ in range(INFER_WARMUP_PASSES):
-            model(x)
+            model(x, docs)
         synchronize(device)
         t0 = time.perf_counter()
         for _ in range(args.bench_steps):
-            model(x)
+            model(x, docs)
         synchronize(device)
     seconds = time.perf_counter() - t0
     return args.batch * args.context * args.bench_steps / seconds if args.bench_steps else None
@@ -356,30 +462,33 @@ def main(argv=None):
     compute_dtype = amp_dtype or torch.float32
     status = kernel_status(args, device, compute_dtype)
     warn_if_reference(status, args, device)
+    if args.pack and args.attn == "sdpa" and device.type == "cuda" and amp_dtype is not None:
+        causal_varlen_attn()  # fails here, before training, where this PyTorch has no usable varlen_attn
 
     train_data, val_data, vocab = load_text()
     torch.manual_seed(args.seed)
     model = GPT(len(vocab), args).to(device)
     n_params = sum(p.numel() for p in model.parameters())
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"{args.attn} | seed {args.seed} | {n_params / 1e6:.2f}M params | vocab {len(vocab)} | {gpu} | "
-          f"compute {str(compute_dtype).removeprefix('torch.')} | kernels {status['kernels']} "
-          f"({status['kernel_reason'] or 'they run'})", flush=True)
+    print(f"{args.attn}{' packed' if args.pack else ''} | seed {args.seed} | {n_params / 1e6:.2f}M params | "
+          f"vocab {len(vocab)} | {gpu} | compute {str(compute_dtype).removeprefix('torch.')} | "
+          f"kernels {status['kernels']} ({status['kernel_reason'] or 'they run'})", flush=True)
 
-    curve, train_tps = train(model, train_data, val_data, args, device, amp_dtype)
+    curve, train_tps, mean_doc_len = train(model, train_data, val_data, args, device, amp_dtype)
     infer_tps = bench_inference(model, len(vocab), args, device, amp_dtype)
     result = {
         "config": {**vars(args), "params": n_params, "vocab": len(vocab), "gpu": gpu,
                    "compute_dtype": str(compute_dtype).removeprefix("torch."), "torch": torch.__version__,
                    "cuda": torch.version.cuda, "grad_clip": GRAD_CLIP, "lr_warmup_steps": LR_WARMUP_STEPS,
                    "timing_warmup_steps": min(TIMING_WARMUP_STEPS, args.steps // 2)},
-        "attn": args.attn, "seed": args.seed, **status,
+        "attn": args.attn, "seed": args.seed, "pack": args.pack, "mean_doc_len": mean_doc_len, **status,
         "curve": curve, "final_val_loss": curve[-1]["val_loss"],
         "train_tokens_per_s": train_tps, "infer_tokens_per_s": infer_tps,
         "wall_s": time.perf_counter() - t_begin,
     }
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"final val loss {result['final_val_loss']:.4f} | train {train_tps or float('nan'):,.0f} tok/s | "
+    packed = f"packed, mean document {mean_doc_len:.1f} tokens | " if args.pack else ""
+    print(f"final val loss {result['final_val_loss']:.4f} | {packed}train {train_tps or float('nan'):,.0f} tok/s | "
           f"inference {infer_tps or float('nan'):,.0f} tok/s | {result['wall_s']:.1f} s -> {args.out}", flush=True)
 
 
