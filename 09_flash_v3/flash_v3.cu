@@ -4,9 +4,9 @@
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
 // thread), so five share an SM, and the warp schedulers interleave their GEMMs and softmaxes
-// without any hand-made schedule. A sliding window runs the warp-specialized kernel at every head
-// dim (D = 64: its four-stage configuration, as the steps run it): v1 takes no window, and no packed
-// batch of sequences (varlen) either.
+// without any hand-made schedule; it takes a sliding window, a packed batch of sequences (varlen)
+// and the logit softcap as the other kernel does. A softcap runs kernels of its own (Softcap<C>,
+// v1's kSoftcap), so that the others keep their code.
 #include "09_flash_v3/flash_v3.h"
 
 #include <cuda_bf16.h>
@@ -29,6 +29,7 @@ const fa::Chapter& chapter() {
                   .max_head_dim = 256,
                   .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: the tensor maps' strides
                   .window = true,
+                  .softcap = true,        // Gemma 2's logit softcap: the consumers cap each tile's scores
                   .input_strides = true,  // Q, K, V through the tensor maps' strides: any 16-byte multiples
                   .varlen = true},  // a packed batch of sequences: the tile walk goes through them
       .forward = forward,
@@ -48,10 +49,24 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
   const Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3");
   // kBshd: [B, S, H, D] tensors, read and written through 4-D tensor maps (launch.cuh: make_maps)
   // by kernels of their own, so that the [B, H, S, D] kernels keep their 3-D maps' code. kVarlen:
-  // a packed batch of sequences, [1, total, H, D], by kernels of its own as well.
+  // a packed batch of sequences, [1, total, H, D], by kernels of its own as well; a softcap too
+  // (not with a packed batch).
+  if (p.has_softcap() && p.is_varlen())
+    throw std::invalid_argument("09_flash_v3: a logit softcap on a packed batch of sequences is not supported");
+  auto with_softcap = [&](auto type, auto bshd) {
+    using T = decltype(type);
+    constexpr bool kBshd = decltype(bshd)::value;
+    switch (p.head_dim) {
+      case 64: steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, false, false, true>(p, q, k, v, prm, stream); break;
+      case 192: launch<Softcap<ChapterConfig<T, 192>>, kBshd>(p, q, k, v, prm, stream); break;
+      case 256: launch<Softcap<ChapterConfig<T, 256>>, kBshd>(p, q, k, v, prm, stream); break;
+      default: launch<Softcap<ChapterConfig<T, 128>>, kBshd>(p, q, k, v, prm, stream);
+    }
+  };
   auto run = [&](auto type, auto bshd, auto varlen) {
     using T = decltype(type);
     constexpr bool kBshd = decltype(bshd)::value, kVarlen = decltype(varlen)::value;
+    if (!kVarlen && p.has_softcap()) return with_softcap(type, bshd);
     switch (p.head_dim) {
       case 64:  // v1, one warpgroup a block: at D = 64 the fastest step (README: How we got here)
         if (!kVarlen && p.has_window())

@@ -75,7 +75,18 @@ struct WsConfig {
   static constexpr int kSmemBytes = kQSlots * kQBytes + 2 * kStages * kTileBytes + 1024;  // + room to align to 1024
   // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
 };
+
+// A configuration C with the logit softcap (Problem::softcap): the consumers cap each tile's
+// scores before the mask (fa2::cap_scores), in kernels of their own, so that the others keep
+// their code. Its constants come as a kernel parameter of their own (SoftcapOf<C>).
+template <class C>
+struct Softcap : C {
+  static constexpr bool kSoftcap = true;
+};
+template <class C>
+using SoftcapOf = std::conditional_t<C::kSoftcap, SoftcapConsts, NoSoftcap>;
 
 // The chapter launches this kernel at D = 128 with two K/V stages (two Q_i slots and the ring: 193 KiB
 // of shared memory), and at D = 96 the same kernel (the copy engine fills columns 96-127 with zeros).
@@ -100,10 +111,12 @@ using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=
 // very last turn hands over nothing). Both groups take Tc_end - Tc_begin + 1 turns a tile (a
 // group's rows past the causal edge or outside the window of a tile are masked), so every bar.sync
 // has its arrival, tile after tile. Varlen: VarlenArgs for a packed batch of sequences (each tile
-// masks, and writes O and LSE, by its own sequence's lengths), else NoVarlen.
+// masks, and writes O and LSE, by its own sequence's lengths), else NoVarlen. cap: the logit
+// softcap's constants where C::kSoftcap (SoftcapOf<C>).
 template <class C, int kGroup, bool kBshd, class Varlen = NoVarlen>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
-                                        unsigned char* base_p, const CUtensorMap* o_map, const Varlen& vl = {}) {
+                                        unsigned char* base_p, const CUtensorMap* o_map, const Varlen& vl = {},
+                                        const SoftcapOf<C>& cap = {}) {
   constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>;
   using Tile = typename C::Tile;
   constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
@@ -180,6 +193,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if (kPV && !C::kOverlap) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
       }
       if constexpr (kScores) {
+        if constexpr (C::kSoftcap) fa2::cap_scores<Tile>(S_ij, cap);
         if (needs_mask(group_tile, s, 64, Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_left, prm.window_right))
           fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, tp);
         if constexpr (C::kOverlap) {
@@ -253,12 +267,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
 
 // grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
 // kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D]. Varlen: VarlenArgs for
-// a packed batch of sequences ([1, total, H, D] tensors, kBshd), NoVarlen otherwise.
+// a packed batch of sequences ([1, total, H, D] tensors, kBshd), NoVarlen otherwise. cap: the
+// logit softcap's constants (Softcap<C>), an empty parameter otherwise.
 template <class C, bool kBshd = false, class Varlen = NoVarlen>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
-                    const Params prm, const Varlen vl) {
+                    const Params prm, const Varlen vl, const SoftcapOf<C> cap) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
@@ -285,8 +300,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
-  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl);
-  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl);
+  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl, cap);
+  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl, cap);
 }
 
 }  // namespace flash_v3

@@ -92,7 +92,9 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   const unsigned blocks = static_cast<unsigned>(units < cap ? units : cap);
   // O in boxes of one consumer's 64 rows x 64 columns (the TMA-store epilogue).
   const CUtensorMap o_map = o_map_of(prm.o, p, 64);
-  kernel<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm, vl);
+  SoftcapOf<C> softcap{};
+  if constexpr (C::kSoftcap) softcap = SoftcapConsts::of(p.scale(), p.softcap);
+  kernel<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm, vl, softcap);
   FA_CHECK_LAUNCH();
 }
 

@@ -26,6 +26,7 @@ const fa::BackwardChapter& chapter() {
                   .bshd_dtypes = {fa::Dtype::bf16, fa::Dtype::f16},  // [B, S, H, D] too: strides and tensor maps
                   .min_compute_capability = 90,
                   .window = true,
+                  .softcap = true,        // Gemma 2's logit softcap: Softcap<C> kernels (cap_scores, cap_slope)
                   .input_strides = true,  // Q, K, V through the tensor maps' strides: any 16-byte multiples
                   .varlen = true},        // a packed batch: the grid runs over the sequences' key tiles
       .forward = forward,

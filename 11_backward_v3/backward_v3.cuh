@@ -83,6 +83,33 @@ __device__ __forceinline__ void mask_window(float (&s)[kRegs], const Params& prm
   }
 }
 
+// The logit softcap (Softcap<C>), on S^T before probs: out tanh(in S^T) (SoftcapConsts, capped),
+// so that probs' scale log2(e) turns it into softcap tanh(scale S / softcap) log2(e).
+template <int kRegs>
+__device__ __forceinline__ void cap_scores(float (&s)[kRegs], const SoftcapConsts& cap) {
+#pragma unroll
+  for (int r = 0; r < kRegs; ++r) s[r] = capped(s[r], cap);
+}
+
+// The softcap's chain rule, on dS^T after grads: d(softcap tanh(x / softcap)) / dx = 1 - tanh^2,
+// the tanh recovered from P^T rather than kept in registers: log2 P^T = softcap tanh log2(e) -
+// LSE log2(e), so tanh = (log2 P^T + LSE log2(e)) / (softcap log2(e)). Where P^T is 0 (masked, or
+// too small for fp32) dS^T is 0 whatever the slope. lse_t as in probs.
+template <int kRegs>
+__device__ __forceinline__ void cap_slope(float (&ds)[kRegs], const float (&p)[kRegs], const float* lse_t,
+                                          const SoftcapConsts& cap) {
+#pragma unroll
+  for (int c = 0; c < kRegs / 4; ++c) {
+    const float2 lse = *reinterpret_cast<const float2*>(lse_t + 8 * c);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float x = p[4 * c + e];
+      const float th = (log2f(x) + (e % 2 ? lse.y : lse.x)) * cap.inv_log2;
+      ds[4 * c + e] *= x > 0.0f ? 1.0f - th * th : 0.0f;
+    }
+  }
+}
+
 // dS^T in place of dP^T: dS^T = P^T o (dP^T - D_i), with D_i by query: D_t points at this
 // thread's first query column of the step's D_i (register 4 c + e: query 8 c + e % 2 from there).
 template <int kRegs>
@@ -165,6 +192,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right);
     if constexpr (C::kOverlap) wgmma_wait<1>();  // S^T is done
     else wgmma_wait<0>();  // S^T and dP^T are done
+    if constexpr (C::kSoftcap) cap_scores(s, softcap_of<C>(prm));
     probs(s, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
     mask_window(s, prm, masked, key0, i * Br + 2 * t);
     if constexpr (C::Walk::kHalves) {  // the block-sparse step: the mask may turn the group's 64 keys off
@@ -195,6 +223,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       wgmma_wait<0>();  // dP^T is done
     }
     grads(dp, s, D_s + 2 * t);
+    if constexpr (C::kSoftcap) cap_slope(dp, s, lse_s + 2 * t, softcap_of<C>(prm));
 #pragma unroll
     for (int kk = 0; kk < kQSteps; ++kk) to_a_fragment<T>(dsa[kk], dp, kk);
     // dS^T into this step's buffer, a 16 x 16 block a k-step by stmatrix (ds_row: this lane's row

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "08_backward/walks.cuh"  // DenseWalk: Config's default walk
+#include "common/device/math.cuh"  // SoftcapConsts
 #include "common/host/problem.h"  // fa::Strides
 
 namespace backward_v3 {
@@ -53,9 +54,22 @@ struct VarlenSeqs {
 struct VarlenParams : BshdParams {
   VarlenSeqs seqs;
 };
+// The Softcap<C> kernels' parameters: Params (or its layout's) and the softcap's constants
+// (common/device/math.cuh: SoftcapConsts), which stay out of Params itself for the other kernels'
+// sake.
+template <class P>
+struct SoftcapParams : P {
+  fa::cuda::SoftcapConsts cap;
+};
 template <class C>
-using KernelParams =
-    std::conditional_t<C::kVarlen, VarlenParams, std::conditional_t<C::kBshd, BshdParams, Params>>;
+using LayoutParams = std::conditional_t<C::kVarlen, VarlenParams, std::conditional_t<C::kBshd, BshdParams, Params>>;
+template <class C>
+using KernelParams = std::conditional_t<C::kSoftcap, SoftcapParams<LayoutParams<C>>, LayoutParams<C>>;
+// The softcap's constants of a Softcap<C> kernel's parameters, which prm is.
+template <class C>
+__device__ __forceinline__ const fa::cuda::SoftcapConsts& softcap_of(const Params& prm) {
+  return static_cast<const SoftcapParams<LayoutParams<C>>&>(prm).cap;
+}
 __device__ __forceinline__ const BshdParams& bshd_params(const Params& prm) {
   return static_cast<const BshdParams&>(prm);
 }
@@ -109,6 +123,7 @@ struct Config {
   static constexpr int kFlushSteps = 256;
   static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<Config>: [B, S, H, D]
   static constexpr bool kVarlen = false;  // Varlen<Config>: a packed batch of sequences
+  static constexpr bool kSoftcap = false;  // Softcap<Config>: the logit softcap
 };
 
 // A configuration C on [B, S, H, D] tensors (Problem::layout == bshd): 4-D tensor maps and strided
@@ -116,6 +131,14 @@ struct Config {
 template <class C>
 struct Bshd : C {
   static constexpr bool kBshd = true;
+};
+
+// C with the logit softcap (Problem::softcap): the consumers cap S^T before P^T (cap_scores) and
+// multiply dS^T by the cap's slope (cap_slope), in kernels of their own, so that the others keep
+// their code.
+template <class C>
+struct Softcap : C {
+  static constexpr bool kSoftcap = true;
 };
 
 // C on a packed batch of sequences ([1, total, H, D] tensors): a block finds its sequence from its

@@ -236,10 +236,14 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
                    .head_dim = p.head_dim,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
                    .window_left = p.window_left, .window_right = p.window_right};
+  LayoutParams<C> lp;
+  if constexpr (C::kVarlen) lp = VarlenParams{{prm, p.heads, p.kv_strides(), p.v_strides()}, seqs};
+  else if constexpr (C::kBshd) lp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};
+  else lp = prm;
   KernelParams<C> kp;
-  if constexpr (C::kVarlen) kp = VarlenParams{{prm, p.heads, p.kv_strides(), p.v_strides()}, seqs};
-  else if constexpr (C::kBshd) kp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};
-  else kp = prm;
+  if constexpr (C::kSoftcap)
+    kp = SoftcapParams<LayoutParams<C>>{lp, fa::cuda::SoftcapConsts::of(p.scale(), p.softcap)};
+  else kp = lp;
   if (grid_tiles > 0) {
     const dim3 grid = tiles_by_rows(grid_tiles, prm.batch_kv_heads, "11_backward_v3");
     kernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, do_map, kp);
@@ -256,12 +260,20 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
 }
 
 // run_layout for the problem's layout: C, or Bshd<C> on [B, S, H, D] tensors, or where kPacked
-// (the chapter's entry points) Varlen<C> on a packed batch of sequences.
+// (the chapter's entry points) Varlen<C> on a packed batch of sequences and Softcap<C> (or
+// Bshd<Softcap<C>>) under a logit softcap.
 template <class C, bool kTurns, bool kPacked>
 void run(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
          const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream,
          const backward::DeviceSparseWalk* sparse = nullptr) {
   if constexpr (kPacked) {
+    if (p.has_softcap()) {  // the softcap's kernels, Softcap<C>
+      if (p.is_varlen())
+        throw std::invalid_argument("11_backward_v3: a logit softcap on a packed batch of sequences is not supported");
+      if (p.layout == fa::Layout::bshd)
+        return run_layout<Bshd<Softcap<C>>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+      return run_layout<Softcap<C>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
+    }
     if (p.is_varlen()) return run_layout<Varlen<C>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
   }
   if (p.layout == fa::Layout::bshd) run_layout<Bshd<C>, kTurns>(p, q, k, v, o, lse, dout, dq, dk, dv, stream, sparse);
@@ -278,7 +290,8 @@ using ChapterConfig = Config<T, kD>;
 // An entry point of the chapter or of a step: the checks every backward makes, then run() for the
 // problem's dtype and head dim with configuration Cfg<T, D>. kTurns: the deterministic mode.
 // sparse: the block-sparse step's walk (a configuration with 08's ListedWalk). kPacked: whether
-// it has kernels for a packed batch of sequences (the chapter's; its Support says varlen).
+// it has kernels for a packed batch of sequences and the softcap (the chapter's; its Support says
+// varlen and softcap).
 template <template <class, int> class Cfg, bool kTurns, bool kPacked = false>
 void backward_with(const fa::Support& support, const fa::Problem& p, const void* q, const void* k, const void* v,
                    const void* o, const float* lse, const void* dout, void* dq, void* dk, void* dv,

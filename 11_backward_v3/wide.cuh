@@ -41,6 +41,7 @@ struct WideConfig {
   static constexpr bool kWide = true;
   static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<WideConfig>: [B, S, H, D]
   static constexpr bool kVarlen = false;  // Varlen<WideConfig>: a packed batch of sequences
+  static constexpr bool kSoftcap = false;  // Softcap<WideConfig>: the logit softcap
   static constexpr int kStages = 1;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;
@@ -129,6 +130,7 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
     if constexpr (W == 0) {
       const bool masked =
           needs_mask(i, j, Br, Bc, prm.seqlen_q, prm.seqlen_k, prm.causal, prm.window_left, prm.window_right);
+      if constexpr (C::kSoftcap) cap_scores(sd, softcap_of<C>(prm));
       probs(sd, lse_s + 2 * t, prm, masked, key0, i * Br + 2 * t);
       mask_window(sd, prm, masked, key0, i * Br + 2 * t);
 #pragma unroll
@@ -151,6 +153,7 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
         p[4 * c] = x.x, p[4 * c + 1] = x.y, p[4 * c + 2] = x.z, p[4 * c + 3] = x.w;
       }
       grads(sd, p, lse_s + Br + 2 * t);
+      if constexpr (C::kSoftcap) cap_slope(sd, p, lse_s + 2 * t, softcap_of<C>(prm));
 #pragma unroll
       for (int kk = 0; kk < Br / 16; ++kk) {
         to_a_fragment<T>(frag[kk], sd, kk);

@@ -45,14 +45,17 @@ struct V1Smem {
 // units, one query tile of one head each; the block loads, masks and writes by its sequence's rows
 // and lengths), NoVarlen otherwise. kWindow: a sliding window, whose key tiles start at
 // key_tile_begin and end at the window's right bound (a packed batch takes one either way).
-template <class C, bool kBshd = false, class Varlen = NoVarlen, bool kWindow = false>
+// kSoftcap: the logit softcap (fa2::cap_scores on each tile's scores, before the mask; a window
+// too, as kWindow).
+template <class C, bool kBshd = false, class Varlen = NoVarlen, bool kWindow = false, bool kSoftcap = false>
 __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     one_warpgroup_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
-                    const __grid_constant__ CUtensorMap v_map, const Params prm, const Varlen vl) {
+                    const __grid_constant__ CUtensorMap v_map, const Params prm, const Varlen vl,
+                    const std::conditional_t<kSoftcap, SoftcapConsts, NoSoftcap> cap) {
   using T = typename C::T;
   using S = V1Smem<C>;
   constexpr int Br = 64, Bc = 64, kD = C::kD;
-  constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>, kBand = kVarlen || kWindow;
+  constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>, kBand = kVarlen || kWindow || kSoftcap;
   std::int64_t bh;  // the block's slice: b H + h, or in a packed batch the head h
   int i_tile;       // its query tile, in its sequence
   int q_row0 = 0, k_row0 = 0;  // its sequence's first rows in the tensors (a packed batch)
@@ -125,6 +128,7 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     wgmma_wait<0>();  // S_ij is in the registers
 
     const int row = i0 + 16 * warp + g;
+    if constexpr (kSoftcap) fa2::cap_scores<C>(S_ij, cap);
     if (needs_mask(i_tile, j_tile, Br, Bc, tp.seqlen_q, tp.seqlen_k, tp.causal, window_left, window_right))
       fa2::mask_scores<C>(S_ij, row, j_tile * Bc, t, tp);
     fa2::PTile<C> P_ij;  // (16, Bc) a warp, in T: the A fragments of the next wgmma
@@ -146,13 +150,13 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
 }
 
 // kVarlen: a packed batch (its offsets go to the GPU first: upload_varlen); kWindow: a sliding
-// window (one_warpgroup_kernel).
-template <class C, bool kBshd = false, bool kVarlen = false, bool kWindow = false>
+// window; kSoftcap: the logit softcap (one_warpgroup_kernel).
+template <class C, bool kBshd = false, bool kVarlen = false, bool kWindow = false, bool kSoftcap = false>
 void launch_one_warpgroup(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                           cudaStream_t stream) {
   static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
   using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
-  constexpr auto kernel = one_warpgroup_kernel<C, kBshd, Varlen, kWindow>;
+  constexpr auto kernel = one_warpgroup_kernel<C, kBshd, Varlen, kWindow, kSoftcap>;
   static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
     allow_shared_memory(kernel, V1Smem<C>::kBytes);
     return true;
@@ -169,7 +173,9 @@ void launch_one_warpgroup(const fa::Problem& p, const void* q, const void* k, co
   } else {
     grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, 64), prm.batch_heads, "09_flash_v3 (steps)");
   }
-  kernel<<<grid, 128, V1Smem<C>::kBytes, stream>>>(maps.q, maps.k, maps.v, prm, vl);
+  std::conditional_t<kSoftcap, SoftcapConsts, NoSoftcap> cap{};
+  if constexpr (kSoftcap) cap = SoftcapConsts::of(p.scale(), p.softcap);
+  kernel<<<grid, 128, V1Smem<C>::kBytes, stream>>>(maps.q, maps.k, maps.v, prm, vl, cap);
   FA_CHECK_LAUNCH();
 }
 

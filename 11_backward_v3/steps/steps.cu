@@ -29,7 +29,8 @@ fa::BackwardChapter step_chapter(fa::BackwardFn fn) {
   fa::BackwardChapter c = backward_v3::chapter();
   c.backward = fn;
   c.deterministic = nullptr;
-  c.support.varlen = false;  // the steps' kernels are for [B, ...] problems (backward_with's kPacked)
+  c.support.varlen = false;  // the steps' kernels take neither a packed batch nor a softcap (backward_with's kPacked)
+  c.support.softcap = false;
   c.test_head_dims = {64, 96, 128};  // at 192 and 256 every step runs the one wide kernel (wide.cuh)
   return c;
 }

@@ -154,6 +154,19 @@ __device__ __forceinline__ void tile_scores(ScoreTile<C>& S, const QFrags<C>& q_
   }
 }
 
+// The logit softcap (common/device/math.cuh: SoftcapConsts), on the raw scores before the mask:
+// tanh bounds them to +-softcap / scale, so the softmax (scale_log2) sees softcap
+// tanh(scale S / softcap).
+template <class C>
+__device__ __forceinline__ void cap_scores(ScoreTile<C>& S, const SoftcapConsts& cap) {
+#pragma unroll
+  for (int mt = 0; mt < C::kMTiles; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < C::Bc / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) S[mt][nt][e] = capped(S[mt][nt][e], cap);
+}
+
 // The element mask, for the tiles needs_mask picks: -inf where the key is past Sk, causally
 // hidden or outside the sliding window. row: the query row of this lane's first element (mt = 0,
 // h = 0); j0: the tile's first key.

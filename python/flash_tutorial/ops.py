@@ -38,7 +38,8 @@ _reasons, _bshd = {}, {}
 def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None, has_mask: bool = False,
                               backward: bool = False, window: bool = False, softcap: bool = False) -> Optional[str]:
     """Why the CUDA kernels cannot run this call (None: they can): the extension is not built, the
-    tensors are not on a GPU, a logit softcap (no chapter's kernel takes one), or the chapters'
+    tensors are not on a GPU, a logit softcap (the op does not route it to 09's and 11's softcap
+    kernels: they have not been measured against the reference on a GPU yet), or the chapters'
     Support tables refuse the dtype, the head dim or a sliding window (only 09 and 11, on a Hopper
     GPU, take one)."""
     if _C is None:
@@ -46,7 +47,7 @@ def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None,
     if not q.is_cuda:
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
     if softcap:
-        return "no chapter's kernel takes a logit softcap (the reference computes it)"
+        return "the op does not run the chapters' softcap kernels yet (the reference computes it)"
     key = (q.device, q.dtype, q.shape[-1], has_mask, backward, window)
     if key not in _reasons:
         _reasons[key] = _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None

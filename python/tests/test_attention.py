@@ -550,7 +550,8 @@ def test_cuda_graph_capture(head_dim):
 
 @cuda
 def test_cuda_softcap_runs_the_reference_with_a_warning():
-    # No chapter's kernel takes a logit softcap: on the GPU the reference runs it, and says so.
+    # The op does not route a logit softcap to the chapters' kernels: on the GPU the reference runs
+    # it, and says so.
     q, k, v = (t.cuda() for t in make(1, 4, 2, 40, 50, 64, dtype=torch.bfloat16))
     kernels_or_skip(q, k)
     assert "softcap" in ops.kernel_unavailable_reason(q, k, softcap=True)
