@@ -297,7 +297,8 @@ std::tuple<Tensor, Tensor, Tensor> backward_varlen_op(const Tensor& dout, const 
                                                       double scale, int64_t window_left, int64_t window_right) {
   for (const Tensor* t : {&dout, &q, &k, &v, &out})
     TORCH_CHECK(t->dim() == 3 && t->is_contiguous(), "flash_tutorial._C.backward_varlen: contiguous [total, H, D] tensors");
-  TORCH_CHECK(lse.dim() == 2 && lse.is_contiguous() && lse.scalar_type() == torch::kFloat32,
+  TORCH_CHECK(lse.dim() == 2 && lse.size(0) == q.size(1) && lse.size(1) == q.size(0) && lse.is_contiguous() &&
+                  lse.scalar_type() == torch::kFloat32,
               "flash_tutorial._C.backward_varlen: lse as forward_varlen returns it, [H, total_q] float32");
   TORCH_CHECK(takes_varlen(q, true),
               "flash_tutorial._C.backward_varlen: no kernel here takes a packed batch's backward (11 on Hopper)");

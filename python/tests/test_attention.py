@@ -425,7 +425,7 @@ def test_cuda_varlen_forward_and_backward(dtype):
     q, k, v = (t.cuda().requires_grad_() for t in (q, k, v))
     kernels_or_skip(q[None].transpose(1, 2), k[None].transpose(1, 2))
     out, lse = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, return_lse=True)
-    dout = torch.randn_like(out)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(6)).to(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     q64, k64, v64, do64 = (t.detach().double().cpu() for t in (q, k, v, dout))
     ref = ft.attention_varlen(*(t.requires_grad_() for t in (q64, k64, v64)), cu_q, cu_k, causal=True)
@@ -477,7 +477,7 @@ def test_cuda_varlen_backward_one_launch(head_dim, window):
     if not ops.takes_varlen(q, backward=True):
         pytest.skip("no kernel here runs a packed batch's backward in one launch (11 on Hopper)")
     out = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window)
-    dout = torch.randn_like(out)
+    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(6)).to(out)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     again = torch.autograd.grad(ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window),
                                 (q, k, v), dout)
