@@ -94,7 +94,8 @@ __device__ __forceinline__ void cap_scores(float (&s)[kRegs], const SoftcapConst
 // The softcap's chain rule, on dS^T after grads: d(softcap tanh(x / softcap)) / dx = 1 - tanh^2,
 // the tanh recovered from P^T rather than kept in registers: log2 P^T = softcap tanh log2(e) -
 // LSE log2(e), so tanh = (log2 P^T + LSE log2(e)) / (softcap log2(e)). Where P^T is 0 (masked, or
-// too small for fp32) dS^T is 0 whatever the slope. lse_t as in probs.
+// too small for fp32) log2 is -inf and the slope, clamped to its range [0, 1], 0: dS^T is 0 there
+// whatever the slope. A NaN in P^T has made dS^T NaN already. lse_t as in probs.
 template <int kRegs>
 __device__ __forceinline__ void cap_slope(float (&ds)[kRegs], const float (&p)[kRegs], const float* lse_t,
                                           const SoftcapConsts& cap) {
@@ -104,8 +105,8 @@ __device__ __forceinline__ void cap_slope(float (&ds)[kRegs], const float (&p)[k
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const float x = p[4 * c + e];
-      const float th = (log2f(x) + (e % 2 ? lse.y : lse.x)) * cap.inv_log2;
-      ds[4 * c + e] *= x > 0.0f ? 1.0f - th * th : 0.0f;
+      const float th = (fast_log2(x) + (e % 2 ? lse.y : lse.x)) * cap.inv_log2;
+      ds[4 * c + e] *= fmaxf(1.0f - th * th, 0.0f);
     }
   }
 }

@@ -66,13 +66,26 @@ def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction,
 # The packed batch of common/harness/bench_harness.h (mixed_lengths_64k): 30 sequences, 65,536 tokens.
 MIXED_LENGTHS_64K = [3851, 2531, 493, 225, 765, 457, 2870, 279, 646, 1085, 5245, 741, 251, 2505, 1286, 216, 5287,
                      7536, 3262, 5096, 288, 2208, 5014, 1768, 633, 104, 526, 1240, 5371, 3757]
+# Its sliding-window row (bench_harness.h: kVarlenWindow): causal with the window (1024, 0).
+VARLEN_WINDOW = 1024
+
+
+def visible_pairs(n, causal, window_left):
+    """Query-key pairs a sequence of n tokens computes, counted as common/host/problem.cpp's
+    forward_flops counts them: n^2 (full), n^2 / 2 (causal, FlashAttention's convention), and with a
+    causal window (L, 0) the exact count, row i seeing min(i, L) + 1 keys."""
+    if window_left is None:
+        return n * n / (2 if causal else 1)
+    edge = min(n, window_left + 1)  # rows 0 .. edge - 1 see every key up to their own
+    return edge * (edge + 1) / 2 + (n - edge) * (window_left + 1)
 
 
 def time_varlen(args):
     """FlashAttention-2's varlen forward (torch.ops.aten._flash_attention_forward with cu_seqlens) on
-    the packed batch, heads = 2048 / D, f16 and bf16 of --dtypes, and where --directions has bwd its
-    backward (_flash_attention_backward on that forward's O, LSE and RNG state): records with
-    varlen=True."""
+    the packed batch, heads = 2048 / D, f16 and bf16 of --dtypes, full, causal, and causal with the
+    window (VARLEN_WINDOW, 0) (window_size_left / window_size_right), and where --directions has bwd
+    its backward (_flash_attention_backward on that forward's O, LSE and RNG state): records with
+    varlen=True and mask "full", "causal" or "window1024"."""
     records = []
     cu = torch.tensor([0] + torch.tensor(MIXED_LENGTHS_64K).cumsum(0).tolist(), dtype=torch.int32, device="cuda")
     total, longest = int(cu[-1]), max(MIXED_LENGTHS_64K)
@@ -85,29 +98,31 @@ def time_varlen(args):
             q, k, v = (torch.randn(total, heads, head_dim, device="cuda", dtype=DTYPES[dtype_name], generator=gen)
                        for _ in range(3))
             dout = torch.randn(total, heads, head_dim, device="cuda", dtype=DTYPES[dtype_name], generator=gen)
-            for causal in (False, True):
-                fwd_flops = sum(4.0 * n * n * head_dim * heads / (2 if causal else 1) for n in MIXED_LENGTHS_64K)
+            for mask, causal, left in (("full", False, None), ("causal", True, None),
+                                       (f"window{VARLEN_WINDOW}", True, VARLEN_WINDOW)):
+                fwd_flops = sum(4.0 * visible_pairs(n, causal, left) * head_dim * heads for n in MIXED_LENGTHS_64K)
+                window = {} if left is None else dict(window_size_left=left, window_size_right=0)
                 for direction in [d for d in ("fwd", "bwd") if d in args.directions.split(",") or d == "fwd"]:
                     flops = fwd_flops * (2.5 if direction == "bwd" else 1.0)
                     rec = dict(direction=direction, backend="flash_varlen", dtype=dtype_name, batch=1, heads=heads,
-                               seqlen=total, head_dim=head_dim, causal=causal, varlen=True)
+                               seqlen=total, head_dim=head_dim, causal=causal, mask=mask, varlen=True)
                     try:
                         fwd = lambda: torch.ops.aten._flash_attention_forward(  # noqa: E731
-                            q, k, v, cu, cu, longest, longest, 0.0, causal, False)
+                            q, k, v, cu, cu, longest, longest, 0.0, causal, False, **window)
                         if direction == "fwd":
                             ms = median_ms(fwd)
                         else:
                             out, lse, rng, unused, _ = fwd()
                             ms = median_ms(lambda: torch.ops.aten._flash_attention_backward(
-                                dout, q, k, v, out, lse, cu, cu, longest, longest, 0.0, causal, rng, unused))
+                                dout, q, k, v, out, lse, cu, cu, longest, longest, 0.0, causal, rng, unused,
+                                **window))
                         rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
                         note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
                     except (RuntimeError, torch.OutOfMemoryError) as e:
                         rec["error"] = str(e).splitlines()[0][:200]
                         note = "n/a: " + rec["error"][:70]
                     records.append(rec)
-                    print(f"varlen {direction} {dtype_name} D={head_dim} {'causal' if causal else 'full  '} "
-                          f"flash_varlen {note}", flush=True)
+                    print(f"varlen {direction} {dtype_name} D={head_dim} {mask:10s} flash_varlen {note}", flush=True)
     return records
 
 

@@ -29,7 +29,7 @@ def load_chapters(folder):
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
     sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
     decode = {}   # chapter 10's decode rows: (batch, seqlen_k) -> benchmark
-    varlen = {}   # <fwd|bwd>/<chapter>/<dtype>/D<d>/<mask>/varlen:64k: (direction, dtype, D, causal) -> {chapter: benchmark}
+    varlen = {}   # <fwd|bwd>/<chapter>/<dtype>/D<d>/<mask>/varlen:64k: (direction, dtype, D, mask) -> {chapter: benchmark}
     decode_read = {}  # chapter 10's plain read (decode/plain_read), per stage as decode
     step_direction = {}  # chapter -> "fwd" or "bwd": which of PyTorch's tables its steps sit next to
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
@@ -57,7 +57,7 @@ def load_chapters(folder):
             elif parts[0] in ("fwd", "bwd") and parts[1] in OWN_TABLE:
                 continue
             elif parts[0] in ("fwd", "bwd") and parts[5].startswith("varlen:"):  # the packed batch of mixed lengths
-                varlen.setdefault((parts[0], parts[2], int(parts[3][1:]), parts[4] == "causal"), {})[parts[1]] = b
+                varlen.setdefault((parts[0], parts[2], int(parts[3][1:]), parts[4]), {})[parts[1]] = b
             elif parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
                 if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle, 11_backward_v3.v1_serial
@@ -95,7 +95,8 @@ def load_torch(folder):
         meta = data["meta"]
         for r in data["results"]:
             if r.get("varlen"):  # the packed batch (compare_pytorch.py --varlen): varlen_table
-                tables.setdefault("varlen", {})[(r["direction"], r["dtype"], r["head_dim"], r["causal"])] = r
+                mask = r.get("mask", "causal" if r["causal"] else "full")  # full, causal, window1024
+                tables.setdefault("varlen", {})[(r["direction"], r["dtype"], r["head_dim"], mask)] = r
                 continue
             key = (r["dtype"], r["head_dim"], r["causal"], r["seqlen"])
             tables[r["direction"]].setdefault(key, {})[r["backend"]] = r
@@ -239,16 +240,18 @@ def varlen_table(varlen, torch_varlen):
     lines = ["", "## A packed batch of mixed lengths (varlen)", "",
              "30 sequences of 104 to 7,536 tokens, 65,536 in all, heads = 2048 / D, TFLOP/s (FLOPs summed over "
              "the sequences; the backward's 2.5 times the forward's); torch flash varlen: "
-             "torch.ops.aten._flash_attention_forward and _flash_attention_backward with cu_seqlens.", "",
+             "torch.ops.aten._flash_attention_forward and _flash_attention_backward with cu_seqlens. "
+             "window1024: causal with a sliding window of 1,024 keys to the left (window_size_left=1024, "
+             "window_size_right=0), FLOPs counted over the visible pairs.", "",
              "| pass | dtype | D | mask | " + " | ".join(chapters) + " | torch flash varlen | "
              + " | ".join(f"{c} / torch" for c in chapters) + " |",
              "|" + "---|" * (5 + 2 * len(chapters))]
     for key in sorted(varlen):
-        direction, dtype, d, causal = key
+        direction, dtype, d, mask = key
         ours = [varlen[key][c]["TFLOPS"] if c in varlen[key] else None for c in chapters]
         theirs = torch_varlen.get(key, {}).get("tflops")
         ratios = ["-" if not (o and theirs) else f"{o / theirs:.2f}x" for o in ours]
-        lines.append(f"| {direction} | {dtype} | {d} | {'causal' if causal else 'full'} | "
+        lines.append(f"| {direction} | {dtype} | {d} | {mask} | "
                      + " | ".join(fmt(x) for x in ours)
                      + f" | {fmt(theirs)} | " + " | ".join(ratios) + " |")
     return "\n".join(lines) + "\n"

@@ -128,12 +128,16 @@ def main():
         name = "fwd/09_flash_v3/bf16/D128/causal/varlen:64k/min_time:0.300/manual_time"
         write(d, "bench_09_flash_v3.json", {"context": {}, "benchmarks": [{"name": name, "TFLOPS": 400.0}]})
         bwd_name = "bwd/11_backward_v3/bf16/D128/causal/varlen:64k/min_time:0.300/manual_time"
-        write(d, "bench_11_backward_v3.json", {"context": {}, "benchmarks": [{"name": bwd_name, "TFLOPS": 300.0}]})
+        window_name = "bwd/11_backward_v3/bf16/D128/window1024/varlen:64k/min_time:0.300/manual_time"
+        write(d, "bench_11_backward_v3.json", {"context": {}, "benchmarks": [
+            {"name": bwd_name, "TFLOPS": 300.0}, {"name": window_name, "TFLOPS": 250.0}]})
         write(d, "pytorch_fwd.json", {"meta": {"gpu": "test GPU", "torch": "0", "cuda": "0"}, "results": [
             {"direction": "fwd", "backend": "flash_varlen", "dtype": "bf16", "head_dim": 128, "causal": True,
              "seqlen": 65536, "varlen": True, "tflops": 320.0},
             {"direction": "bwd", "backend": "flash_varlen", "dtype": "bf16", "head_dim": 128, "causal": True,
-             "seqlen": 65536, "varlen": True, "tflops": 200.0}]})
+             "seqlen": 65536, "varlen": True, "tflops": 200.0},
+            {"direction": "bwd", "backend": "flash_varlen", "dtype": "bf16", "head_dim": 128, "causal": True,
+             "mask": "window1024", "seqlen": 65536, "varlen": True, "tflops": 125.0}]})
         fwd, _, bwd, _, context = summarize.load_chapters(d)
         torch_tables, _ = summarize.load_torch(d)
         text = summarize.varlen_table(context["varlen"], torch_tables.get("varlen", {}))
@@ -141,6 +145,8 @@ def main():
               "| fwd | bf16 | 128 | causal | 400.0 | - | 320.0 | 1.25x | - |" in text)
         check("the varlen table's backward: " + text,
               "| bwd | bf16 | 128 | causal | - | 300.0 | 200.0 | - | 1.50x |" in text)
+        check("the varlen table's window row: " + text,
+              "| bwd | bf16 | 128 | window1024 | - | 250.0 | 125.0 | - | 2.00x |" in text)
         check("no varlen row among the seqlens", not fwd and not bwd and not torch_tables["fwd"])
 
     for f in failures:

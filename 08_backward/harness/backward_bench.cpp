@@ -70,16 +70,21 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
   for (int d : head_dims) {
     if (!supports_head_dim(pair.support, d)) continue;
     for (bool causal : {false, true}) {
-      std::vector<std::pair<std::string, Problem>> shapes;
+      const std::string mask = causal ? "causal/" : "full/";
+      std::vector<std::pair<std::string, Problem>> shapes;  // "<mask>/<shape>", the problem
       for (int seqlen = 512; seqlen <= std::min(16384, max_seqlen); seqlen *= 2)
-        shapes.emplace_back("seqlen:" + std::to_string(seqlen), bench::fa2_shape(seqlen, d, causal, dtype));
-      // The packed batch of mixed lengths (bench_harness.h), where the backward takes one.
-      if (pair.support.varlen && takes_bshd(pair.support, dtype))
-        shapes.emplace_back("varlen:64k", bench::varlen_shape(bench::mixed_lengths_64k(), d, causal, dtype));
+        shapes.emplace_back(mask + "seqlen:" + std::to_string(seqlen), bench::fa2_shape(seqlen, d, causal, dtype));
+      // The packed batch of mixed lengths (bench_harness.h), where the backward takes one, and its
+      // sliding-window row where the backward takes a window too.
+      if (pair.support.varlen && takes_bshd(pair.support, dtype)) {
+        shapes.emplace_back(mask + "varlen:64k", bench::varlen_shape(bench::mixed_lengths_64k(), d, causal, dtype));
+        if (causal && pair.support.window)
+          shapes.emplace_back("window" + std::to_string(bench::kVarlenWindow) + "/varlen:64k",
+                              bench::varlen_shape(bench::mixed_lengths_64k(), d, true, dtype, bench::kVarlenWindow));
+      }
       for (const auto& [shape, problem] : shapes) {
         const Problem p = problem;  // the lambdas below copy it (C++17 lambdas capture no structured binding)
-        const std::string name =
-            "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) + (causal ? "/causal/" : "/full/") + shape;
+        const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) + "/" + shape;
         register_case(
             name, p, backward_flops(p),
             [forward_of, p](Tensors& t) {

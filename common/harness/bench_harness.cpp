@@ -67,13 +67,20 @@ void register_forward(const Chapter& chapter, Dtype dtype, int max_seqlen, const
             ->MinTime(0.3);
       }
       if (chapter.support.varlen && takes_bshd(chapter.support, dtype)) {  // the packed batch of mixed lengths
-        const Problem p = varlen_shape(mixed_lengths_64k(), d, causal, dtype);
-        const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +
-                                 std::to_string(d) + (causal ? "/causal" : "/full") + "/varlen:64k";
-        benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
-            ->UseManualTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.3);
+        std::vector<std::pair<std::string, Problem>> masks = {
+            {causal ? "causal" : "full", varlen_shape(mixed_lengths_64k(), d, causal, dtype)}};
+        if (causal && chapter.support.window)  // and its sliding-window row (bench_harness.h)
+          masks.emplace_back("window" + std::to_string(kVarlenWindow),
+                             varlen_shape(mixed_lengths_64k(), d, true, dtype, kVarlenWindow));
+        for (const auto& [mask, problem] : masks) {
+          const Problem p = problem;  // the lambda copies it (C++17 lambdas capture no structured binding)
+          const std::string name = "fwd/" + chapter.support.chapter + "/" + dtype_name(dtype) + "/D" +
+                                   std::to_string(d) + "/" + mask + "/varlen:64k";
+          benchmark::RegisterBenchmark(name.c_str(), [&chapter, p](benchmark::State& s) { run_case(s, chapter, p); })
+              ->UseManualTime()
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(0.3);
+        }
       }
     }
   }
@@ -100,12 +107,16 @@ const std::vector<int>& mixed_lengths_64k() {
   return lengths;
 }
 
-Problem varlen_shape(const std::vector<int>& lengths, int d, bool causal, Dtype dtype) {
+Problem varlen_shape(const std::vector<int>& lengths, int d, bool causal, Dtype dtype, int window_left) {
   Problem p;
   p.batch = 1;
   p.heads = p.kv_heads = 2048 / d;
   p.head_dim = d;
   p.causal = causal;
+  if (window_left >= 0) {
+    p.window_left = window_left;
+    p.window_right = 0;
+  }
   p.dtype = dtype;
   p.layout = Layout::bshd;
   p.cu_seqlens_q = {0};

@@ -26,9 +26,15 @@ namespace fa::bench {
 // 64 to 7,536 tokens (drawn log-uniformly with a fixed seed), 65,536 in all. The benchmarks of a
 // chapter whose Support takes varlen run it as "varlen:64k", heads = 2048 / D as in the other shapes;
 // scripts/compare_pytorch.py times PyTorch's FlashAttention-2 varlen path on the same lengths.
+// A chapter that also takes a sliding window runs the batch a third way, "window1024/varlen:64k":
+// causal with a window of kVarlenWindow keys to the left (Mistral's and Gemma 2's local attention,
+// window (1024, 0)), where a row sees at most 1,025 keys and whole tiles left of the window are
+// skipped.
 const std::vector<int>& mixed_lengths_64k();
-// That batch as a Problem: [1, 65536, H, D] tensors in Layout::bshd, self-attention per sequence.
-Problem varlen_shape(const std::vector<int>& lengths, int d, bool causal, Dtype dtype);
+constexpr int kVarlenWindow = 1024;
+// That batch as a Problem: [1, 65536, H, D] tensors in Layout::bshd, self-attention per sequence;
+// window_left >= 0 adds the window (window_left, 0) to a causal mask.
+Problem varlen_shape(const std::vector<int>& lengths, int d, bool causal, Dtype dtype, int window_left = -1);
 
 // Times `run` once per benchmark iteration with CUDA events, after `before` (untimed, earlier in
 // stream order: chapter 10's L2 flush), sets each iteration's manual time and returns the median

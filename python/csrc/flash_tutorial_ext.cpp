@@ -41,7 +41,7 @@ std::optional<fa::Dtype> dtype_of(const Tensor& t) {
 }
 
 fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double scale, bool bshd = false,
-                       int64_t window_left = -1, int64_t window_right = -1) {
+                       int64_t window_left = -1, int64_t window_right = -1, double softcap = 0) {
   fa::Problem p;
   const int s = bshd ? 1 : 2, h = bshd ? 2 : 1;  // [B, S, H, D] or [B, H, S, D]
   p.batch = static_cast<int>(q.size(0));
@@ -55,6 +55,7 @@ fa::Problem problem_of(const Tensor& q, const Tensor& k, bool causal, double sca
   p.window_left = static_cast<int>(window_left);  // -1: unbounded (Problem's convention, FlashAttention's)
   p.window_right = static_cast<int>(window_right);
   p.softmax_scale = static_cast<float>(scale);
+  p.softcap = static_cast<float>(softcap);  // 0: off (Gemma 2's logit cap where > 0)
   p.dtype = *dtype_of(q);
   return p;
 }
@@ -125,8 +126,9 @@ std::optional<fa::Strides> input_strides_of(const Tensor& t) {
 }
 
 // Why the kernels cannot run this call ("" when they can): the chapters' Support tables. A sliding
-// window runs only where both chapters take one (09 and 11: hopper_path).
-std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward, bool window) {
+// window and a logit softcap run only where both chapters take them (09 and 11: hopper_path).
+std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool for_backward, bool window,
+                        bool softcap) {
   if (!q.is_cuda()) return "the tensors are not on a CUDA device";
   const auto dt = dtype_of(q);
   if (!dt) return std::string("dtype ") + c10::toString(q.scalar_type()) + " (the kernels take float32, float16, bfloat16)";
@@ -139,6 +141,9 @@ std::string unsupported(const Tensor& q, const Tensor& k, bool has_mask, bool fo
   if (window && !fwd.window) return fwd.chapter + " does not take a sliding window (09 and 11 do, on Hopper)";
   if (window && for_backward && !backward_support(q, *dt, d, has_mask).window)
     return backward_support(q, *dt, d, has_mask).chapter + " does not take a sliding window (11 does, on Hopper)";
+  if (softcap && !fwd.softcap) return fwd.chapter + " does not take a logit softcap (09 and 11 do, on Hopper)";
+  if (softcap && for_backward && !backward_support(q, *dt, d, has_mask).softcap)
+    return backward_support(q, *dt, d, has_mask).chapter + " does not take a logit softcap (11 does, on Hopper)";
   if (for_backward) {
     const fa::Support& bwd = backward_support(q, *dt, d, has_mask);
     if (!takes(bwd)) return bwd.chapter + " does not take " + fa::dtype_name(*dt) + " at head dim " + std::to_string(d);
@@ -176,13 +181,13 @@ struct TorchWorkspace {
 // bshd: q, k, v and O as [B, S, H, D] (06 and 07, f16/bf16); LSE is [B, H, Sq] either way.
 std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
                                    const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
-                                   int64_t window_left, int64_t window_right) {
+                                   int64_t window_left, int64_t window_right, double softcap) {
   TORCH_CHECK((q.is_contiguous() && k.is_contiguous() && v.is_contiguous()) || bshd,
               "flash_tutorial._C: contiguous [B, H, S, D] (or with bshd [B, S, H, D]) tensors");
   const c10::cuda::CUDAGuard on_device(q.device());  // the kernels launch on the current device
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
-  fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
+  fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right, softcap);
   if (bshd) {  // a chapter without Support::input_strides refuses these (check_forward_args)
     p.q_input = input_strides_of(q);
     p.k_input = input_strides_of(k);
@@ -210,14 +215,14 @@ std::tuple<Tensor, Tensor> forward_op(const Tensor& q, const Tensor& k, const Te
 std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor& q, const Tensor& k, const Tensor& v,
                                             const Tensor& out, const Tensor& lse, bool causal, double scale,
                                             const std::optional<Tensor>& block_mask, int64_t block_k, bool bshd,
-                                            int64_t window_left, int64_t window_right) {
+                                            int64_t window_left, int64_t window_right, double softcap) {
   TORCH_CHECK(dout.is_contiguous() && out.is_contiguous() && lse.is_contiguous() &&
                   ((q.is_contiguous() && k.is_contiguous() && v.is_contiguous()) || bshd),
               "flash_tutorial._C: contiguous tensors");
   const c10::cuda::CUDAGuard on_device(q.device());
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
-  fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right);
+  fa::Problem p = problem_of(q, k, causal, scale, bshd, window_left, window_right, softcap);
   if (bshd) {  // q, k, v as the forward read them; dQ, dK, dV come out contiguous
     p.q_input = input_strides_of(q);
     p.k_input = input_strides_of(k);
@@ -323,8 +328,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_varlen_op(const Tensor& dout, const 
 struct Attention : torch::autograd::Function<Attention> {
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& q,
                                                 const Tensor& k, const Tensor& v, bool causal, double scale,
-                                                int64_t window_left, int64_t window_right, bool bshd) {
-    auto [out, lse] = forward_op(q, k, v, causal, scale, std::nullopt, 128, bshd, window_left, window_right);
+                                                int64_t window_left, int64_t window_right, bool bshd,
+                                                double softcap) {
+    auto [out, lse] = forward_op(q, k, v, causal, scale, std::nullopt, 128, bshd, window_left, window_right, softcap);
     ctx->save_for_backward({q, k, v, out, lse});
     ctx->mark_non_differentiable({lse});  // LSE is for inspection: no gradient flows through it
     ctx->saved_data["causal"] = causal;
@@ -332,6 +338,7 @@ struct Attention : torch::autograd::Function<Attention> {
     ctx->saved_data["window_left"] = window_left;
     ctx->saved_data["window_right"] = window_right;
     ctx->saved_data["bshd"] = bshd;
+    ctx->saved_data["softcap"] = softcap;
     return {out, lse};
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -341,14 +348,14 @@ struct Attention : torch::autograd::Function<Attention> {
         backward_op(grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3], saved[4],
                     ctx->saved_data["causal"].toBool(), ctx->saved_data["scale"].toDouble(), std::nullopt, 128,
                     ctx->saved_data["bshd"].toBool(), ctx->saved_data["window_left"].toInt(),
-                    ctx->saved_data["window_right"].toInt());
-    return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+                    ctx->saved_data["window_right"].toInt(), ctx->saved_data["softcap"].toDouble());
+    return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
 std::tuple<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double scale,
-                                     int64_t window_left, int64_t window_right, bool bshd) {
-  const auto outs = Attention::apply(q, k, v, causal, scale, window_left, window_right, bshd);
+                                     int64_t window_left, int64_t window_right, bool bshd, double softcap) {
+  const auto outs = Attention::apply(q, k, v, causal, scale, window_left, window_right, bshd, softcap);
   return {outs[0], outs[1]};
 }
 

@@ -94,8 +94,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     window_size. The kernels that take one are 09's forward and 11's backward (Hopper, float16 and
     bfloat16, head dims 64 and 128); elsewhere a window runs the reference, with a warning.
     softcap: a logit softcap c > 0 (Gemma 2's) turns the scores x = scale q k^T into c tanh(x / c)
-    before the mask and the softmax; 0 (the default) leaves them. No chapter's kernel takes one: a
-    softcap runs the reference, with a warning.
+    before the mask and the softmax; 0 (the default) leaves them. The kernels that take one are
+    09's forward and 11's backward (Hopper, float16 and bfloat16, head dims 64 and 128); elsewhere
+    a softcap runs the reference, with a warning.
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).
 
@@ -138,10 +139,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
         given = tuple(t if strided and ops.tma_friendly(t) else t.contiguous() for t in given)
     if ops.fast_path(q, block_mask is not None, has_window, softcap > 0):  # the same kernels, autograd in C++
         if in_place:
-            out, lse = ops._C.attention(*given, bool(causal), float(scale), left, right, True)
+            out, lse = ops._C.attention(*given, bool(causal), float(scale), left, right, True, softcap)
         else:
             out, lse = ops._C.attention(q.contiguous(), k.contiguous(), v.contiguous(), bool(causal), float(scale),
-                                        left, right, False)
+                                        left, right, False, softcap)
             if layout == "bshd":
                 out = out.transpose(1, 2)
         return (out, lse) if return_lse else out

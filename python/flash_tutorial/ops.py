@@ -38,19 +38,15 @@ _reasons, _bshd = {}, {}
 def kernel_unavailable_reason(q: torch.Tensor, k: Optional[torch.Tensor] = None, has_mask: bool = False,
                               backward: bool = False, window: bool = False, softcap: bool = False) -> Optional[str]:
     """Why the CUDA kernels cannot run this call (None: they can): the extension is not built, the
-    tensors are not on a GPU, a logit softcap (the op does not route it to 09's and 11's softcap
-    kernels: they have not been measured against the reference on a GPU yet), or the chapters'
-    Support tables refuse the dtype, the head dim or a sliding window (only 09 and 11, on a Hopper
-    GPU, take one)."""
+    tensors are not on a GPU, or the chapters' Support tables refuse the dtype, the head dim, a
+    sliding window or a logit softcap (only 09 and 11, on a Hopper GPU, take those two)."""
     if _C is None:
         return "the CUDA extension flash_tutorial._C is not built (python/README.md: FA_PYTHON_EXTENSION)"
     if not q.is_cuda:
         return f"the tensors are on {q.device.type}, the kernels run on CUDA devices"
-    if softcap:
-        return "the op does not run the chapters' softcap kernels yet (the reference computes it)"
-    key = (q.device, q.dtype, q.shape[-1], has_mask, backward, window)
+    key = (q.device, q.dtype, q.shape[-1], has_mask, backward, window, softcap)
     if key not in _reasons:
-        _reasons[key] = _C.unsupported(q, q if k is None else k, has_mask, backward, window) or None
+        _reasons[key] = _C.unsupported(q, q if k is None else k, has_mask, backward, window, softcap) or None
     return _reasons[key]
 
 
@@ -105,11 +101,10 @@ def tma_friendly(t: torch.Tensor) -> bool:
 
 def fast_path(q: torch.Tensor, has_mask: bool, window: bool, softcap: bool = False) -> bool:
     """Whether attention() may call _C.attention, the op with its autograd in C++: in eager mode,
-    without a block mask or a softcap, where the kernels run the forward and the backward (no
-    fallback needed)."""
-    return (not has_mask and not softcap and not torch.compiler.is_compiling() and _C is not None
-            and kernel_unavailable_reason(q, has_mask=False, window=window) is None
-            and kernel_unavailable_reason(q, has_mask=False, backward=True, window=window) is None)
+    without a block mask, where the kernels run the forward and the backward (no fallback needed)."""
+    return (not has_mask and not torch.compiler.is_compiling() and _C is not None
+            and kernel_unavailable_reason(q, has_mask=False, window=window, softcap=softcap) is None
+            and kernel_unavailable_reason(q, has_mask=False, backward=True, window=window, softcap=softcap) is None)
 
 
 def chapters(q: torch.Tensor, has_mask: bool = False) -> Tuple[str, str]:
@@ -139,14 +134,14 @@ def attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: boo
                                            softcap=softcap > 0)
         if reason is None:
             return _C.forward(q.contiguous(), k.contiguous(), v.contiguous(), causal, scale, block_mask, block_k, True,
-                              window_left, window_right)
+                              window_left, window_right, softcap)
         _fallback(reason)
         out, lse = reference.forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal, scale,
                                      block_mask, block_k, window_left, window_right, softcap)
         return out.transpose(1, 2).contiguous(), lse.contiguous()
     reason = kernel_unavailable_reason(q, k, block_mask is not None, window=window, softcap=softcap > 0)
     if reason is None:
-        return _C.forward(q, k, v, causal, scale, block_mask, block_k, False, window_left, window_right)
+        return _C.forward(q, k, v, causal, scale, block_mask, block_k, False, window_left, window_right, softcap)
     _fallback(reason)
     out, lse = reference.forward(q, k, v, causal, scale, block_mask, block_k, window_left, window_right, softcap)
     return out.contiguous(), lse.contiguous()
@@ -170,7 +165,7 @@ def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
                                            window=window, softcap=softcap > 0)
         if reason is None:
             return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, True, window_left,
-                               window_right)
+                               window_right, softcap)
         _fallback(reason)
         t = [x.transpose(1, 2) for x in (dout, q, k, v, out)]
         grads = reference.backward(*t, lse, causal, scale, block_mask, block_k, window_left, window_right, softcap)
@@ -178,7 +173,7 @@ def attention_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch
     reason = kernel_unavailable_reason(q, k, block_mask is not None, backward=True, window=window, softcap=softcap > 0)
     if reason is None:
         return _C.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, False, window_left,
-                           window_right)
+                           window_right, softcap)
     _fallback(reason)
     dq, dk, dv = reference.backward(dout, q, k, v, out, lse, causal, scale, block_mask, block_k, window_left,
                                     window_right, softcap)

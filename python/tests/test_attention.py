@@ -549,19 +549,55 @@ def test_cuda_graph_capture(head_dim):
 
 
 @cuda
-def test_cuda_softcap_runs_the_reference_with_a_warning():
-    # The op does not route a logit softcap to the chapters' kernels: on the GPU the reference runs
-    # it, and says so.
-    q, k, v = (t.cuda() for t in make(1, 4, 2, 40, 50, 64, dtype=torch.bfloat16))
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("head_dim", [64, 128, 96])
+@pytest.mark.parametrize("window", [(-1, -1), (40, 0)])
+def test_cuda_softcap(dtype, head_dim, window):
+    # A logit softcap of 5 on logits scaled up 4x (most scores near the cap, the tanh far from
+    # linear): on a Hopper GPU at head dims 64 and 128, 09's forward and 11's backward run it, with no
+    # warning; O, LSE and the gradients match float64 (the backward by twice the forward's tolerance,
+    # as the other gradient tests), dK and dV are the same bits twice (dQ is summed by atomics), and
+    # the custom op (torch.compile's path) gives the fast path's O and LSE bits. Elsewhere (head dim
+    # 96, other GPUs) the reference runs it and warns once, naming what the kernels refuse (with a
+    # window at head dim 96 that is the window, which 06 refuses first).
+    q, k, v = (t.cuda() for t in make(2, 4, 2, 300, 333, head_dim, dtype=dtype, seed=3))
     kernels_or_skip(q, k)
-    assert "softcap" in ops.kernel_unavailable_reason(q, k, softcap=True)
+    q, k = 4 * q, 4 * k
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    hopper = torch.cuda.get_device_capability(q.device) == (9, 0) and head_dim in (64, 128)
+    has_window = window != (-1, -1)
+    reason = ops.kernel_unavailable_reason(q, k, backward=True, window=has_window, softcap=True)
+    assert (reason is None) == hopper, reason
     ops._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        got = ft.attention(4 * q, 4 * k, v, causal=True, layout="bhsd", softcap=5.0)
-    assert any("softcap" in str(w.message) for w in caught), "no fallback warning naming the softcap"
-    want, _ = reference64(4 * q.cpu(), 4 * k.cpu(), v.cpu(), True, 1 / 8, softcap=5.0)
-    close(got, want, KERNEL_TOL[torch.bfloat16], "O with a softcap")
+        out, lse = ft.attention(q, k, v, causal=True, layout="bhsd", return_lse=True, window=window, softcap=5.0)
+        dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(9)).to(out)
+        grads = torch.autograd.grad(out, (q, k, v), dout)
+    warned = any("running the PyTorch reference" in str(w.message) for w in caught)
+    assert warned != hopper, "a fallback warning where the kernels run it" if hopper else "no fallback warning"
+    if not hopper:
+        assert any(reason in str(w.message) for w in caught), f"no warning naming {reason!r}"
+    q64, k64, v64 = (t.detach().double().cpu().requires_grad_() for t in (q, k, v))
+    scale = 1 / math.sqrt(head_dim)
+    with torch.no_grad():
+        want, want_lse = reference64(q64, k64, v64, True, scale, window, softcap=5.0)
+    # The gradients' yardstick: the op's float64 reference path on the CPU (checked against
+    # reference64 by gradcheck in test_gradients_float64_softcap).
+    ref = ft.attention(q64, k64, v64, causal=True, layout="bhsd", window=window, softcap=5.0)
+    g64 = torch.autograd.grad(ref, (q64, k64, v64), dout.double().cpu())
+    tol = KERNEL_TOL[dtype]
+    close(out, want.detach(), tol, "O with a softcap")
+    close(lse, want_lse, 1e-4, "LSE with a softcap")
+    for name, g, w in zip(("dQ", "dK", "dV"), grads, g64):
+        assert torch.isfinite(g).all(), name
+        close(g, w, 2 * tol, f"{name} with a softcap")
+    if hopper:
+        again = torch.autograd.grad(ft.attention(q, k, v, causal=True, layout="bhsd", window=window, softcap=5.0),
+                                    (q, k, v), dout)
+        assert torch.equal(grads[1], again[1]) and torch.equal(grads[2], again[2]), "dK or dV differ between calls"
+        out2, lse2 = ops.attention_fwd(q, k, v, True, scale, None, 128, False, *window, 5.0)
+        assert torch.equal(out, out2) and torch.equal(lse, lse2), "the fast path and the custom op differ"
 
 
 @cuda
