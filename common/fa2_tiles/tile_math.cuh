@@ -167,22 +167,45 @@ __device__ __forceinline__ void cap_scores(ScoreTile<C>& S, const SoftcapConsts&
       for (int e = 0; e < 4; ++e) S[mt][nt][e] = capped(S[mt][nt][e], cap);
 }
 
+// The keys row i sees form one range, first .. last (Problem::visible: the causal rule, the
+// window's two bounds, and keys below Sk); empty when first > last. 64-bit arithmetic, so that a
+// window bound near INT_MAX cannot overflow.
+__device__ __forceinline__ int2 visible_keys(int i, const Params& prm) {
+  const long long position = static_cast<long long>(i) + prm.seqlen_k - prm.seqlen_q;  // the row's key position
+  long long last = prm.seqlen_k - 1LL;
+  if (prm.causal && position < last) last = position;
+  if (prm.window_right >= 0 && position + prm.window_right < last) last = position + prm.window_right;
+  long long first = prm.window_left >= 0 ? position - prm.window_left : 0;
+  if (first < 0) first = 0;
+  if (last < first - 1) last = first - 1;  // empty: keep last + 1 - first >= 0 within int
+  return make_int2(static_cast<int>(first), static_cast<int>(last));
+}
+
 // The element mask, for the tiles needs_mask picks: -inf where the key is past Sk, causally
 // hidden or outside the sliding window. row: the query row of this lane's first element (mt = 0,
-// h = 0); j0: the tile's first key.
+// h = 0); j0: the tile's first key. Each of the lane's rows gets its range of visible keys once
+// (visible_keys), and an element is two comparisons and a select against it, without a branch:
+// written as one condition per element with || around function calls, the compiler branched per
+// element (a convergence barrier and two branches for each of a thread's 64 scores), and a masked
+// tile cost 09 as much as several unmasked ones.
 template <class C>
 __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, int t, const Params& prm) {
 #pragma unroll
   for (int mt = 0; mt < C::kMTiles; ++mt)
 #pragma unroll
-    for (int nt = 0; nt < C::Bc / 8; ++nt)
+    for (int h = 0; h < 2; ++h) {
+      const int2 keys = visible_keys(row + 16 * mt + 8 * h, prm);
+      // key j = j0 + 2t + c, c = 8 nt + e % 2: visible iff first - (j0 + 2t) <= c <= last - (j0 + 2t)
+      const int lo = keys.x - (j0 + 2 * t), hi = keys.y - (j0 + 2 * t);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int i = row + 16 * mt + 8 * (e / 2), j = j0 + 8 * nt + 2 * t + e % 2;
-        if (j >= prm.seqlen_k || (prm.causal && !fa::causal_visible(i, j, prm.seqlen_q, prm.seqlen_k)) ||
-            !fa::window_visible(i, j, prm.seqlen_q, prm.seqlen_k, prm.window_left, prm.window_right))
-          S[mt][nt][e] = -std::numeric_limits<float>::infinity();
-      }
+      for (int nt = 0; nt < C::Bc / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h; e < 2 * h + 2; ++e) {
+          const int c = 8 * nt + e % 2;
+          const bool hidden = (c < lo) | (c > hi);
+          S[mt][nt][e] = hidden ? -std::numeric_limits<float>::infinity() : S[mt][nt][e];
+        }
+    }
 }
 
 // Online softmax. A row's Bc keys sit in the 4 lanes of a quad (same g, t = 0..3), so two
