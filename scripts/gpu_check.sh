@@ -174,8 +174,9 @@ if want pytorch; then
   # Backward anchors: fp32 for 08's fp32 kernel, bf16 and f16 for the tensor-core backward.
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
     --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
+  # --varlen: the packed batch's FlashAttention-2 varlen backward (full, causal, window) beside 11's.
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash,cudnn \
-    --head-dims 64,96,128,192,256 --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
+    --head-dims 64,96,128,192,256 --varlen --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
     tail -5 "$out/pytorch_bwd_bf16.log"
   # The forward's other tile widths (06 at D 96, 192, 256; bench_all.sh times them).
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16,f16 --backends flash,cudnn --head-dims 96,192,256 \
