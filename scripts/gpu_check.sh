@@ -243,6 +243,13 @@ if want python; then
   PYTHONPATH=python python3 python/examples/profile_gpt.py --out "$out/gpt_profile" >"$out/gpt_profile.log" 2>&1 ||
     tail -5 "$out/gpt_profile.log"
   rm -f "$out"/gpt_profile/trace_*.json  # large; profile_gpt.py writes them again
+  # Ring attention over every GPU of the machine, one process a GPU (python/examples/bench_ring.py):
+  # a check against one GPU and the scaling table; on a machine of one GPU, nothing to split.
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if ((ngpu > 1)); then
+    PYTHONPATH=python python3 -m torch.distributed.run --nproc-per-node "$ngpu" python/examples/bench_ring.py \
+      --out "$out/ring" >"$out/ring.log" 2>&1 || tail -5 "$out/ring.log"
+  fi
   # A transformers Llama's training step with SDPA's backends and with the op (python/README.md).
   PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa_flash sdpa_cudnn tutorial --out "$out/hf" \
     >"$out/hf.log" 2>&1 || tail -5 "$out/hf.log"

@@ -12,8 +12,10 @@ from typing import Optional, Tuple
 import torch
 
 from . import ops, reference  # noqa: F401  (ops registers the custom ops)
+from .ring import ring_attention, zigzag_shard, zigzag_unshard  # attention over a ring of ranks (ring.py)
 
-__all__ = ["attention", "attention_varlen", "kernel_unavailable_reason"]
+__all__ = ["attention", "attention_varlen", "kernel_unavailable_reason", "ring_attention", "zigzag_shard",
+           "zigzag_unshard"]
 
 # Why the CUDA kernels would not run a call on these tensors (None: they would), e.g.
 # kernel_unavailable_reason(q) before a training run; python/README.md.

@@ -1,0 +1,133 @@
+"""flash_tutorial.ring_attention on several GPUs, one process a GPU (torchrun, NCCL): a check against
+attention() on one GPU, then the ring's throughput and its scaling efficiency.
+
+    torchrun --nproc-per-node 2 python/examples/bench_ring.py --out OUT [--tokens-per-gpu 131072]
+
+Check: one seeded bf16 problem of --check-tokens tokens a GPU, every rank its zig-zag shard; the
+ring's O, dQ, dK and dV, gathered on rank 0, against attention() on the whole sequence on rank 0's GPU
+(the same kernels, another order of sums): the largest error over the largest value, which bf16
+keeps near 1e-2.
+Scaling: every GPU holds --tokens-per-gpu tokens of one sequence of W times that; the ring's
+forward and forward + backward are timed with CUDA events (median of --iters after a warm-up).
+TFLOP/s counts the whole sequence's FLOPs (4 S^2 H D, halved for causal; the backward 2.5 times
+the forward) over the time. The one-GPU yardstick is attention() on --tokens-per-gpu tokens on the
+same GPU in the same run, and efficiency = ring TFLOP/s / (W x one-GPU TFLOP/s): ring attention on
+W GPUs does W times one GPU's work on its block, so 100% means the ring's transfers and merges
+cost nothing. Rank 0 writes ring.json and ring.md into --out.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # flash_tutorial from the source tree
+import flash_tutorial as ft  # noqa: E402
+
+
+def median_ms(fn, iters):
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def shards(batch, tokens, heads, kv_heads, head_dim, dtype, seed, rank, world):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    whole = [torch.randn(batch, tokens, h, head_dim, device="cuda", dtype=dtype, generator=g)
+             for h in (heads, kv_heads, kv_heads, heads)]
+    return whole, [ft.zigzag_shard(t, 1, rank, world) for t in whole]
+
+
+def check(args, rank, world, causal):
+    """Largest error of the ring's O, dQ, dK, dV against attention() on the whole sequence, over the
+    largest reference value (rank 0; the others return None)."""
+    whole, (q, k, v, dout) = shards(1, args.check_tokens * world, args.heads, args.kv_heads, args.head_dim,
+                                    torch.bfloat16, 1, rank, world)
+    q, k, v = (t.requires_grad_() for t in (q, k, v))
+    out = ft.ring_attention(q, k, v, causal=causal)
+    got = [out.detach(), *torch.autograd.grad(out, (q, k, v), dout)]
+    gathered = []
+    for t in got:
+        parts = [torch.empty_like(t) for _ in range(world)] if rank == 0 else None
+        dist.gather(t.contiguous(), parts, dst=0)
+        gathered.append(parts)
+    if rank != 0:
+        return None
+    wq, wk, wv, wd = (t.clone().requires_grad_(i < 3) for i, t in enumerate(whole))
+    want = ft.attention(wq, wk, wv, causal=causal)
+    wants = [want.detach(), *torch.autograd.grad(want, (wq, wk, wv), wd)]
+    errors = {}
+    for name, parts, w in zip(("O", "dQ", "dK", "dV"), gathered, wants):
+        g = ft.zigzag_unshard(parts, 1).float()
+        errors[name] = ((g - w.float()).abs().max() / w.float().abs().max()).item()
+    return errors
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tokens-per-gpu", type=int, default=131072)
+    p.add_argument("--check-tokens", type=int, default=4096)
+    p.add_argument("--heads", type=int, default=16)
+    p.add_argument("--kv-heads", type=int, default=16)
+    p.add_argument("--head-dim", type=int, default=128)
+    p.add_argument("--iters", type=int, default=3)
+    args = p.parse_args()
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    rows, errors = [], {}
+    for causal in (False, True):
+        errors["causal" if causal else "full"] = check(args, rank, world, causal)
+        _, (q, k, v, dout) = shards(1, args.tokens_per_gpu * world, args.heads, args.kv_heads, args.head_dim,
+                                    torch.bfloat16, 2, rank, world)
+        q, k, v = (t.requires_grad_() for t in (q, k, v))
+        flops = 4.0 * (args.tokens_per_gpu * world) ** 2 * args.heads * args.head_dim / (2 if causal else 1)
+        fwd = median_ms(lambda: ft.ring_attention(q, k, v, causal=causal), args.iters)
+        both = median_ms(lambda: ft.ring_attention(q, k, v, causal=causal).backward(dout), args.iters)
+        # One GPU on the same block: attention() over this rank's tokens alone.
+        lq, lk, lv, ld = (t.detach().clone().requires_grad_(i < 3) for i, t in enumerate((q, k, v, dout)))
+        one_flops = 4.0 * args.tokens_per_gpu ** 2 * args.heads * args.head_dim / (2 if causal else 1)
+        one_fwd = median_ms(lambda: ft.attention(lq, lk, lv, causal=causal), args.iters)
+        one_both = median_ms(lambda: ft.attention(lq, lk, lv, causal=causal).backward(ld), args.iters)
+        for what, ms, one_ms, f in (("fwd", fwd, one_fwd, flops), ("fwd+bwd", both, one_both, 3.5 * flops)):
+            one_f = f / flops * one_flops
+            tf, one_tf = f / ms / 1e9, one_f / one_ms / 1e9
+            rows.append(dict(pass_=what, mask="causal" if causal else "full", gpus=world,
+                             tokens=args.tokens_per_gpu * world, ms=ms, tflops=tf, one_gpu_tflops=one_tf,
+                             efficiency=tf / (world * one_tf)))
+    if rank == 0:
+        args.out.mkdir(parents=True, exist_ok=True)
+        meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, cuda=torch.version.cuda,
+                    gpus=world, heads=args.heads, kv_heads=args.kv_heads, head_dim=args.head_dim,
+                    tokens_per_gpu=args.tokens_per_gpu, chapters=ft.ops.chapters(q.transpose(1, 2)))
+        (args.out / "ring.json").write_text(json.dumps(dict(meta=meta, check=errors, rows=rows), indent=1))
+        lines = [f"# Ring attention on {world} x {meta['gpu']} (PyTorch {meta['torch']}, CUDA {meta['cuda']}, bf16, "
+                 f"{args.heads} / {args.kv_heads} heads, D {args.head_dim}, {args.tokens_per_gpu:,} tokens a GPU)", "",
+                 f"Check against attention() on one GPU ({args.check_tokens:,} tokens a GPU), largest error over "
+                 f"the largest value: " + "; ".join(f"{m}: " + ", ".join(f"{k} {v:.2e}" for k, v in e.items())
+                                                    for m, e in errors.items()), "",
+                 "| pass | mask | GPUs | tokens | ms | TFLOP/s | one GPU TFLOP/s | efficiency |",
+                 "|---|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [f"| {r['pass_']} | {r['mask']} | {r['gpus']} | {r['tokens']:,} | {r['ms']:.1f} | {r['tflops']:.1f} | "
+                  f"{r['one_gpu_tflops']:.1f} | {100 * r['efficiency']:.1f}% |" for r in rows]
+        (args.out / "ring.md").write_text("\n".join(lines) + "\n")
+        print("\n".join(lines))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
