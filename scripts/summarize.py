@@ -187,6 +187,7 @@ def main():
     extra += "".join(steps_table(c, steps[c], meta, step_torch[c]) for c in sorted(steps))
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     extra += varlen_table(context.get("varlen", {}), torch_tables.get("varlen", {}))
+    extra += tokens_table(folder)
     gpt = os.path.join(folder, "gpt_table.md")  # gpu_check.sh's python stage (python/examples/plot_gpt.py)
     if os.path.exists(gpt):
         with open(gpt) as f:
@@ -200,6 +201,10 @@ def main():
         with open(hf) as f:
             extra += "\n## A transformers model's training step with the PyTorch op (python/README.md)\n\n" + \
                 f.read().lstrip("# ")
+    ring = os.path.join(folder, "ring", "ring.md")  # python/examples/bench_ring.py, on several GPUs
+    if os.path.exists(ring):
+        with open(ring) as f:
+            extra += "\n## Ring attention over several GPUs (python/README.md)\n\n" + f.read().lstrip("# ")
     with open(os.path.join(folder, "summary.md"), "w") as f:
         f.write((args.note + "\n\n" if args.note else "") + text + extra)
     if args.results:
@@ -228,6 +233,39 @@ def main():
         if decode:
             replace_between_markers(os.path.join(args.readmes, "10_decoding", "README.md"), decode,
                                     marker="results-decode")
+
+
+def tokens_table(folder):
+    """Training tokens/s of the models gpu_check.sh's python stage runs, the op against SDPA in the
+    same run: train_gpt.py (gpt_<attn>_s<seed>.json: the median over seeds; gpt_<attn>_pack.json:
+    packed documents) and bench_hf.py (hf/bench_hf.json, against each SDPA backend it timed). ""
+    without them."""
+    def load(path):
+        with open(path) as f:
+            return json.load(f)
+    rows = []
+    for label, pattern in (("GPT (train_gpt.py)", "gpt_{}_s*.json"), ("GPT, packed documents (--pack)", "gpt_{}_pack.json")):
+        speeds = {attn: sorted(load(p)["train_tokens_per_s"] for p in glob.glob(os.path.join(folder, pattern.format(attn))))
+                  for attn in ("sdpa", "tutorial")}
+        if speeds["sdpa"] and speeds["tutorial"]:
+            mid = {a: v[len(v) // 2] for a, v in speeds.items()}
+            rows.append((label, "sdpa (FLASH)", mid["sdpa"], mid["tutorial"]))
+    hf = os.path.join(folder, "hf", "bench_hf.json")
+    if os.path.exists(hf):
+        data = load(hf)
+        results, model = data["results"], data.get("args", {}).get("model", "llama")
+        for attn in ("sdpa_flash", "sdpa_cudnn", "sdpa"):
+            if attn in results and "tutorial" in results:
+                rows.append((f"transformers {model} (bench_hf.py)", attn, results[attn]["tokens_per_s"],
+                             results["tutorial"]["tokens_per_s"]))
+    if not rows:
+        return ""
+    lines = ["", "## Training tokens/s: the op against SDPA", "",
+             "The models of python/README.md, each timed against SDPA in the same run (train_gpt.py: the "
+             "median over its seeds; bench_hf.py: the median of rounds taking turns).", "",
+             "| model | SDPA backend | SDPA tokens/s | tutorial tokens/s | tutorial / SDPA |", "|---|---|---:|---:|---:|"]
+    lines += [f"| {m} | {b} | {s:,.0f} | {t:,.0f} | {t / s:.3f}x |" for m, b, s, t in rows]
+    return "\n".join(lines) + "\n"
 
 
 def varlen_table(varlen, torch_varlen):
