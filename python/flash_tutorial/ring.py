@@ -141,8 +141,9 @@ class _RingAttention(torch.autograd.Function):
             incoming = (owner - 1) % ring.world
             if step + 1 < ring.world:  # the next block travels while this one is attended
                 received, requests = ring.shift(block, incoming)
+            kv = list(zip(ring.chunks(block[0], owner), ring.chunks(block[1], owner)))  # copied once a step
             for (qc, q_c), o_acc, l_acc in zip(q_chunks, out_acc, lse_acc):
-                for (kc, k_c), (_, v_c) in zip(ring.chunks(block[0], owner), ring.chunks(block[1], owner)):
+                for (kc, k_c), (_, v_c) in kv:
                     diagonal = _pair(qc, kc, causal)
                     if diagonal is None or q_c.shape[2] == 0 or k_c.shape[2] == 0:
                         continue
@@ -176,9 +177,9 @@ class _RingAttention(torch.autograd.Function):
             if step + 1 < ring.world:  # the next block's K and V travel while this one is worked on
                 received, requests = ring.shift(block, incoming)
             first, _ = ring.sizes(owner)
+            kv = list(zip(ring.chunks(block[0], owner), ring.chunks(block[1], owner)))  # copied once a step
             for (i, (qc, q_c, o_c, l_c, d_c)) in enumerate(rows):
-                for j, ((kc, k_c), (_, v_c)) in enumerate(zip(ring.chunks(block[0], owner),
-                                                                ring.chunks(block[1], owner))):
+                for j, ((kc, k_c), (_, v_c)) in enumerate(kv):
                     diagonal = _pair(qc, kc, causal)
                     if diagonal is None or q_c.shape[2] == 0 or k_c.shape[2] == 0:
                         continue
