@@ -1183,9 +1183,57 @@ def fig_11_backward_v3():
     save(fig, "11_backward_v3_step.png")
 
 
+# ------------------------------------------------------------------------------------------------
+# python/flash_tutorial/ring.py: which rank attends which (query chunk, key chunk) pair under causal
+# masking, with contiguous blocks and with the zig-zag split, and the work that leaves each rank.
+
+def ring_rank_chunks(rank, world, zigzag):
+    # ring.py: rank_chunks (zig-zag: chunks r and 2W - 1 - r); contiguous: chunks 2r and 2r + 1.
+    return (rank, 2 * world - 1 - rank) if zigzag else (2 * rank, 2 * rank + 1)
+
+
+def fig_ring_zigzag():
+    world = 4
+    n = 2 * world
+    colors = [BLUE, ORANGE, GREEN, PURPLE]
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4.3), gridspec_kw={"width_ratios": [1, 1, 0.9]})
+    work = {}
+    for ax, zigzag in zip(axes[:2], (False, True)):
+        owner = {c: r for r in range(world) for c in ring_rank_chunks(r, world, zigzag)}
+        load = [0.0] * world
+        grid_axes(ax, n, n, "key chunk", "query chunk", major=1)
+        for qc in range(n):
+            for kc in range(n):
+                if kc > qc:  # ring.py: _pair -> None, every key after every query: skipped
+                    continue
+                r = owner[qc]  # the rank that keeps query chunk qc attends the pair
+                load[r] += 0.5 if kc == qc else 1.0  # the diagonal pair: half its scores are masked
+                cell(ax, qc, kc, colors[r], edge="white", lw=1.2)
+                if kc == qc:
+                    ax.add_patch(Rectangle((kc, qc), 1, 1, facecolor="none", edgecolor="white", hatch="///", lw=0))
+        work["zig-zag" if zigzag else "contiguous"] = load
+        ax.set_title(("zig-zag: rank r keeps chunks r and 2W - 1 - r" if zigzag else
+                      "contiguous: rank r keeps chunks 2r and 2r + 1"), fontsize=10)
+    ax = axes[2]
+    x = np.arange(world)
+    for i, (name, load) in enumerate(work.items()):
+        ax.bar(x + (i - 0.5) * 0.38, load, width=0.36, color=GREY if i == 0 else BLUE, label=name)
+    ax.set_xticks(x, [f"rank {r}" for r in range(world)])
+    ax.set_ylabel("chunk pairs attended (diagonal = 1/2)")
+    ax.set_title("work per rank, W = 4 (causal)", fontsize=10)
+    ax.legend(frameon=False, loc="upper left")
+    handles = [Patch(facecolor=c, edgecolor=GREY, label=f"rank {r}") for r, c in enumerate(colors)]
+    handles.append(Patch(facecolor="white", edgecolor=GREY, hatch="///", label="diagonal pair: causal mask"))
+    fig.legend(handles=handles, loc="lower center", ncol=5, frameon=False, bbox_to_anchor=(0.4, -0.03))
+    fig.suptitle("Ring attention under causal masking: a sequence in 2W = 8 chunks over W = 4 ranks "
+                 "(python/flash_tutorial/ring.py)")
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
+    save(fig, "ring_attention_zigzag.png")
+
+
 FIGURES = [fig_01_naive, fig_02_tiled, fig_03_online_softmax, fig_04_05_loop_order, fig_05_causal_tiles,
            fig_06_fragments_swizzle, fig_06_tma_panels, fig_07_block_mask, fig_08_backward, fig_09_flash_v3,
-           fig_10_decoding, fig_10_paged_cache, fig_11_backward_v3]
+           fig_10_decoding, fig_10_paged_cache, fig_11_backward_v3, fig_ring_zigzag]
 
 
 def main():
