@@ -184,10 +184,10 @@ __device__ __forceinline__ int2 visible_keys(int i, const Params& prm) {
 // The element mask, for the tiles needs_mask picks: -inf where the key is past Sk, causally
 // hidden or outside the sliding window. row: the query row of this lane's first element (mt = 0,
 // h = 0); j0: the tile's first key. Each of the lane's rows gets its range of visible keys once
-// (visible_keys), and an element is two comparisons and a select against it, without a branch:
-// written as one condition per element with || around function calls, the compiler branched per
-// element (a convergence barrier and two branches for each of a thread's 64 scores), and a masked
-// tile cost 09 as much as several unmasked ones.
+// (visible_keys), and an element is two comparisons and a select against it, without a branch.
+// One condition per element with || around function calls compiles to a convergence barrier and
+// two branches for each of a thread's 64 scores, which makes a masked tile cost 09 several
+// unmasked ones (09's README: Pitfalls).
 template <class C>
 __device__ __forceinline__ void mask_scores(ScoreTile<C>& S, int row, int j0, int t, const Params& prm) {
 #pragma unroll

@@ -18,7 +18,6 @@ cost nothing. Rank 0 writes ring.json and ring.md into --out.
 import argparse
 import json
 import os
-import statistics
 import sys
 from pathlib import Path
 
@@ -26,22 +25,15 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # flash_tutorial from the source tree
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import flash_tutorial as ft  # noqa: E402
+from time_layouts import time_ms  # noqa: E402  (CUDA events, the median of the timed calls)
 
 
 def median_ms(fn, iters):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        dist.barrier()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+    """time_ms with the ranks lined up first; the ring's transfers keep them in step after that."""
+    dist.barrier()
+    return time_ms(fn, iters=iters, warmup=1)
 
 
 def shards(batch, tokens, heads, kv_heads, head_dim, dtype, seed, rank, world):
@@ -96,8 +88,10 @@ def main():
                                     torch.bfloat16, 2, rank, world)
         q, k, v = (t.requires_grad_() for t in (q, k, v))
         flops = 4.0 * (args.tokens_per_gpu * world) ** 2 * args.heads * args.head_dim / (2 if causal else 1)
-        fwd = median_ms(lambda: ft.ring_attention(q, k, v, causal=causal), args.iters)
-        both = median_ms(lambda: ft.ring_attention(q, k, v, causal=causal).backward(dout), args.iters)
+        # seqlen given: no all_reduce and host sync for it inside the timed calls
+        seqlen = args.tokens_per_gpu * world
+        fwd = median_ms(lambda: ft.ring_attention(q, k, v, causal=causal, seqlen=seqlen), args.iters)
+        both = median_ms(lambda: ft.ring_attention(q, k, v, causal=causal, seqlen=seqlen).backward(dout), args.iters)
         # One GPU on the same block: attention() over this rank's tokens alone.
         lq, lk, lv, ld = (t.detach().clone().requires_grad_(i < 3) for i, t in enumerate((q, k, v, dout)))
         one_flops = 4.0 * args.tokens_per_gpu ** 2 * args.heads * args.head_dim / (2 if causal else 1)
