@@ -74,8 +74,26 @@ cmake -S . -B "$bdir" -DCMAKE_BUILD_TYPE=Release "${gen[@]}" >"$out/configure.lo
 # Keep going past a broken target, so one chapter's compile error does not hide the others' results.
 keep_going=(-k 0); ((${#gen[@]})) || keep_going=(-k)
 targets=(); ((${#gen[@]})) && targets=("${build_targets[@]}")
-cmake --build "$bdir" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} -- "${keep_going[@]}" >"$out/build.log" 2>&1 ||
-  { echo "BUILD FAILED (continuing with what was built):"; grep -E "error|FAILED" "$out/build.log" | head -30; }
+# Stages that run no test, sanitizer or tour need only the chosen chapters' benchmark executables
+# (bench, decode) or nothing of this build (pytorch, python): with Ninja, build just those.
+build_needed=1
+if ((${#gen[@]})) && ! want tests && ! want tests-full && ! want sanitizer && ! want ncu && ! want tour &&
+  ! want assignments; then
+  targets=()
+  if want bench || want decode; then
+    while read -r t; do
+      ch=${t%_bench}; ch=${ch%_steps}
+      chosen "$ch" && targets+=("$t")
+    done < <(ninja -C "$bdir" -t targets all 2>/dev/null | sed -n 's/^\([0-9][0-9]_[a-z0-9_]*_bench\): .*/\1/p' | sort -u)
+  fi
+  ((${#targets[@]})) || build_needed=0
+fi
+if ((build_needed)); then
+  cmake --build "$bdir" -j "$(nproc)" ${targets[@]+--target "${targets[@]}"} -- "${keep_going[@]}" >"$out/build.log" 2>&1 ||
+    { echo "BUILD FAILED (continuing with what was built):"; grep -E "error|FAILED" "$out/build.log" | head -30; }
+else
+  echo "nothing of $bdir to build for these stages" >"$out/build.log"
+fi
 
 tests_rc=skipped
 san_rc=skipped
