@@ -7,7 +7,7 @@
 # Everything lands in OUTDIR; the summary prints last.
 #
 #   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B] [--chapters LIST]
-# LIST is a comma-separated subset of build,tests,tests-full,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
+# LIST is a comma-separated subset of build,tests,tests-full,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,pytest
 # (default: all but tests-full, the full sweep of test cases;
 # the build always runs, and is quick when the build directory is already up to date). --tests-range A,B runs
 # ctest entries A..B only (ctest -I), to split the tests over calls of a time-limited lent machine;
@@ -27,7 +27,7 @@ bdir=${FA_GPU_BUILD:-build-gpu}
 shift
 cmdline="$*"
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
-stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python
+stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,pytest
 ctest_extra=()
 bench_chapters=()
 only_chapters=
@@ -237,14 +237,13 @@ if want decode && [[ -x "$bdir"/10_decoding/10_decoding_bench ]]; then
 fi
 
 if want python; then
-  # The PyTorch op with the chapters' kernels (python/README.md): build the extension, run its
-  # tests (the CUDA ones included), then the small GPT with SDPA and with the kernels, two seeds,
-  # a short packed pair, and one profile of its training step with each.
-  step "python: flash_tutorial._C, its tests, the GPT comparison"
+  # The PyTorch op with the chapters' kernels (python/README.md): build the extension, then the
+  # small GPT with SDPA and with the kernels, two seeds, a short packed pair, one profile of its
+  # training step with each, ring attention where there are several GPUs, and a transformers Llama.
+  step "python: flash_tutorial._C, the GPT comparison, the Llama step"
   cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
     cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
     { echo "python extension build failed"; tail -20 "$out/python_build.log"; }
-  PYTHONPATH=python python3 -m pytest python/tests -q -rs >"$out/pytest.log" 2>&1; echo "pytest rc=$?"; tail -3 "$out/pytest.log"
   for attn in sdpa tutorial; do
     for seed in 0 1; do
       PYTHONPATH=python PYTHONUNBUFFERED=1 python3 python/examples/train_gpt.py --attn $attn --seed $seed --steps 1500 \
@@ -268,9 +267,19 @@ if want python; then
     PYTHONPATH=python python3 -m torch.distributed.run --nproc-per-node "$ngpu" python/examples/bench_ring.py \
       --out "$out/ring" >"$out/ring.log" 2>&1 || tail -5 "$out/ring.log"
   fi
-  # A transformers Llama's training step with SDPA's backends and with the op (python/README.md).
-  PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa_flash sdpa_cudnn tutorial --out "$out/hf" \
+  # A transformers Llama's training step with SDPA (its own choice of backend, then FLASH and cuDNN
+  # held) and with the op (python/README.md).
+  PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa sdpa_flash sdpa_cudnn tutorial --out "$out/hf" \
     >"$out/hf.log" 2>&1 || tail -5 "$out/hf.log"
+fi
+
+if want pytest; then
+  # The PyTorch op's tests, the CUDA ones included (the CPU ones run in CI too).
+  step "python: pytest python/tests"
+  cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
+    cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
+    { echo "python extension build failed"; tail -20 "$out/python_build.log"; }
+  PYTHONPATH=python python3 -m pytest python/tests -q -rs >"$out/pytest.log" 2>&1; echo "pytest rc=$?"; tail -3 "$out/pytest.log"
 fi
 
 if want bench; then  # last, so that it sees the decode rows too
