@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import re
+import statistics
 from collections import defaultdict
 
 # Per-dtype ceilings for "% of peak": fp32 is the H100 SXM datasheet's non-tensor FP32 rate;
@@ -248,7 +249,7 @@ def tokens_table(folder):
         speeds = {attn: sorted(load(p)["train_tokens_per_s"] for p in glob.glob(os.path.join(folder, pattern.format(attn))))
                   for attn in ("sdpa", "tutorial")}
         if speeds["sdpa"] and speeds["tutorial"]:
-            mid = {a: v[len(v) // 2] for a, v in speeds.items()}
+            mid = {a: statistics.median(v) for a, v in speeds.items()}  # of two seeds: their mean
             rows.append((label, "sdpa (FLASH)", mid["sdpa"], mid["tutorial"]))
     hf = os.path.join(folder, "hf", "bench_hf.json")
     if os.path.exists(hf):

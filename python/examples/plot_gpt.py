@@ -16,6 +16,7 @@ the tutorial and SDPA at the same seed.
 import argparse
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -96,7 +97,7 @@ def plot(runs, out):
     bottom.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
-    print(f"wrote {out}")
+    print(f"wrote {out}", file=sys.stderr)  # stdout is the table
 
 
 def fmt_rate(x):
