@@ -224,7 +224,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     mbarrier_wait(smem_u32(&bars.full_q[slot]), n / C::kQSlots % 2);  // Q_i has landed
     if (Tc_end <= Tc_begin) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
       turn(Tc_begin, No{}, No{}, P0, P0);
-    } else {
+    } else if constexpr (C::kOverlap) {  // P alternates between two register sets: turns in pairs
       turn(Tc_begin, Yes{}, No{}, P1, P0);
       int s = Tc_begin + 1;
       for (; s + 1 < Tc_end; s += 2) {
@@ -237,6 +237,10 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       } else {
         turn(Tc_end, No{}, Yes{}, P0, P1);
       }
+    } else {  // one P: one turn a loop iteration, half the code of the pairs (no spills at D = 128)
+      turn(Tc_begin, Yes{}, No{}, P0, P0);
+      for (int s = Tc_begin + 1; s < Tc_end; ++s) turn(s, Yes{}, Yes{}, P0, P0);
+      turn(Tc_end, No{}, Yes{}, P0, P0);
     }
     it0 += Tc_end > Tc_begin ? Tc_end - Tc_begin : 0;
     // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
