@@ -269,7 +269,7 @@ if want python; then
   fi
   # A transformers Llama's training step with SDPA (its own choice of backend, then FLASH and cuDNN
   # held) and with the op (python/README.md).
-  PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa sdpa_flash sdpa_cudnn tutorial --out "$out/hf" \
+  PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa sdpa_flash sdpa_cudnn tutorial --profile 2 --out "$out/hf" \
     >"$out/hf.log" 2>&1 || tail -5 "$out/hf.log"
 fi
 

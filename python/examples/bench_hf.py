@@ -16,7 +16,9 @@ percent, as two runs of different but equally exact kernels do.
 
 Attentions: sdpa_flash (F.scaled_dot_product_attention held to its FlashAttention-2 backend, the
 anchor), sdpa_cudnn (held to its cuDNN backend, where the GPU and shape allow it), sdpa (PyTorch's
-own choice) and tutorial. Writes <out>/bench_hf.md and <out>/bench_hf.json.
+own choice) and tutorial. Writes <out>/bench_hf.md and <out>/bench_hf.json. --profile N adds, per
+attention, N steps under the PyTorch profiler: the GPU time a step in attention kernels, copies
+and the rest, and the kernels with the most time.
 """
 import argparse
 import contextlib
@@ -28,6 +30,9 @@ import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import profile_gpt  # noqa: E402  (which kernels are attention's, which are copies)
 
 
 def sdpa_context(attn):
@@ -100,10 +105,47 @@ def run(args, device, dtype):
             times[attn].append((time.perf_counter() - t0) / args.steps)
         print(f"round {r + 1}/{args.rounds}: " +
               ", ".join(f"{a} {t[-1] * 1e3:.1f} ms" for a, t in times.items()), flush=True)
-    return {attn: {"step_ms": statistics.median(t) * 1e3, "rounds_ms": [x * 1e3 for x in t],
-                   "tokens_per_s": args.batch * args.seq / statistics.median(t),
-                   "first_loss": losses[attn][0].item(), "last_loss": losses[attn][-1].item()}
-            for attn, t in times.items()}
+    results = {attn: {"step_ms": statistics.median(t) * 1e3, "rounds_ms": [x * 1e3 for x in t],
+                      "tokens_per_s": args.batch * args.seq / statistics.median(t),
+                      "first_loss": losses[attn][0].item(), "last_loss": losses[attn][-1].item()}
+               for attn, t in times.items()}
+    if args.profile and device.type == "cuda":
+        for attn, (model, opt) in runs.items():
+            results[attn]["profile"] = profile_steps(model, opt, batches[-1], attn, args.profile)
+    return results
+
+
+def profile_steps(model, opt, ids, attn, steps):
+    """GPU time a training step under the profiler (`steps` steps), split into attention kernels
+    (profile_gpt.py's names, and cuDNN's), copies and the rest, and the kernels with the most time."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            train_step(model, opt, ids, attn)
+        torch.cuda.synchronize()
+    kernels = {}  # name -> us over the steps
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA and not getattr(e, "is_user_annotation", False) \
+                and not e.name.startswith("Optimizer."):
+            kernels[e.name] = kernels.get(e.name, 0.0) + e.device_time
+    return split_kernels(kernels, steps)
+
+
+def kernel_is_attention(name):
+    """profile_gpt.py's attention kernels (the chapters', FlashAttention's), and cuDNN's."""
+    return profile_gpt.kernel_is_attention(name) or "cudnn" in name.lower() or "fmha" in name.lower()
+
+
+def split_kernels(kernels, steps, top=12):
+    """{kernel name: microseconds over `steps` steps} -> ms a step: all, attention, copies (not
+    attention), the rest, and the `top` kernels with the most time (name, ms, is attention)."""
+    busy = sum(kernels.values())
+    attn_us = sum(t for k, t in kernels.items() if kernel_is_attention(k))
+    copy_us = sum(t for k, t in kernels.items() if profile_gpt.kernel_is_copy(k) and not kernel_is_attention(k))
+    ranked = sorted(kernels.items(), key=lambda kv: -kv[1])[:top]
+    return {"busy_ms": busy / 1e3 / steps, "attention_ms": attn_us / 1e3 / steps, "copies_ms": copy_us / 1e3 / steps,
+            "other_ms": (busy - attn_us - copy_us) / 1e3 / steps,
+            "top_kernels": [(k, t / 1e3 / steps, kernel_is_attention(k)) for k, t in ranked]}
 
 
 def report(results, args, device):
@@ -124,6 +166,18 @@ def report(results, args, device):
     lines += ["", f"Step: the median of {args.rounds} rounds of {args.steps} training steps (forward, backward, "
               f"AdamW), the attentions in turn in each round, after {args.warmup} warm-up steps each. Rounds (ms a "
               "step): " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in r["rounds_ms"]) for a, r in results.items())]
+    profiled = {attn: r["profile"] for attn, r in results.items() if "profile" in r}
+    if profiled:
+        lines += ["", f"Under the profiler ({args.profile} steps each, ms a step): the GPU's kernels, split into "
+                  "attention (the chapters', FlashAttention's and cuDNN's), copies and the rest.", "",
+                  "| attention | GPU busy | attention kernels | copies | other kernels |", "|---|---:|---:|---:|---:|"]
+        lines += [f"| {a} | {p['busy_ms']:.2f} | {p['attention_ms']:.2f} | {p['copies_ms']:.2f} | {p['other_ms']:.2f} |"
+                  for a, p in profiled.items()]
+        for a, p in profiled.items():
+            lines += ["", f"{a}: the kernels with the most GPU time (ms a step; * attention)", "", "| kernel | ms |",
+                      "|---|---:|"]
+            lines += [f"| {'* ' if att else ''}`{k if len(k) <= 90 else k[:87] + '...'}` | {t:.3f} |"
+                      for k, t, att in p["top_kernels"]]
     text = "\n".join(lines) + "\n"
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -154,6 +208,8 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--profile", type=int, default=0, metavar="STEPS",
+                   help="after the timing, STEPS steps of each attention under the PyTorch profiler: GPU time by kernel")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: a smoke test (float32; the op runs its reference)")
     args = p.parse_args(argv)

@@ -1,4 +1,4 @@
-"""The examples on the CPU (pytest): train_gpt.py's packed documents (--pack).
+"""The examples on the CPU (pytest): train_gpt.py's packed documents (--pack), bench_hf.py's kernel split.
 
     PYTHONPATH=python python3 -m pytest python/tests/test_examples.py -q
 """
@@ -119,3 +119,20 @@ def test_causal_varlen_attn_reads_the_signature(signature, monkeypatch):
             assert calls == [{"is_causal": True} if signature == "is_causal" else {"window_size": (-1, 0)}]
     finally:
         train_gpt.causal_varlen_attn.cache_clear()
+
+
+def test_bench_hf_splits_kernels_by_kind():
+    """bench_hf.py --profile: each kernel counts once, as attention (the chapters', FlashAttention's,
+    cuDNN's), a copy, or the rest, in ms a step."""
+    import bench_hf
+    kernels = {"void flash_v3::flash_v3_kernel<flash_v3::WsConfig<__nv_bfloat16, 128>>(...)": 4000.0,
+               "void backward_v3::prepare_kernel<...>(...)": 600.0,
+               "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128": 2000.0,
+               "void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda(...)>": 1000.0,
+               "nvjet_sm90_tst_192x128_64x5_1x2_h_bz_coopB_NNT": 2400.0}
+    split = bench_hf.split_kernels(kernels, steps=2, top=3)
+    assert split["busy_ms"] == pytest.approx(5.0)
+    assert split["attention_ms"] == pytest.approx(3.3)
+    assert split["copies_ms"] == pytest.approx(0.5)
+    assert split["other_ms"] == pytest.approx(1.2)
+    assert [(t, att) for _, t, att in split["top_kernels"]] == [(2.0, True), (1.2, False), (1.0, True)]
