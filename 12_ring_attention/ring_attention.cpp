@@ -72,6 +72,10 @@ Ring& ring_for(const fa::Problem& p) {
   if (const std::string why = ring_problem_error(p, config.ranks); !why.empty()) throw std::invalid_argument(why);
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
+  // 09's and 11's kernels exist for sm_90a only; say so before the scatter, not at the first pair.
+  if (fa::cuda::compute_capability() != 90)
+    throw std::invalid_argument("12_ring_attention: needs Hopper GPUs (compute capability 9.0: 09's and 11's "
+                                "kernels); this one is " + std::to_string(fa::cuda::compute_capability()));
   const std::string k = p.describe() + " scale=" + fa::number_text(p.scale()) + " R=" +
                         std::to_string(config.ranks) + " " + transport_name(config.transport) + " device " +
                         std::to_string(device);
