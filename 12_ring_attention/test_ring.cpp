@@ -25,8 +25,11 @@ struct RingCase {
 void PrintTo(const RingCase& c, std::ostream* os) { *os << c.name; }
 
 std::vector<RingCase> ring_cases() {
-  const RingConfig configs[] = {{1, TransportKind::copy}, {2, TransportKind::copy}, {4, TransportKind::copy},
-                                {2, TransportKind::nccl}, {4, TransportKind::nccl}};
+  const RingConfig configs[] = {{.ranks = 1, .transport = TransportKind::copy},
+                                {.ranks = 2, .transport = TransportKind::copy},
+                                {.ranks = 4, .transport = TransportKind::copy},
+                                {.ranks = 2, .transport = TransportKind::nccl},
+                                {.ranks = 4, .transport = TransportKind::nccl}};
   std::vector<RingCase> cases;
   for (const RingConfig& config : configs) {
     int n = 0;
@@ -44,7 +47,7 @@ std::vector<RingCase> ring_cases() {
                                    std::to_string(config.ranks) + "_" + fa::dtype_name(dtype) + "_D" +
                                    std::to_string(d) + (causal ? "_causal" : "_full") + "_S" +
                                    std::to_string(p.seqlen_q) + (small ? "_GQA" : "_MQA_B2");
-          cases.push_back({config, p, name});
+          cases.push_back({.config = config, .problem = p, .name = name});
         }
   }
   return cases;
