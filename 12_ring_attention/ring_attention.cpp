@@ -63,13 +63,18 @@ void move_chunks(const Ring& ring, Base base, const std::vector<const void*>& wh
 }
 
 // The kept ring for (p, the configuration, the caller's device), rebuilt when any of them changes.
-Ring& ring_for(const fa::Problem& p) {
+// Throws std::invalid_argument where the configured ring cannot take p (no CUDA call before it).
+RingConfig checked_config(const fa::Problem& p) {
+  const RingConfig config = current_config();
+  if (const std::string why = ring_problem_error(p, config.ranks); !why.empty()) throw std::invalid_argument(why);
+  return config;
+}
+
+Ring& ring_for(const fa::Problem& p, const RingConfig& config) {
   static std::mutex mutex;
   static std::unique_ptr<Ring> ring;
   static std::string key;
   const std::lock_guard<std::mutex> lock(mutex);
-  const RingConfig config = current_config();
-  if (const std::string why = ring_problem_error(p, config.ranks); !why.empty()) throw std::invalid_argument(why);
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
   // 09's and 11's kernels exist for sm_90a only; say so before the scatter, not at the first pair.
@@ -161,9 +166,10 @@ std::shared_ptr<Transport> transport_for(const RingConfig& config) {
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
+  const RingConfig config = checked_config(p);
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
-  Ring& ring = ring_for(p);
+  Ring& ring = ring_for(p, config);
   const std::int64_t elem = fa::dtype_size(p.dtype), BH = std::int64_t{p.batch} * p.heads,
                      BHkv = std::int64_t{p.batch} * p.kv_heads, row = p.head_dim * elem;
   ranks_wait_for(ring, stream);
@@ -179,9 +185,10 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
   fa::check_backward_args(backward_chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  const RingConfig config = checked_config(p);
   int device = 0;
   FA_CUDA_CHECK(cudaGetDevice(&device));
-  Ring& ring = ring_for(p);
+  Ring& ring = ring_for(p, config);
   const std::int64_t elem = fa::dtype_size(p.dtype), BH = std::int64_t{p.batch} * p.heads,
                      BHkv = std::int64_t{p.batch} * p.kv_heads, row = p.head_dim * elem;
   ranks_wait_for(ring, stream);
