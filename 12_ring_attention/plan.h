@@ -42,6 +42,14 @@ const char* pair_name(Pair pair);
 // The rank whose K/V block rank `rank` holds in step `step`: blocks move one rank on per step.
 constexpr int block_owner(int rank, int step, int ranks) { return ((rank - step) % ranks + ranks) % ranks; }
 
+// The Ring's buffers (ring.cu). K/V: a rank's own block (0, never overwritten) and two buffers the
+// visiting blocks alternate through (1, 2); a block is received into the buffer attended one step
+// earlier. dK/dV sums: two buffers, the held block's sums in step s, received into the other; after
+// the R-th pass the rank's own block's sums are in grads_home_buffer(R).
+constexpr int kv_buffer(int step) { return step == 0 ? 0 : 1 + (step - 1) % 2; }
+constexpr int grad_buffer(int step) { return step % 2; }
+constexpr int grads_home_buffer(int ranks) { return ranks > 1 ? ranks % 2 : 0; }
+
 // One chunk pair a rank attends: in step `step`, its query chunk in slot q_slot against the held
 // block's key chunk in slot k_slot.
 struct Task {

@@ -120,6 +120,11 @@ void Ring::synchronize() const {
   }
 }
 
+void* Ring::block(int r, int step) const {
+  const int b = kv_buffer(step);  // its own block, then the visiting ones alternately
+  return b == 0 ? ranks_[r]->kv.get() : ranks_[r]->kv_visit[b - 1].get();
+}
+
 void* Ring::q(int r) const { return ranks_[r]->q.get(); }
 void* Ring::kv(int r) const { return ranks_[r]->kv.get(); }
 void* Ring::o(int r) const { return ranks_[r]->o.get(); }
@@ -157,8 +162,6 @@ void Ring::forward() {
     }
     std::vector<std::vector<Task>> schedule;
     for (int r = 0; r < R; ++r) schedule.push_back(rank_schedule(r, R, p_.causal));
-    // The block rank r attends in step s: its own, then the visiting ones alternately.
-    auto block = [&](int r, int s) { return s == 0 ? ranks_[r]->kv.get() : ranks_[r]->kv_visit[(s - 1) % 2].get(); };
     for (int s = 0; s < R; ++s) {
       if (s + 1 < R) {  // the next block travels while this one is attended
         std::vector<const void*> send;
@@ -214,12 +217,12 @@ void Ring::backward() {
     for (auto& rank : ranks_) {  // the sums start at 0: dQ at home, dK and dV of the rank's own block
       FA_CUDA_CHECK(cudaSetDevice(rank->device));
       FA_CUDA_CHECK(cudaMemsetAsync(rank->dq_acc.get(), 0, rank->dq_acc.bytes(), rank->compute));
-      FA_CUDA_CHECK(cudaMemsetAsync(rank->dkv_visit[0].get(), 0, rank->dkv_visit[0].bytes(), rank->compute));
+      fa::cuda::DeviceBuffer& sums = rank->dkv_visit[grad_buffer(0)];
+      FA_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), rank->compute));
       FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
     }
     std::vector<std::vector<Task>> schedule;
     for (int r = 0; r < R; ++r) schedule.push_back(rank_schedule(r, R, p_.causal));
-    auto block = [&](int r, int s) { return s == 0 ? ranks_[r]->kv.get() : ranks_[r]->kv_visit[(s - 1) % 2].get(); };
     for (int s = 0; s < R; ++s) {
       if (s + 1 < R) {  // the next block's K and V travel while this one is worked on
         std::vector<const void*> send;
@@ -235,7 +238,7 @@ void Ring::backward() {
         Rank& rank = *ranks_[r];
         FA_CUDA_CHECK(cudaSetDevice(rank.device));
         const auto* kv = static_cast<const unsigned char*>(block(r, s));
-        float* dkv = rank.dkv_visit[s % 2].as<float>();  // [dK | dV] [2][B, Hkv, C, D] of the held block
+        float* dkv = rank.dkv_visit[grad_buffer(s)].as<float>();  // [dK | dV] [2][B, Hkv, C, D] of the held block
         bool grads_here = s == 0;  // the block's sums arrive from rank r - 1 after step 0
         const fa::cuda::WorkspaceSource source(Workspace::take, &rank.workspace);
         for (const Task& t : schedule[r]) {
@@ -271,7 +274,8 @@ void Ring::backward() {
         std::vector<const void*> send;
         std::vector<void*> recv;
         for (int r = 0; r < R; ++r)
-          send.push_back(ranks_[r]->dkv_visit[s % 2].get()), recv.push_back(ranks_[r]->dkv_visit[(s + 1) % 2].get());
+          send.push_back(ranks_[r]->dkv_visit[grad_buffer(s)].get()),
+              recv.push_back(ranks_[r]->dkv_visit[grad_buffer(s + 1)].get());
         pass(4 * kn * sizeof(float), send, recv);
         for (auto& rank : ranks_) {
           FA_CUDA_CHECK(cudaSetDevice(rank->device));
@@ -289,7 +293,7 @@ void Ring::backward() {
       if (R > 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rank->compute, rank->grads_arrived, 0));
       convert_kernel<T><<<grid_for(2 * qn), 256, 0, rank->compute>>>(rank->dq_acc.as<float>(), rank->dq.as<T>(), 2 * qn);
       FA_CHECK_LAUNCH();
-      convert_kernel<T><<<grid_for(4 * kn), 256, 0, rank->compute>>>(rank->dkv_visit[R > 1 ? R % 2 : 0].as<float>(),
+      convert_kernel<T><<<grid_for(4 * kn), 256, 0, rank->compute>>>(rank->dkv_visit[grads_home_buffer(R)].as<float>(),
                                                                      rank->dkv.as<T>(), 4 * kn);
       FA_CHECK_LAUNCH();
     }

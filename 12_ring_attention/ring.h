@@ -60,6 +60,7 @@ class Ring {
 
  private:
   struct Rank;
+  void* block(int r, int step) const;  // the K/V buffer rank r attends in step `step`
   void pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv);
   fa::Problem p_;
   std::shared_ptr<Transport> transport_;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <stdexcept>
 #include <vector>
@@ -107,6 +108,56 @@ TEST(Schedule, StepsRunInOrderAndEachStepHasAtMostFourPairs) {
         const auto n = std::count_if(tasks.begin(), tasks.end(), [s](const Task& t) { return t.step == s; });
         EXPECT_GE(n, 1);  // zig-zag: a rank's later chunk sees every block's earlier chunk
         EXPECT_LE(n, 4);
+      }
+    }
+}
+
+// The Ring's buffers, replayed on owners' ids: each rank attends the block the schedule names, a
+// block is never received into the buffer being attended or into the rank's own, and every
+// block's dK/dV sums collect each rank's pairs against it once and end at the block's own rank.
+TEST(Schedule, BuffersHoldTheScheduledBlocksAndTheSumsComeHome) {
+  for (int ranks = 1; ranks <= kMaxRanks; ++ranks)
+    for (bool causal : {false, true}) {
+      std::vector<std::array<int, 3>> kv(ranks, {-1, -1, -1});   // [rank][buffer] = owner
+      std::vector<std::array<std::vector<int>, 2>> sums(ranks);  // [rank][buffer] = (owner, q rank, task) ids
+      std::vector<std::array<int, 2>> sums_of(ranks, {-1, -1});  // [rank][buffer] = whose block's sums
+      for (int r = 0; r < ranks; ++r) kv[r][0] = r, sums_of[r][grad_buffer(0)] = r;
+      std::vector<std::vector<Task>> tasks;
+      for (int r = 0; r < ranks; ++r) tasks.push_back(rank_schedule(r, ranks, causal));
+      for (int s = 0; s < ranks; ++s) {
+        for (int r = 0; r < ranks; ++r) {
+          ASSERT_EQ(kv[r][kv_buffer(s)], block_owner(r, s, ranks)) << "rank " << r << " step " << s;
+          ASSERT_EQ(sums_of[r][grad_buffer(s)], block_owner(r, s, ranks)) << "rank " << r << " step " << s;
+          if (s + 1 < ranks) {
+            EXPECT_NE(kv_buffer(s + 1), kv_buffer(s));  // the buffer being attended
+            EXPECT_NE(kv_buffer(s + 1), 0);             // the rank's own block
+          }
+          EXPECT_NE(grad_buffer(s + 1), grad_buffer(s));
+          for (std::size_t i = 0; i < tasks[r].size(); ++i)
+            if (tasks[r][i].step == s) sums[r][grad_buffer(s)].push_back(block_owner(r, s, ranks) * 1000 + r * 100 + int(i));
+        }
+        if (ranks == 1) continue;  // the block never leaves
+        auto kv_next = kv;
+        auto sums_next = sums;
+        auto of_next = sums_of;
+        for (int r = 0; r < ranks; ++r) {  // every rank receives from rank r - 1 at once
+          const int prev = (r + ranks - 1) % ranks;
+          if (s + 1 < ranks) kv_next[r][kv_buffer(s + 1)] = kv[prev][kv_buffer(s)];
+          sums_next[r][grad_buffer(s + 1)] = sums[prev][grad_buffer(s)];
+          of_next[r][grad_buffer(s + 1)] = sums_of[prev][grad_buffer(s)];
+        }
+        kv = kv_next, sums = sums_next, sums_of = of_next;
+      }
+      for (int owner = 0; owner < ranks; ++owner) {
+        std::vector<int> want;
+        for (int r = 0; r < ranks; ++r)
+          for (std::size_t i = 0; i < tasks[r].size(); ++i)
+            if (block_owner(r, tasks[r][i].step, ranks) == owner) want.push_back(owner * 1000 + r * 100 + int(i));
+        std::vector<int> got = sums[owner][grads_home_buffer(ranks)];
+        std::sort(want.begin(), want.end());
+        std::sort(got.begin(), got.end());
+        EXPECT_EQ(sums_of[owner][grads_home_buffer(ranks)], owner);
+        EXPECT_EQ(got, want) << "block " << owner << " of " << ranks << (causal ? " causal" : " full");
       }
     }
 }
