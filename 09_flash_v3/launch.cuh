@@ -67,11 +67,8 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
   using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
   constexpr auto kernel = flash_v3_kernel<C, kBshd, Varlen>;
-  static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(kernel, C::kSmemBytes);
-    return true;
-  }();
-  (void)opted_in;
+  static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
+  opted_in([] { allow_shared_memory(kernel, C::kSmemBytes); });
   const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
   Varlen vl{};
   std::int64_t units = 0;

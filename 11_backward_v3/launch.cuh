@@ -219,11 +219,8 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
     if constexpr (C::kWide) return backward_v3_wide_kernel<C, kTurns>;
     else return backward_v3_kernel<C, kTurns>;
   }();
-  static const bool opted_in = [] {
-    allow_shared_memory(kernel, C::kSmemBytes);
-    return true;
-  }();
-  (void)opted_in;
+  static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
+  opted_in([] { allow_shared_memory(kernel, C::kSmemBytes); });
   const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
   // At D = 96 on the kD = 128 kernel, the second 64-column box of a row reaches past the tensor:
   // TMA fills columns 96-127 with zeros, which add nothing to S^T, dP^T or dQ.

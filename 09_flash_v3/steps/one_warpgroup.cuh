@@ -157,11 +157,8 @@ void launch_one_warpgroup(const fa::Problem& p, const void* q, const void* k, co
   static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
   using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
   constexpr auto kernel = one_warpgroup_kernel<C, kBshd, Varlen, kWindow, kSoftcap>;
-  static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(kernel, V1Smem<C>::kBytes);
-    return true;
-  }();
-  (void)opted_in;
+  static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
+  opted_in([] { allow_shared_memory(kernel, V1Smem<C>::kBytes); });
   const Maps maps = make_maps(p, q, k, v, 64, 64);
   Varlen vl{};
   dim3 grid;

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,28 @@ void allow_shared_memory(Kernel* kernel, int bytes) {
                                 " bytes of shared memory a block; this GPU allows " + std::to_string(limit));
   FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
+
+// Runs its function once per device (the current one at the call): a kernel's shared-memory
+// opt-in holds on the device it was made on only, so a process that launches on several GPUs
+// (chapter 12's ring) opts in on each. A launcher keeps one as a static:
+//   static fa::cuda::OncePerDevice opted_in;
+//   opted_in([] { allow_shared_memory(kernel, bytes); });
+// Two threads that call it at once on a new device may both run it, which an opt-in allows.
+class OncePerDevice {
+ public:
+  template <class F>
+  void operator()(F&& f) {
+    int device = 0;
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
+    if (done_.load() & bit) return;
+    f();
+    done_.fetch_or(bit);
+  }
+
+ private:
+  std::atomic<std::uint64_t> done_{0};  // bit d: done on device d
+};
 
 // Calls f(std::integral_constant<int, kD>{}) for the first of kDims (ascending) that is >= head_dim:
 // a kernel instantiated for kD runs any smaller head dim with its extra columns zero-filled (05,

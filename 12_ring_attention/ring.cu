@@ -1,0 +1,303 @@
+// Chapter 12's ring: R ranks, each with a compute stream that attends its query chunks to the K/V
+// block it holds, and a communication stream that meanwhile passes the next block on
+// (transport.h). Written once for both transports; every chunk pair is one call of chapter 09's
+// forward or chapter 11's backward (plan.h says which pairs, and which are causal).
+//
+//   forward, step s = 0 .. R - 1 on every rank r (holding the block of rank (r - s) mod R):
+//     comm:    wait until compute is done with step s - 1; pass the block on (r -> r + 1)
+//     compute: for each pair of the step: (O_p, LSE_p) = 09's forward; merge into (O_acc, LSE_acc)
+//     compute: wait for the next block
+//   backward: the same walk with the final O and LSE; each pair's dQ, dK, dV (11's backward) are
+//     summed in fp32, dQ at home, dK and dV in a buffer that travels with its block and reaches
+//     its own rank after the R-th pass.
+#include "12_ring_attention/ring.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "09_flash_v3/flash_v3.h"
+#include "11_backward_v3/backward_v3.h"
+#include "12_ring_attention/ring_kernels.cuh"
+#include "common/cuda/cuda_check.h"
+
+namespace ring_attention {
+namespace {
+
+unsigned grid_for(std::int64_t n) { return static_cast<unsigned>(std::clamp<std::int64_t>((n + 255) / 256, 1, 4096)); }
+
+// 11's backward takes its scratch from fa::cuda::workspace(): one buffer per process, which ranks
+// running at once on several streams and devices must not share. Each rank installs its own
+// (WorkspaceSource) around its calls; it grows only after the rank's stream has drained.
+struct Workspace {
+  fa::cuda::DeviceBuffer buffer;
+  cudaStream_t stream;
+  static void* take(std::size_t bytes, void* context) {
+    auto* w = static_cast<Workspace*>(context);
+    if (bytes > w->buffer.bytes()) {
+      FA_CUDA_CHECK(cudaStreamSynchronize(w->stream));  // the old buffer may still be in use
+      w->buffer = fa::cuda::DeviceBuffer(bytes);
+    }
+    return w->buffer.get();
+  }
+};
+
+template <class F>
+void with_dtype(fa::Dtype dtype, F&& f) {
+  if (dtype == fa::Dtype::bf16) f(__nv_bfloat16{});
+  else f(__half{});
+}
+
+}  // namespace
+
+struct Ring::Rank {
+  int device;
+  cudaStream_t compute = nullptr, comm = nullptr;
+  cudaEvent_t computed = nullptr, arrived = nullptr, grads_arrived = nullptr;
+  // The rank's own blocks (T): q, o, dout, dq [2][B, H, C, D]; kv, dkv [K | V] [2][B, Hkv, C, D].
+  fa::cuda::DeviceBuffer q, kv, o, lse, dout, dq, dkv;
+  fa::cuda::DeviceBuffer kv_visit[2];      // the visiting blocks, alternately (T)
+  fa::cuda::DeviceBuffer dkv_visit[2];     // their dK and dV sums, travelling with them (fp32)
+  fa::cuda::DeviceBuffer o_acc, lse_acc;   // the merge: [2][B, H, C, D], [2][B, H, C] (fp32)
+  fa::cuda::DeviceBuffer dq_acc;           // [2][B, H, C, D] fp32
+  fa::cuda::DeviceBuffer o_part, lse_part;  // one pair's (O, LSE): [B, H, C, D] T, [B, H, C] float
+  fa::cuda::DeviceBuffer dq_part, dk_part, dv_part;  // one pair's gradients (T)
+  Workspace workspace;
+
+  ~Rank() {
+    cudaSetDevice(device);
+    for (cudaEvent_t e : {computed, arrived, grads_arrived})
+      if (e) cudaEventDestroy(e);
+    for (cudaStream_t s : {compute, comm})
+      if (s) cudaStreamDestroy(s);
+  }
+};
+
+Ring::Ring(const fa::Problem& p, std::shared_ptr<Transport> transport) : p_(p), transport_(std::move(transport)) {
+  const int R = transport_->ranks();
+  if (const std::string why = ring_problem_error(p, R); !why.empty()) throw std::invalid_argument(why);
+  const std::size_t elem = fa::dtype_size(p.dtype);
+  const fa::Problem c = pair_problem(p, R, Pair::full);  // one chunk: [B, H, C, D]
+  const std::size_t q_chunk = c.q_elems(), k_chunk = c.kv_elems(), rows = c.lse_elems();
+  for (int r = 0; r < R; ++r) {
+    auto rank = std::make_unique<Rank>();
+    rank->device = transport_->device(r);
+    FA_CUDA_CHECK(cudaSetDevice(rank->device));
+    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&rank->compute, cudaStreamNonBlocking));
+    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&rank->comm, cudaStreamNonBlocking));
+    for (cudaEvent_t* e : {&rank->computed, &rank->arrived, &rank->grads_arrived})
+      FA_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
+    using fa::cuda::DeviceBuffer;
+    rank->q = DeviceBuffer(2 * q_chunk * elem), rank->o = DeviceBuffer(2 * q_chunk * elem);
+    rank->dout = DeviceBuffer(2 * q_chunk * elem), rank->dq = DeviceBuffer(2 * q_chunk * elem);
+    rank->lse = DeviceBuffer(2 * rows * sizeof(float));
+    rank->kv = DeviceBuffer(4 * k_chunk * elem), rank->dkv = DeviceBuffer(4 * k_chunk * elem);
+    for (int i = 0; i < 2; ++i) {
+      rank->kv_visit[i] = DeviceBuffer(4 * k_chunk * elem);
+      rank->dkv_visit[i] = DeviceBuffer(4 * k_chunk * sizeof(float));
+    }
+    rank->o_acc = DeviceBuffer(2 * q_chunk * sizeof(float)), rank->lse_acc = DeviceBuffer(2 * rows * sizeof(float));
+    rank->dq_acc = DeviceBuffer(2 * q_chunk * sizeof(float));
+    rank->o_part = DeviceBuffer(q_chunk * elem), rank->lse_part = DeviceBuffer(rows * sizeof(float));
+    rank->dq_part = DeviceBuffer(q_chunk * elem);
+    rank->dk_part = DeviceBuffer(k_chunk * elem), rank->dv_part = DeviceBuffer(k_chunk * elem);
+    rank->workspace.stream = rank->compute;
+    ranks_.push_back(std::move(rank));
+  }
+}
+
+Ring::~Ring() {
+  try {
+    synchronize();
+  } catch (...) {  // a destructor must not throw; the buffers go either way
+  }
+}
+
+void Ring::synchronize() const {
+  for (const auto& rank : ranks_) {
+    FA_CUDA_CHECK(cudaSetDevice(rank->device));
+    FA_CUDA_CHECK(cudaStreamSynchronize(rank->compute));
+    FA_CUDA_CHECK(cudaStreamSynchronize(rank->comm));
+  }
+}
+
+void* Ring::block(int r, int step) const {
+  const int b = kv_buffer(step);  // its own block, then the visiting ones alternately
+  return b == 0 ? ranks_[r]->kv.get() : ranks_[r]->kv_visit[b - 1].get();
+}
+
+void* Ring::q(int r) const { return ranks_[r]->q.get(); }
+void* Ring::kv(int r) const { return ranks_[r]->kv.get(); }
+void* Ring::o(int r) const { return ranks_[r]->o.get(); }
+float* Ring::lse(int r) const { return ranks_[r]->lse.as<float>(); }
+void* Ring::dout(int r) const { return ranks_[r]->dout.get(); }
+void* Ring::dq(int r) const { return ranks_[r]->dq.get(); }
+void* Ring::dkv(int r) const { return ranks_[r]->dkv.get(); }
+cudaStream_t Ring::stream(int r) const { return ranks_[r]->compute; }
+
+// One pass of every rank's block (send[r] -> rank r + 1, into recv[r + 1]), on the comm streams,
+// each first waiting until its compute stream is done with what it last recorded (`computed`).
+void Ring::pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv) {
+  std::vector<RankLink> links;
+  for (int r = 0; r < ranks(); ++r) {
+    FA_CUDA_CHECK(cudaSetDevice(ranks_[r]->device));
+    FA_CUDA_CHECK(cudaStreamWaitEvent(ranks_[r]->comm, ranks_[r]->computed, 0));
+    links.push_back({send[r], recv[r], ranks_[r]->comm});
+  }
+  transport_->pass_blocks(links, bytes);
+}
+
+void Ring::forward() {
+  const int R = ranks();
+  const fa::Problem c = pair_problem(p_, R, Pair::full);
+  const std::size_t elem = fa::dtype_size(p_.dtype), kv_bytes = 4 * c.kv_elems() * elem;
+  with_dtype(p_.dtype, [&](auto type) {
+    using T = decltype(type);
+    for (auto& rank : ranks_) {  // O_acc = 0, LSE_acc = -inf: no key seen yet
+      FA_CUDA_CHECK(cudaSetDevice(rank->device));
+      FA_CUDA_CHECK(cudaMemsetAsync(rank->o_acc.get(), 0, rank->o_acc.bytes(), rank->compute));
+      fill_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank->compute>>>(
+          rank->lse_acc.as<float>(), -std::numeric_limits<float>::infinity(), 2 * c.lse_elems());
+      FA_CHECK_LAUNCH();
+      FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
+    }
+    std::vector<std::vector<Task>> schedule;
+    for (int r = 0; r < R; ++r) schedule.push_back(rank_schedule(r, R, p_.causal));
+    for (int s = 0; s < R; ++s) {
+      if (s + 1 < R) {  // the next block travels while this one is attended
+        std::vector<const void*> send;
+        std::vector<void*> recv;
+        for (int r = 0; r < R; ++r) send.push_back(block(r, s)), recv.push_back(block(r, s + 1));
+        pass(kv_bytes, send, recv);
+        for (auto& rank : ranks_) {
+          FA_CUDA_CHECK(cudaSetDevice(rank->device));
+          FA_CUDA_CHECK(cudaEventRecord(rank->arrived, rank->comm));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        Rank& rank = *ranks_[r];
+        FA_CUDA_CHECK(cudaSetDevice(rank.device));
+        const auto* kv = static_cast<const unsigned char*>(block(r, s));
+        for (const Task& t : schedule[r]) {
+          if (t.step != s) continue;
+          const fa::Problem pp = pair_problem(p_, R, t.pair);
+          // Q_i: [B, H, C, D] chunk q_slot; K_j, V_j: [B, Hkv, C, D] chunks k_slot of the block
+          const void* q = static_cast<const unsigned char*>(rank.q.get()) + t.q_slot * c.q_elems() * elem;
+          const void* k = kv + t.k_slot * c.kv_elems() * elem;
+          const void* v = kv + (2 + t.k_slot) * c.kv_elems() * elem;
+          flash_v3::forward(pp, q, k, v, rank.o_part.get(), rank.lse_part.as<float>(), rank.compute);
+          merge_kernel<T><<<static_cast<unsigned>((c.lse_elems() + kRowsPerBlock - 1) / kRowsPerBlock),
+                            32 * kRowsPerBlock, 0, rank.compute>>>(
+              rank.o_acc.as<float>() + t.q_slot * c.q_elems(), rank.lse_acc.as<float>() + t.q_slot * c.lse_elems(),
+              rank.o_part.as<T>(), rank.lse_part.as<float>(), c.lse_elems(), c.head_dim);
+          FA_CHECK_LAUNCH();
+        }
+        FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
+        if (s + 1 < R) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.arrived, 0));
+      }
+    }
+    for (auto& rank : ranks_) {  // O and LSE of the rank's two query chunks, as the API returns them
+      FA_CUDA_CHECK(cudaSetDevice(rank->device));
+      convert_kernel<T><<<grid_for(2 * c.q_elems()), 256, 0, rank->compute>>>(rank->o_acc.as<float>(),
+                                                                               rank->o.as<T>(), 2 * c.q_elems());
+      FA_CHECK_LAUNCH();
+      finish_lse_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank->compute>>>(
+          rank->lse_acc.as<float>(), rank->lse.as<float>(), 2 * c.lse_elems());
+      FA_CHECK_LAUNCH();
+    }
+  });
+}
+
+void Ring::backward() {
+  const int R = ranks();
+  const fa::Problem c = pair_problem(p_, R, Pair::full);
+  const std::size_t elem = fa::dtype_size(p_.dtype), kv_bytes = 4 * c.kv_elems() * elem;
+  const std::int64_t kn = c.kv_elems(), qn = c.q_elems();
+  with_dtype(p_.dtype, [&](auto type) {
+    using T = decltype(type);
+    for (auto& rank : ranks_) {  // the sums start at 0: dQ at home, dK and dV of the rank's own block
+      FA_CUDA_CHECK(cudaSetDevice(rank->device));
+      FA_CUDA_CHECK(cudaMemsetAsync(rank->dq_acc.get(), 0, rank->dq_acc.bytes(), rank->compute));
+      fa::cuda::DeviceBuffer& sums = rank->dkv_visit[grad_buffer(0)];
+      FA_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), rank->compute));
+      FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
+    }
+    std::vector<std::vector<Task>> schedule;
+    for (int r = 0; r < R; ++r) schedule.push_back(rank_schedule(r, R, p_.causal));
+    for (int s = 0; s < R; ++s) {
+      if (s + 1 < R) {  // the next block's K and V travel while this one is worked on
+        std::vector<const void*> send;
+        std::vector<void*> recv;
+        for (int r = 0; r < R; ++r) send.push_back(block(r, s)), recv.push_back(block(r, s + 1));
+        pass(kv_bytes, send, recv);
+        for (auto& rank : ranks_) {
+          FA_CUDA_CHECK(cudaSetDevice(rank->device));
+          FA_CUDA_CHECK(cudaEventRecord(rank->arrived, rank->comm));
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        Rank& rank = *ranks_[r];
+        FA_CUDA_CHECK(cudaSetDevice(rank.device));
+        const auto* kv = static_cast<const unsigned char*>(block(r, s));
+        float* dkv = rank.dkv_visit[grad_buffer(s)].as<float>();  // [dK | dV] [2][B, Hkv, C, D] of the held block
+        bool grads_here = s == 0;  // the block's sums arrive from rank r - 1 after step 0
+        const fa::cuda::WorkspaceSource source(Workspace::take, &rank.workspace);
+        for (const Task& t : schedule[r]) {
+          if (t.step != s) continue;
+          const fa::Problem pp = pair_problem(p_, R, t.pair);
+          auto at = [&](const fa::cuda::DeviceBuffer& b, int slot) {
+            return static_cast<const unsigned char*>(b.get()) + slot * qn * elem;
+          };
+          const void* k = kv + t.k_slot * kn * elem;
+          const void* v = kv + (2 + t.k_slot) * kn * elem;
+          // The final O and LSE of the query chunk: P = exp(S - LSE) is then the pair's exact share
+          // of the whole softmax, and D_i = rowsum(dO o O) the whole row's, so the parts add up.
+          backward_v3::backward(pp, at(rank.q, t.q_slot), k, v, at(rank.o, t.q_slot),
+                                rank.lse.as<float>() + t.q_slot * c.lse_elems(), at(rank.dout, t.q_slot),
+                                rank.dq_part.get(), rank.dk_part.get(), rank.dv_part.get(), rank.compute);
+          accumulate_kernel<T><<<grid_for(qn), 256, 0, rank.compute>>>(rank.dq_acc.as<float>() + t.q_slot * qn,
+                                                                       rank.dq_part.as<T>(), qn);
+          FA_CHECK_LAUNCH();
+          if (!grads_here) {  // the first pair's backward ran while the sums were still arriving
+            FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));
+            grads_here = true;
+          }
+          accumulate_kernel<T><<<grid_for(kn), 256, 0, rank.compute>>>(dkv + t.k_slot * kn, rank.dk_part.as<T>(), kn);
+          FA_CHECK_LAUNCH();
+          accumulate_kernel<T><<<grid_for(kn), 256, 0, rank.compute>>>(dkv + (2 + t.k_slot) * kn,
+                                                                       rank.dv_part.as<T>(), kn);
+          FA_CHECK_LAUNCH();
+        }
+        if (!grads_here) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));
+        FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
+      }
+      if (R > 1) {  // the sums go on with their block; after the R-th pass they are home
+        std::vector<const void*> send;
+        std::vector<void*> recv;
+        for (int r = 0; r < R; ++r)
+          send.push_back(ranks_[r]->dkv_visit[grad_buffer(s)].get()),
+              recv.push_back(ranks_[r]->dkv_visit[grad_buffer(s + 1)].get());
+        pass(4 * kn * sizeof(float), send, recv);
+        for (auto& rank : ranks_) {
+          FA_CUDA_CHECK(cudaSetDevice(rank->device));
+          FA_CUDA_CHECK(cudaEventRecord(rank->grads_arrived, rank->comm));
+        }
+      }
+      for (auto& rank : ranks_)
+        if (s + 1 < R) {
+          FA_CUDA_CHECK(cudaSetDevice(rank->device));
+          FA_CUDA_CHECK(cudaStreamWaitEvent(rank->compute, rank->arrived, 0));
+        }
+    }
+    for (auto& rank : ranks_) {  // dQ, dK and dV rounded to T once
+      FA_CUDA_CHECK(cudaSetDevice(rank->device));
+      if (R > 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rank->compute, rank->grads_arrived, 0));
+      convert_kernel<T><<<grid_for(2 * qn), 256, 0, rank->compute>>>(rank->dq_acc.as<float>(), rank->dq.as<T>(), 2 * qn);
+      FA_CHECK_LAUNCH();
+      convert_kernel<T><<<grid_for(4 * kn), 256, 0, rank->compute>>>(rank->dkv_visit[grads_home_buffer(R)].as<float>(),
+                                                                     rank->dkv.as<T>(), 4 * kn);
+      FA_CHECK_LAUNCH();
+    }
+  });
+}
+
+}  // namespace ring_attention
