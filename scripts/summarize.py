@@ -44,6 +44,9 @@ def load_chapters(folder):
             parts = b["name"].split("/")
             if b.get("error_occurred"):
                 continue
+            if parts[0] == "ring":  # ring/<fwd|fwd_bwd>/<dtype>/D<d>/<mask>/<transport>/ranks:<r>/rank_seqlen:<n>
+                context.setdefault("ring", []).append(b)
+                continue
             if parts[0] == "decode" and parts[1] == "plain_read":  # decode/plain_read/2GiB: the rows' ceiling
                 stage = os.path.basename(path).startswith("bench_decode")
                 decode_read.setdefault(stage, []).append(b)
@@ -189,6 +192,7 @@ def main():
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     extra += varlen_table(context.get("varlen", {}), torch_tables.get("varlen", {}))
     extra += tokens_table(folder)
+    extra += ring_table(context.get("ring", []))
     gpt = os.path.join(folder, "gpt_table.md")  # gpu_check.sh's python stage (python/examples/plot_gpt.py)
     if os.path.exists(gpt):
         with open(gpt) as f:
@@ -266,6 +270,32 @@ def tokens_table(folder):
              "median over its seeds; bench_hf.py: the median of rounds taking turns).", "",
              "| model | SDPA backend | SDPA tokens/s | tutorial tokens/s | tutorial / SDPA |", "|---|---|---:|---:|---:|"]
     lines += [f"| {m} | {b} | {s:,.0f} | {t:,.0f} | {t / s:.3f}x |" for m, b, s, t in rows]
+    return "\n".join(lines) + "\n"
+
+
+def ring_table(rows):
+    """Chapter 12's benchmark (12_ring_attention_bench): TFLOP/s of the whole ring, per rank, and
+    the scaling efficiency against one rank on the same per-rank block, by pass, dtype, D, mask,
+    transport and ranks; "" without rows."""
+    if not rows:
+        return ""
+    lines = ["", "## Ring attention (12_ring_attention)", "",
+             "12_ring_attention_bench: each rank holds rank_seqlen tokens (two zig-zag chunks), so R ranks attend "
+             "R x rank_seqlen; TFLOP/s of the whole sequence over the ring's median wall time; scaling efficiency = "
+             "TFLOP/s on R ranks / (R x TFLOP/s of one rank on the same per-rank block). nccl: one GPU a rank; "
+             "copy: simulated ranks sharing one GPU (efficiency about 1 / R by construction).", "",
+             "| pass | dtype | D | mask | transport | rank seqlen | ranks | TFLOP/s | per rank | scaling efficiency |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    def key(b):
+        parts = b["name"].split("/")
+        return (parts[1], parts[2], int(parts[3][1:]), parts[4], parts[5], int(parts[7].split(":")[1]),
+                int(parts[6].split(":")[1]))
+    for b in sorted(rows, key=key):
+        direction, dtype, d, mask, transport, rank_seqlen, ranks = key(b)
+        eff = b.get("scaling_efficiency")
+        lines.append(f"| {direction} | {dtype} | {d} | {mask} | {transport} | {rank_seqlen} | {ranks} | "
+                     f"{fmt(b.get('TFLOPS'))} | {fmt(b.get('TFLOPS_per_rank'))} | "
+                     f"{'-' if eff is None else f'{100 * eff:.0f}%'} |")
     return "\n".join(lines) + "\n"
 
 

@@ -165,6 +165,24 @@ def main():
         check("no packed row without its runs", "packed" not in text.split("|---|")[-1])
         check("no table without runs", summarize.tokens_table(os.path.join(d, "hf")) == "")
 
+    with tempfile.TemporaryDirectory() as d:
+        # Chapter 12's rows: collected by load_chapters (not a forward row), ordered by ranks as numbers.
+        def ring(ranks, tflops, eff):
+            row = {"name": f"ring/fwd/bf16/D128/causal/nccl/ranks:{ranks}/rank_seqlen:131072/manual_time",
+                   "TFLOPS": tflops, "TFLOPS_per_rank": tflops / ranks}
+            return dict(row, scaling_efficiency=eff) if eff is not None else row
+        write(d, "bench_12_ring_attention.json", {"context": {}, "benchmarks": [
+            ring(4, 1800.0, 0.9), ring(1, 500.0, 1.0), ring(2, 950.0, 0.95)]})
+        fwd, _, _, _, context = summarize.load_chapters(d)
+        check("no forward row from the ring", not fwd)
+        text = summarize.ring_table(context.get("ring", []))
+        rows = [line for line in text.splitlines() if line.startswith("| fwd")]
+        check("three ring rows: " + text, len(rows) == 3)
+        check("ranks in order: " + text, [r.split(" | ")[6] for r in rows] == ["1", "2", "4"])
+        check("the efficiency in percent: " + text,
+              "| fwd | bf16 | 128 | causal | nccl | 131072 | 4 | 1800.0 | 450.0 | 90% |" in text)
+        check("no ring table without rows", summarize.ring_table([]) == "")
+
     for f in failures:
         print("FAILED:", f)
     print(f"test_summarize: {'FAILED' if failures else 'OK'}")
