@@ -15,11 +15,10 @@
 # those chapters, for the same reason (the bench stage's JSON files accumulate in OUTDIR; the
 # summary covers all of them). The build directory is build-gpu, or $FA_GPU_BUILD where set (for
 # instance `build`, the one scripts/test.sh just built, to skip a second build). The stages that
-# docs/results_<gpu>.md needs: --stages pytorch,bench,decode (its header names the run).
-# Split over calls of one lent machine (for instance bench 01-05, bench 06-10, then pytorch,decode,
-# about 15 minutes in all, one build directory), each call's OUTDIR comes back on its own: archive it
-# (`tar czf OUTDIR.tgz OUTDIR`: the lent machine returns at most 8 files a call), copy the calls'
-# JSON and logs into one folder here, and run `python3 scripts/summarize.py FOLDER --readmes .`.
+# docs/results_<gpu>.md needs: --stages pytorch,bench,decode,python (its header names the run). On
+# a lent machine whose calls are cut off after minutes, scripts/gpu_jobs.sh runs those stages as a
+# queue of calls of this script into one OUTDIR (about 30 minutes on an H200 in all), each call
+# taking the next jobs that fit in its time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: gpu_check.sh OUTDIR}
