@@ -17,7 +17,7 @@
 # instance `build`, the one scripts/test.sh just built, to skip a second build). The stages that
 # docs/results_<gpu>.md needs: --stages pytorch,bench,decode,python (its header names the run). On
 # a lent machine whose calls are cut off after minutes, scripts/gpu_jobs.sh runs those stages as a
-# queue of calls of this script into one OUTDIR (about 30 minutes on an H200 in all), each call
+# queue of calls of this script into one OUTDIR (about 33 minutes on an H200 in all), each call
 # taking the next jobs that fit in its time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
