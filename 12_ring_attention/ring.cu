@@ -146,10 +146,31 @@ void Ring::pass(std::size_t bytes, const std::vector<const void*>& send, const s
   transport_->pass_blocks(links, bytes);
 }
 
+// Step `step`'s blocks go on to the next rank while they are attended (every step but the last);
+// each rank's `arrived` marks its next block landed, for its compute stream to wait on.
+void Ring::pass_next_block(int step) {
+  if (step + 1 >= ranks()) return;
+  const fa::Problem c = pair_problem(p_, ranks(), Pair::full);
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  for (int r = 0; r < ranks(); ++r) send.push_back(block(r, step)), recv.push_back(block(r, step + 1));
+  pass(4 * c.kv_elems() * fa::dtype_size(p_.dtype), send, recv);  // [K | V] of both chunks
+  for (auto& rank : ranks_) {
+    FA_CUDA_CHECK(cudaSetDevice(rank->device));
+    FA_CUDA_CHECK(cudaEventRecord(rank->arrived, rank->comm));
+  }
+}
+
+std::vector<std::vector<Task>> Ring::schedules() const {
+  std::vector<std::vector<Task>> schedule;
+  for (int r = 0; r < ranks(); ++r) schedule.push_back(rank_schedule(r, ranks(), p_.causal));
+  return schedule;
+}
+
 void Ring::forward() {
   const int R = ranks();
   const fa::Problem c = pair_problem(p_, R, Pair::full);
-  const std::size_t elem = fa::dtype_size(p_.dtype), kv_bytes = 4 * c.kv_elems() * elem;
+  const std::size_t elem = fa::dtype_size(p_.dtype);
   with_dtype(p_.dtype, [&](auto type) {
     using T = decltype(type);
     for (auto& rank : ranks_) {  // O_acc = 0, LSE_acc = -inf: no key seen yet
@@ -160,19 +181,9 @@ void Ring::forward() {
       FA_CHECK_LAUNCH();
       FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
     }
-    std::vector<std::vector<Task>> schedule;
-    for (int r = 0; r < R; ++r) schedule.push_back(rank_schedule(r, R, p_.causal));
+    const std::vector<std::vector<Task>> schedule = schedules();
     for (int s = 0; s < R; ++s) {
-      if (s + 1 < R) {  // the next block travels while this one is attended
-        std::vector<const void*> send;
-        std::vector<void*> recv;
-        for (int r = 0; r < R; ++r) send.push_back(block(r, s)), recv.push_back(block(r, s + 1));
-        pass(kv_bytes, send, recv);
-        for (auto& rank : ranks_) {
-          FA_CUDA_CHECK(cudaSetDevice(rank->device));
-          FA_CUDA_CHECK(cudaEventRecord(rank->arrived, rank->comm));
-        }
-      }
+      pass_next_block(s);  // the next block travels while this one is attended
       for (int r = 0; r < R; ++r) {
         Rank& rank = *ranks_[r];
         FA_CUDA_CHECK(cudaSetDevice(rank.device));
@@ -210,7 +221,7 @@ void Ring::forward() {
 void Ring::backward() {
   const int R = ranks();
   const fa::Problem c = pair_problem(p_, R, Pair::full);
-  const std::size_t elem = fa::dtype_size(p_.dtype), kv_bytes = 4 * c.kv_elems() * elem;
+  const std::size_t elem = fa::dtype_size(p_.dtype);
   const std::int64_t kn = c.kv_elems(), qn = c.q_elems();
   with_dtype(p_.dtype, [&](auto type) {
     using T = decltype(type);
@@ -221,19 +232,9 @@ void Ring::backward() {
       FA_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), rank->compute));
       FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
     }
-    std::vector<std::vector<Task>> schedule;
-    for (int r = 0; r < R; ++r) schedule.push_back(rank_schedule(r, R, p_.causal));
+    const std::vector<std::vector<Task>> schedule = schedules();
     for (int s = 0; s < R; ++s) {
-      if (s + 1 < R) {  // the next block's K and V travel while this one is worked on
-        std::vector<const void*> send;
-        std::vector<void*> recv;
-        for (int r = 0; r < R; ++r) send.push_back(block(r, s)), recv.push_back(block(r, s + 1));
-        pass(kv_bytes, send, recv);
-        for (auto& rank : ranks_) {
-          FA_CUDA_CHECK(cudaSetDevice(rank->device));
-          FA_CUDA_CHECK(cudaEventRecord(rank->arrived, rank->comm));
-        }
-      }
+      pass_next_block(s);  // the next block's K and V travel while this one is worked on
       for (int r = 0; r < R; ++r) {
         Rank& rank = *ranks_[r];
         FA_CUDA_CHECK(cudaSetDevice(rank.device));

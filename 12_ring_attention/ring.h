@@ -62,6 +62,8 @@ class Ring {
   struct Rank;
   void* block(int r, int step) const;  // the K/V buffer rank r attends in step `step`
   void pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv);
+  void pass_next_block(int step);  // the blocks of step `step` on to the next rank; `arrived` marks them
+  std::vector<std::vector<Task>> schedules() const;  // every rank's rank_schedule
   fa::Problem p_;
   std::shared_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rank>> ranks_;

@@ -163,18 +163,37 @@ std::shared_ptr<Transport> transport_for(const RingConfig& config) {
   return t;
 }
 
+namespace {
+
+// What forward and backward share: the caller's device, the Ring of the problem, and the shapes in
+// which chunks move between the caller's [B, H, S, D] tensors and the ranks' blocks.
+struct Call {
+  int device = 0;
+  Ring* ring = nullptr;
+  std::int64_t BH = 0, BHkv = 0, row = 0;  // slices of Q (and O, dO, LSE), of K and V; bytes a row
+
+  // The ring's ranks wait for the caller's stream, then Q and [K | V] go to them in chunks.
+  Call(const fa::Problem& p, const void* q, const void* k, const void* v, cudaStream_t stream) {
+    const RingConfig config = checked_config(p);
+    FA_CUDA_CHECK(cudaGetDevice(&device));
+    ring = &ring_for(p, config);
+    BH = std::int64_t{p.batch} * p.heads, BHkv = std::int64_t{p.batch} * p.kv_heads;
+    row = p.head_dim * static_cast<std::int64_t>(fa::dtype_size(p.dtype));
+    ranks_wait_for(*ring, stream);
+    move_chunks(*ring, [&](int r) { return ring->q(r); }, {q}, BH, row, true);
+    move_chunks(*ring, [&](int r) { return ring->kv(r); }, {k, v}, BHkv, row, true);  // [K | V]
+  }
+};
+
+}  // namespace
+
 void forward(const fa::Problem& p, const void* q, const void* k, const void* v, void* o, float* lse,
              cudaStream_t stream) {
   fa::check_forward_args(chapter().support, p, q, k, v, o, lse);
-  const RingConfig config = checked_config(p);
-  int device = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  Ring& ring = ring_for(p, config);
-  const std::int64_t elem = fa::dtype_size(p.dtype), BH = std::int64_t{p.batch} * p.heads,
-                     BHkv = std::int64_t{p.batch} * p.kv_heads, row = p.head_dim * elem;
-  ranks_wait_for(ring, stream);
-  move_chunks(ring, [&](int r) { return ring.q(r); }, {q}, BH, row, true);
-  move_chunks(ring, [&](int r) { return ring.kv(r); }, {k, v}, BHkv, row, true);  // [K | V]
+  const Call call(p, q, k, v, stream);
+  Ring& ring = *call.ring;
+  const int device = call.device;
+  const std::int64_t BH = call.BH, row = call.row;
   ring.forward();
   move_chunks(ring, [&](int r) { return ring.o(r); }, {o}, BH, row, false);
   move_chunks(ring, [&](int r) { return static_cast<void*>(ring.lse(r)); }, {lse}, BH, sizeof(float), false);
@@ -185,15 +204,10 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
   fa::check_backward_args(backward_chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
-  const RingConfig config = checked_config(p);
-  int device = 0;
-  FA_CUDA_CHECK(cudaGetDevice(&device));
-  Ring& ring = ring_for(p, config);
-  const std::int64_t elem = fa::dtype_size(p.dtype), BH = std::int64_t{p.batch} * p.heads,
-                     BHkv = std::int64_t{p.batch} * p.kv_heads, row = p.head_dim * elem;
-  ranks_wait_for(ring, stream);
-  move_chunks(ring, [&](int r) { return ring.q(r); }, {q}, BH, row, true);
-  move_chunks(ring, [&](int r) { return ring.kv(r); }, {k, v}, BHkv, row, true);
+  const Call call(p, q, k, v, stream);
+  Ring& ring = *call.ring;
+  const int device = call.device;
+  const std::int64_t BH = call.BH, BHkv = call.BHkv, row = call.row;
   move_chunks(ring, [&](int r) { return ring.o(r); }, {o}, BH, row, true);
   move_chunks(ring, [&](int r) { return static_cast<void*>(ring.lse(r)); }, {lse}, BH, sizeof(float), true);
   move_chunks(ring, [&](int r) { return ring.dout(r); }, {dout}, BH, row, true);

@@ -241,14 +241,19 @@ if want decode && [[ -x "$bdir"/10_decoding/10_decoding_bench ]]; then
   done
 fi
 
+# The PyTorch op's extension (python/README.md), in build-python: the python and pytest stages'.
+build_extension() {
+  cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
+    cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
+    { echo "python extension build failed"; tail -20 "$out/python_build.log"; }
+}
+
 if want python; then
   # The PyTorch op with the chapters' kernels (python/README.md): build the extension, then the
   # small GPT with SDPA and with the kernels, two seeds, a short packed pair, one profile of its
   # training step with each, ring attention where there are several GPUs, and a transformers Llama.
   step "python: flash_tutorial._C, the GPT comparison, the Llama step"
-  cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
-    cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
-    { echo "python extension build failed"; tail -20 "$out/python_build.log"; }
+  build_extension
   for attn in sdpa tutorial; do
     for seed in 0 1; do
       PYTHONPATH=python PYTHONUNBUFFERED=1 python3 python/examples/train_gpt.py --attn $attn --seed $seed --steps 1500 \
@@ -281,9 +286,7 @@ fi
 if want pytest; then
   # The PyTorch op's tests, the CUDA ones included (the CPU ones run in CI too).
   step "python: pytest python/tests"
-  cmake -S . -B build-python -DCMAKE_BUILD_TYPE=Release -DFA_PYTHON_EXTENSION=ON "${gen[@]}" >"$out/python_configure.log" 2>&1 &&
-    cmake --build build-python -j "$(nproc)" --target flash_tutorial_C >"$out/python_build.log" 2>&1 ||
-    { echo "python extension build failed"; tail -20 "$out/python_build.log"; }
+  build_extension
   PYTHONPATH=python python3 -m pytest python/tests -q -rs >"$out/pytest.log" 2>&1; echo "pytest rc=$?"; tail -3 "$out/pytest.log"
 fi
 
