@@ -1,4 +1,4 @@
-// Chapter 11's backward and its deterministic mode: the chapter's configuration through
+// Chapter 11's backward, its deterministic mode and its fp32-gradient mode: the chapter's configuration through
 // launch.cuh's entry point (the checks, the preparation, the main kernel, the dQ conversion).
 #include "11_backward_v3/backward_v3.h"
 
@@ -45,6 +45,26 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
 void backward_deterministic(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
                             const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
   backward_with<ChapterConfig, true, true>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+}
+
+void backward_f32(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+                  const void* dout, float* dq, float* dk, float* dv, cudaStream_t stream) {
+  fa::check_backward_args(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv);
+  const std::string why = p.layout != fa::Layout::bhsd ? "[B, S, H, D] tensors"
+                          : p.head_dim > 128          ? "head dim " + std::to_string(p.head_dim)
+                          : p.has_softcap()           ? "a logit softcap"
+                          : p.is_varlen()             ? "a packed batch of sequences"
+                                                      : "";
+  if (!why.empty()) throw std::invalid_argument("11_backward_v3: fp32 gradients do not take " + why);
+  if (fa::cuda::compute_capability() != 90)
+    throw std::invalid_argument("11_backward_v3: needs a Hopper GPU (compute capability 9.0: wgmma, TMA)");
+  auto dtype = [&](auto type) {  // F32Grads (config.cuh): the chapter's kernels, fp32 stores
+    using T = decltype(type);
+    if (p.head_dim == 64) detail::run_layout<F32Grads<Config<T, 64>>, false>(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+    else detail::run_layout<F32Grads<Config<T, 128>>, false>(p, q, k, v, o, lse, dout, dq, dk, dv, stream);
+  };
+  if (p.dtype == fa::Dtype::bf16) dtype(__nv_bfloat16{});
+  else dtype(__half{});
 }
 
 }  // namespace backward_v3

@@ -26,6 +26,12 @@ void backward(const fa::Problem& p, const void* q, const void* k, const void* v,
 void backward_deterministic(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
                             const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream);
 
+// The same with dQ, dK and dV stored as fp32, unrounded (dq, dk, dv: float, the tensors' shapes):
+// for a caller that sums the parts of several backwards and rounds once at the end (chapter 12's
+// ring attention). [B, H, S, D] tensors, head dims 64, 96 and 128; no softcap, no packed batch.
+void backward_f32(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
+                  const void* dout, float* dq, float* dk, float* dv, cudaStream_t stream);
+
 // The chapter: its forward (O and LSE) is chapter 09's.
 const fa::BackwardChapter& chapter();
 

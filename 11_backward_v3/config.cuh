@@ -124,6 +124,7 @@ struct Config {
   static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<Config>: [B, S, H, D]
   static constexpr bool kVarlen = false;  // Varlen<Config>: a packed batch of sequences
   static constexpr bool kSoftcap = false;  // Softcap<Config>: the logit softcap
+  static constexpr bool kF32Grads = false;  // F32Grads<Config>: dQ, dK and dV written in fp32
 };
 
 // A configuration C on [B, S, H, D] tensors (Problem::layout == bshd): 4-D tensor maps and strided
@@ -148,6 +149,18 @@ struct Varlen : Bshd<C> {
   static constexpr bool kVarlen = true;
   static_assert(!C::Walk::kHalves, "the block-sparse walk lists the tiles of one [B, ...] problem");
 };
+
+// C writing dQ, dK and dV as fp32 rather than T, for a caller that sums the parts of several
+// backwards and rounds once at the end (chapter 12's ring: rounding each part to bf16 would add
+// one rounding a part to the sum). Kernels of their own, on [B, H, S, D] tensors.
+template <class C>
+struct F32Grads : C {
+  static constexpr bool kF32Grads = true;
+  static_assert(!C::kBshd && !C::kVarlen, "fp32 gradients on [B, H, S, D] tensors only");
+};
+// The element type of configuration C's dQ, dK and dV.
+template <class C>
+using GradT = std::conditional_t<C::kF32Grads, float, typename C::T>;
 
 template <int kStages>
 struct Barriers {

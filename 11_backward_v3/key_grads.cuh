@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "11_backward_v3/block.cuh"  // Params (config.cuh), Config
-#include "common/device/mma.cuh"     // pack2
+#include "common/device/mma.cuh"     // store2
 #include "common/device/tiles.h"     // ceil_div
 
 namespace backward_v3 {
@@ -51,21 +51,21 @@ __device__ __forceinline__ void unflush_key_grads(const float4* sums, int tid, f
 template <class C, int kRegs>
 __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t kv_bh, int key0, int t, int col0,
                                                 const float (&dk)[kRegs], const float (&dv)[kRegs]) {
-  using T = typename C::T;
+  using G = GradT<C>;           // T, or float (F32Grads)
   const int d = prm.head_dim;  // columns from d on are padding, not stored
-  T *dk_g, *dv_g;               // key 0 of the slice
+  G *dk_g, *dv_g;               // key 0 of the slice
   std::int64_t k_row = 0, v_row = 0;  // [B, Sk, Hkv, D]: elements between keys
   if constexpr (C::kBshd) {     // [B, Sk, Hkv, D]: dK lies as K, dV as V
     const BshdParams& bp = bshd_params(prm);
     const int kv_heads = bp.heads / prm.group_size;
     const int batch = static_cast<int>(kv_bh) / kv_heads, head = static_cast<int>(kv_bh) % kv_heads;
-    dk_g = static_cast<T*>(prm.dk) + batch * bp.k_strides.batch + head * bp.k_strides.head;
-    dv_g = static_cast<T*>(prm.dv) + batch * bp.v_strides.batch + head * bp.v_strides.head;
+    dk_g = static_cast<G*>(prm.dk) + batch * bp.k_strides.batch + head * bp.k_strides.head;
+    dv_g = static_cast<G*>(prm.dv) + batch * bp.v_strides.batch + head * bp.v_strides.head;
     k_row = bp.k_strides.row;
     v_row = bp.v_strides.row;
   } else {  // [B, Hkv, Sk, D]: rows d apart
-    dk_g = static_cast<T*>(prm.dk) + kv_bh * prm.seqlen_k * d;
-    dv_g = static_cast<T*>(prm.dv) + kv_bh * prm.seqlen_k * d;
+    dk_g = static_cast<G*>(prm.dk) + kv_bh * prm.seqlen_k * d;
+    dv_g = static_cast<G*>(prm.dv) + kv_bh * prm.seqlen_k * d;
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -77,9 +77,8 @@ __device__ __forceinline__ void store_key_grads(const Params& prm, std::int64_t 
       const std::int64_t at = std::int64_t{key} * d + col0 + 8 * c + 2 * t;  // [B, Hkv, Sk, D]
       const std::int64_t at_k = C::kBshd ? key * k_row + col0 + 8 * c + 2 * t : at;
       const std::int64_t at_v = C::kBshd ? key * v_row + col0 + 8 * c + 2 * t : at;
-      *reinterpret_cast<std::uint32_t*>(dk_g + at_k) =
-          pack2<T>(dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
-      *reinterpret_cast<std::uint32_t*>(dv_g + at_v) = pack2<T>(dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
+      store2(dk_g + at_k, dk[4 * c + 2 * h] * prm.scale, dk[4 * c + 2 * h + 1] * prm.scale);
+      store2(dv_g + at_v, dv[4 * c + 2 * h], dv[4 * c + 2 * h + 1]);
     }
   }
 }

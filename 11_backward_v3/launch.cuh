@@ -95,6 +95,7 @@ __global__ void __launch_bounds__(8 * kPrepRows)
 // D: the tensors' head dim (kD, or 96 at kD = 128: the padding columns are not written). kBshd:
 // dQ as [B, Sq, H, D], as Q lies (qs: Problem::q_strides); H: the query heads. kVarlen: a packed
 // batch (VarlenSeqs), each sequence's region of H slices of its query tiles (Sq, Tr unused).
+// T: dQ's element type, the tensors' (or float: F32Grads).
 template <class T, int kD, int Br, bool kBshd, bool kVarlen = false>
 __global__ void __launch_bounds__(256)
     convert_dq_kernel(const float4* __restrict__ acc, T* __restrict__ dq, std::int64_t quads, int Sq, int Tr, int D,
@@ -126,15 +127,11 @@ __global__ void __launch_bounds__(256)
   const float4 v = acc[f];
   if constexpr (kBshd) {
     T* slice = dq + bh / H * qs.batch + bh % H * qs.head + std::int64_t{first} * qs.row + col;
-    if (row < Sq)
-      *reinterpret_cast<std::uint32_t*>(slice + row * qs.row) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
-    if (row + 8 < Sq)
-      *reinterpret_cast<std::uint32_t*>(slice + (row + 8) * qs.row) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+    if (row < Sq) fa::cuda::store2(slice + row * qs.row, v.x * scale, v.y * scale);
+    if (row + 8 < Sq) fa::cuda::store2(slice + (row + 8) * qs.row, v.z * scale, v.w * scale);
   } else {
-    if (row < Sq)
-      *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row) * D + col) = fa::cuda::pack2<T>(v.x * scale, v.y * scale);
-    if (row + 8 < Sq)
-      *reinterpret_cast<std::uint32_t*>(dq + (bh * Sq + row + 8) * D + col) = fa::cuda::pack2<T>(v.z * scale, v.w * scale);
+    if (row < Sq) fa::cuda::store2(dq + (bh * Sq + row) * D + col, v.x * scale, v.y * scale);
+    if (row + 8 < Sq) fa::cuda::store2(dq + (bh * Sq + row + 8) * D + col, v.z * scale, v.w * scale);
   }
 }
 
@@ -249,9 +246,9 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
 
   const std::int64_t quads = padded_rows * kD / 4;
   if (quads == 0) return;
-  convert_dq_kernel<T, kD, C::Br, C::kBshd, C::kVarlen>
+  convert_dq_kernel<GradT<C>, kD, C::Br, C::kBshd, C::kVarlen>
       <<<fa::cuda::blocks_1d((quads + 255) / 256, "11_backward_v3"), 256, 0, stream>>>(
-          reinterpret_cast<const float4*>(dq_accum), static_cast<T*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale(),
+          reinterpret_cast<const float4*>(dq_accum), static_cast<GradT<C>*>(dq), quads, p.seqlen_q, Tr, p.head_dim, p.scale(),
           p.q_strides(), p.heads, seqs);
   FA_CHECK_LAUNCH();
 }

@@ -42,6 +42,7 @@ struct WideConfig {
   static constexpr bool kBshd = false;  // [B, H, S, D] tensors; Bshd<WideConfig>: [B, S, H, D]
   static constexpr bool kVarlen = false;  // Varlen<WideConfig>: a packed batch of sequences
   static constexpr bool kSoftcap = false;  // Softcap<WideConfig>: the logit softcap
+  static constexpr bool kF32Grads = false;  // fp32 gradients: the Config kernels only (F32Grads)
   static constexpr int kStages = 1;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;

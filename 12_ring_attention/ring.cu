@@ -60,7 +60,7 @@ struct Ring::Rank {
   fa::cuda::DeviceBuffer o_acc, lse_acc;   // the merge: [2][B, H, C, D], [2][B, H, C] (fp32)
   fa::cuda::DeviceBuffer dq_acc;           // [2][B, H, C, D] fp32
   fa::cuda::DeviceBuffer o_part, lse_part;  // one pair's (O, LSE): [B, H, C, D] T, [B, H, C] float
-  fa::cuda::DeviceBuffer dq_part, dk_part, dv_part;  // one pair's gradients (T)
+  fa::cuda::DeviceBuffer dq_part, dk_part, dv_part;  // one pair's gradients (fp32, unrounded)
   Workspace workspace;
 
   ~Rank() {
@@ -98,8 +98,8 @@ Ring::Ring(const fa::Problem& p, std::shared_ptr<Transport> transport) : p_(p), 
     rank->o_acc = DeviceBuffer(2 * q_chunk * sizeof(float)), rank->lse_acc = DeviceBuffer(2 * rows * sizeof(float));
     rank->dq_acc = DeviceBuffer(2 * q_chunk * sizeof(float));
     rank->o_part = DeviceBuffer(q_chunk * elem), rank->lse_part = DeviceBuffer(rows * sizeof(float));
-    rank->dq_part = DeviceBuffer(q_chunk * elem);
-    rank->dk_part = DeviceBuffer(k_chunk * elem), rank->dv_part = DeviceBuffer(k_chunk * elem);
+    rank->dq_part = DeviceBuffer(q_chunk * sizeof(float));
+    rank->dk_part = DeviceBuffer(k_chunk * sizeof(float)), rank->dv_part = DeviceBuffer(k_chunk * sizeof(float));
     rank->workspace.stream = rank->compute;
     ranks_.push_back(std::move(rank));
   }
@@ -252,20 +252,23 @@ void Ring::backward() {
           const void* v = kv + (2 + t.k_slot) * kn * elem;
           // The final O and LSE of the query chunk: P = exp(S - LSE) is then the pair's exact share
           // of the whole softmax, and D_i = rowsum(dO o O) the whole row's, so the parts add up.
-          backward_v3::backward(pp, at(rank.q, t.q_slot), k, v, at(rank.o, t.q_slot),
-                                rank.lse.as<float>() + t.q_slot * c.lse_elems(), at(rank.dout, t.q_slot),
-                                rank.dq_part.get(), rank.dk_part.get(), rank.dv_part.get(), rank.compute);
-          accumulate_kernel<T><<<grid_for(qn), 256, 0, rank.compute>>>(rank.dq_acc.as<float>() + t.q_slot * qn,
-                                                                       rank.dq_part.as<T>(), qn);
+          // The parts come in fp32 (11's backward_f32): rounded to T, each of a row's R parts would
+          // add its own rounding error to the sum.
+          backward_v3::backward_f32(pp, at(rank.q, t.q_slot), k, v, at(rank.o, t.q_slot),
+                                    rank.lse.as<float>() + t.q_slot * c.lse_elems(), at(rank.dout, t.q_slot),
+                                    rank.dq_part.as<float>(), rank.dk_part.as<float>(), rank.dv_part.as<float>(),
+                                    rank.compute);
+          accumulate_kernel<<<grid_for(qn), 256, 0, rank.compute>>>(rank.dq_acc.as<float>() + t.q_slot * qn,
+                                                                    rank.dq_part.as<float>(), qn);
           FA_CHECK_LAUNCH();
           if (!grads_here) {  // the first pair's backward ran while the sums were still arriving
             FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));
             grads_here = true;
           }
-          accumulate_kernel<T><<<grid_for(kn), 256, 0, rank.compute>>>(dkv + t.k_slot * kn, rank.dk_part.as<T>(), kn);
+          accumulate_kernel<<<grid_for(kn), 256, 0, rank.compute>>>(dkv + t.k_slot * kn, rank.dk_part.as<float>(), kn);
           FA_CHECK_LAUNCH();
-          accumulate_kernel<T><<<grid_for(kn), 256, 0, rank.compute>>>(dkv + (2 + t.k_slot) * kn,
-                                                                       rank.dv_part.as<T>(), kn);
+          accumulate_kernel<<<grid_for(kn), 256, 0, rank.compute>>>(dkv + (2 + t.k_slot) * kn,
+                                                                    rank.dv_part.as<float>(), kn);
           FA_CHECK_LAUNCH();
         }
         if (!grads_here) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));

@@ -44,12 +44,11 @@ __global__ void __launch_bounds__(32 * kRowsPerBlock)
   if (lane == 0) lse_acc[row] = m + logf(w_acc + w_p);
 }
 
-// acc += part, element by element (a pair's dQ, dK or dV part into the fp32 sums).
-template <class T>
-__global__ void __launch_bounds__(256) accumulate_kernel(float* acc, const T* part, std::int64_t n) {
+// acc += part, element by element (a pair's fp32 dQ, dK or dV part into the sums).
+__global__ void __launch_bounds__(256) accumulate_kernel(float* acc, const float* part, std::int64_t n) {
   for (std::int64_t i = std::int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x)
-    acc[i] += static_cast<float>(part[i]);
+    acc[i] += part[i];
 }
 
 // The fp32 sums rounded to T, once, at the end.

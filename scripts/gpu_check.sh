@@ -7,7 +7,7 @@
 # Everything lands in OUTDIR; the summary prints last.
 #
 #   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B] [--chapters LIST]
-# LIST is a comma-separated subset of build,tests,tests-full,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,pytest
+# LIST is a comma-separated subset of build,tests,tests-full,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,ring,pytest
 # (default: all but tests-full, the full sweep of test cases;
 # the build always runs, and is quick when the build directory is already up to date). --tests-range A,B runs
 # ctest entries A..B only (ctest -I), to split the tests over calls of a time-limited lent machine;
@@ -26,7 +26,7 @@ bdir=${FA_GPU_BUILD:-build-gpu}
 shift
 cmdline="$*"
 naive_max=8192  # 01 and 02 materialize S: past 8k they take seconds per run and tens of GB
-stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,pytest
+stages=build,tests,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,ring,pytest
 ctest_extra=()
 bench_chapters=()
 only_chapters=
@@ -251,7 +251,7 @@ build_extension() {
 if want python; then
   # The PyTorch op with the chapters' kernels (python/README.md): build the extension, then the
   # small GPT with SDPA and with the kernels, two seeds, a short packed pair, one profile of its
-  # training step with each, ring attention where there are several GPUs, and a transformers Llama.
+  # training step with each, and a transformers Llama.
   step "python: flash_tutorial._C, the GPT comparison, the Llama step"
   build_extension
   for attn in sdpa tutorial; do
@@ -270,17 +270,23 @@ if want python; then
   PYTHONPATH=python python3 python/examples/profile_gpt.py --out "$out/gpt_profile" >"$out/gpt_profile.log" 2>&1 ||
     tail -5 "$out/gpt_profile.log"
   rm -f "$out"/gpt_profile/trace_*.json  # large; profile_gpt.py writes them again
-  # Ring attention over every GPU of the machine, one process a GPU (python/examples/bench_ring.py):
-  # a check against one GPU and the scaling table; on a machine of one GPU, nothing to split.
-  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-  if ((ngpu > 1)); then
-    PYTHONPATH=python python3 -m torch.distributed.run --nproc-per-node "$ngpu" python/examples/bench_ring.py \
-      --out "$out/ring" >"$out/ring.log" 2>&1 || tail -5 "$out/ring.log"
-  fi
   # A transformers Llama's training step with SDPA (its own choice of backend, then FLASH and cuDNN
   # held) and with the op (python/README.md).
   PYTHONPATH=python python3 python/examples/bench_hf.py --attn sdpa sdpa_flash sdpa_cudnn tutorial --profile 2 --out "$out/hf" \
     >"$out/hf.log" 2>&1 || tail -5 "$out/hf.log"
+fi
+
+if want ring; then
+  # Ring attention over every GPU of the machine, one process a GPU (python/examples/bench_ring.py):
+  # its check against the float64 reference and its scaling table; on one GPU, nothing to split.
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if ((ngpu > 1)); then
+    step "python: ring attention on $ngpu GPUs (torchrun)"
+    build_extension
+    PYTHONPATH=python python3 -m torch.distributed.run --nproc-per-node "$ngpu" python/examples/bench_ring.py \
+      --out "$out/ring" >"$out/ring.log" 2>&1 || tail -5 "$out/ring.log"
+    cat "$out/ring/ring.md" 2>/dev/null
+  fi
 fi
 
 if want pytest; then

@@ -108,7 +108,11 @@ def load_torch(folder):
 
 
 def gpu_slug(name):
-    """'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100': the results file's name."""
+    """'NVIDIA H200' -> 'h200', 'NVIDIA H100 80GB HBM3' -> 'h100', '2 x NVIDIA H200' -> '2xh200' (a
+    machine of several GPUs, results_header's name for it): the results file's name."""
+    count = re.match(r"(\d+) x (.*)", name)
+    if count:
+        return count.group(1) + "x" + gpu_slug(count.group(2))
     m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", name.replace("NVIDIA", ""))
     return m.group(1).lower() if m else (re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_") or "gpu")
 
@@ -122,6 +126,9 @@ def results_header(folder, meta, context, readmes=True):
     driver = re.search(r"Driver Version:\s*(\S+)", env)
     listed = re.search(r"^GPU 0: (.*?) \(UUID", env, re.M)  # nvidia-smi -L: where no PyTorch stage ran
     meta = dict(meta, gpu=meta.get("gpu") or (listed.group(1) if listed else "?"))
+    gpus = len(re.findall(r"^GPU \d+: ", env, re.M))  # nvidia-smi -L: a machine of several GPUs
+    if gpus > 1:  # its own results file (results_2xh200.md): the multi-GPU rows need all of them
+        meta["gpu"] = f"{gpus} x {meta['gpu']}"
     nvcc = re.search(r"release (\d+\.\d+)", env)
     rows = [("date (UTC)", context.get("date", "?")), ("commit", read("commit.txt") or "?"),
             ("GPU", meta.get("gpu", "?")), ("driver", driver.group(1) if driver else "?"),

@@ -183,6 +183,17 @@ def main():
               "| fwd | bf16 | 128 | causal | nccl | 131072 | 4 | 1800.0 | 450.0 | 90% |" in text)
         check("no ring table without rows", summarize.ring_table([]) == "")
 
+    # A machine of several GPUs has a results file of its own, named by the count (nvidia-smi -L).
+    check("one GPU's slug", summarize.gpu_slug("NVIDIA H200") == "h200")
+    check("two GPUs' slug", summarize.gpu_slug("2 x NVIDIA H200") == "2xh200")
+    with tempfile.TemporaryDirectory() as d:
+        write_text = lambda name, text: open(os.path.join(d, name), "w").write(text)  # noqa: E731
+        write_text("env.txt", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)\n")
+        gpu, header = summarize.results_header(d, {}, {})
+        check("the header names both GPUs: " + gpu, gpu == "2 x NVIDIA H200" and "# Results on the 2 x NVIDIA H200" in header)
+        write_text("env.txt", "GPU 0: NVIDIA H200 (UUID: GPU-a)\n")
+        check("one GPU named as it is", summarize.results_header(d, {}, {})[0] == "NVIDIA H200")
+
     for f in failures:
         print("FAILED:", f)
     print(f"test_summarize: {'FAILED' if failures else 'OK'}")

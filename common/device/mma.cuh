@@ -105,6 +105,14 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
   }
 }
 
+// Two floats stored at `at` as two T (pack2) or, where T is float, as they are: one 4- or 8-byte
+// store (at: even element, so aligned to it).
+template <class T>
+__device__ __forceinline__ void store2(T* at, float lo, float hi) {
+  if constexpr (std::is_same_v<T, float>) *reinterpret_cast<float2*>(at) = make_float2(lo, hi);
+  else *reinterpret_cast<std::uint32_t*>(at) = pack2<T>(lo, hi);
+}
+
 // TF32, the tensor cores' 32-bit input: an fp32 value with 10 of its 23 mantissa bits. One element
 // per register in mma.m16n8k8 (PTX ISA, "Matrix Fragments for mma.m16n8k8" with .tf32; g and t as
 // above):

@@ -245,6 +245,29 @@ std::tuple<Tensor, Tensor, Tensor> backward_op(const Tensor& dout, const Tensor&
   return {dq, dk, dv};
 }
 
+// The Hopper backward with dQ, dK and dV as float32, unrounded (11's backward_v3::backward_f32), for
+// a caller that sums the parts of several backwards and rounds once (flash_tutorial.ring_attention):
+// [B, H, S, D] contiguous f16/bf16 tensors where hopper_path holds, no window or softcap.
+std::tuple<Tensor, Tensor, Tensor> backward_f32_op(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                                   const Tensor& v, const Tensor& out, const Tensor& lse, bool causal,
+                                                   double scale) {
+  for (const Tensor* t : {&dout, &q, &k, &v, &out, &lse})
+    TORCH_CHECK(t->is_contiguous(), "flash_tutorial._C.backward_f32: contiguous tensors");
+  const auto dt = dtype_of(q);
+  TORCH_CHECK(dt && *dt != fa::Dtype::f32 && hopper_path(q, *dt, static_cast<int>(q.size(3)), false),
+              "flash_tutorial._C.backward_f32: f16/bf16 CUDA tensors, head dim 64 or 128, on a Hopper GPU");
+  const c10::cuda::CUDAGuard on_device(q.device());
+  TorchWorkspace scratch;
+  const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
+  const fa::Problem p = problem_of(q, k, causal, scale);
+  const auto f32 = q.options().dtype(torch::kFloat32);
+  Tensor dq = torch::empty(q.sizes(), f32), dk = torch::empty(k.sizes(), f32), dv = torch::empty(v.sizes(), f32);
+  backward_v3::backward_f32(p, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr<float>(),
+                            dout.data_ptr(), dq.data_ptr<float>(), dk.data_ptr<float>(), dv.data_ptr<float>(),
+                            at::cuda::getCurrentCUDAStream());
+  return {dq, dk, dv};
+}
+
 // Whether the kernels run a packed batch's forward (or, with for_backward, its backward) in one
 // launch (Support::varlen: 09 and 11 on Hopper): q is a [total, H, D] CUDA tensor of a dtype and
 // head dim hopper_path takes.
@@ -368,6 +391,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("attention", &attention, "O, LSE with autograd in C++ (the eager fast path, no block mask)");
   m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
+  m.def("backward_f32", &backward_f32_op, "dQ, dK, dV of chapter 11 as float32, unrounded (ring attention's parts)");
   m.def("forward_varlen", &forward_varlen_op, "O, LSE of a packed batch in one launch of 09 (no autograd)");
   m.def("backward_varlen", &backward_varlen_op, "dQ, dK, dV of a packed batch in one launch of 11 (no autograd)");
   m.def("takes_varlen", &takes_varlen, "whether the kernels run a packed batch's forward (or backward) in one launch",

@@ -21,10 +21,11 @@ everywhere without causal). The pairs' outputs merge exactly by their LSEs, as c
 merges split-KV pieces: O = (e^LSE_a O_a + e^LSE_b O_b) / (e^LSE_a + e^LSE_b), in float32.
 
 Backward: the same ring with the gradients of K and V travelling with their block: in step s rank r
-adds its queries' contributions to the visiting block's dK and dV (ops.attention_bwd on each pair,
+adds its queries' contributions to the visiting block's dK and dV (the op's backward on each pair,
 with the final O and LSE, which make each pair's gradient exactly that pair's share), sends block
 and gradients on, and after W steps every block's dK and dV arrive back at their own rank. dQ stays
-home.
+home. The sums are float32, and so are the pairs' parts where chapter 11 runs them (_pair_grads):
+the gradients are rounded to the dtype once, at the end.
 
 The group is any torch.distributed process group (NCCL on GPUs, one GPU a rank; Gloo on the CPU,
 where python/tests/test_ring.py runs it with 1 to 4 processes against attention() on the whole
@@ -127,6 +128,15 @@ def _wait(requests):
         r.wait()
 
 
+def _pair_grads(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale):
+    """A chunk pair's dQ, dK and dV, for the sums. Where chapter 11 runs the pair (Hopper, f16 or
+    bf16) they come in float32, unrounded (_C.backward_f32): rounded to the dtype, each of a row's
+    parts would add a rounding of its own to the sum. Elsewhere the op's backward."""
+    if q_c.dtype != torch.float32 and ops.chapters(q_c)[1] == "11_backward_v3":
+        return ops._C.backward_f32(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale)
+    return ops.attention_bwd(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale, None, 128, False)
+
+
 class _RingAttention(torch.autograd.Function):
     """q, k, v: this rank's [B, H, L, D] shards (contiguous); returns O [B, H, L, D] and LSE [B, H, L]."""
 
@@ -183,7 +193,7 @@ class _RingAttention(torch.autograd.Function):
                     diagonal = _pair(qc, kc, causal)
                     if diagonal is None or q_c.shape[2] == 0 or k_c.shape[2] == 0:
                         continue
-                    dq, dk, dv = ops.attention_bwd(d_c, q_c, k_c, v_c, o_c, l_c, diagonal, scale, None, 128, False)
+                    dq, dk, dv = _pair_grads(d_c, q_c, k_c, v_c, o_c, l_c, diagonal, scale)
                     dq_acc[i] += dq
                     start = 0 if j == 0 else first
                     grads[0].narrow(2, start, k_c.shape[2]).add_(dk)

@@ -6,7 +6,8 @@ compares the ranks' outputs, put back in sequence order, with the op's float64 r
 whole sequence: O, LSE, dQ, dK and dV within 1e-10 of the largest reference value (float64 sums in
 another order). The shapes: uneven chunks (37 tokens in 2W chunks), more chunks than tokens (5
 tokens, some chunks empty), GQA, causal and not. On GPUs the same function runs over NCCL with the
-chapters' kernels: scripts/gpu_check.sh runs it with torchrun.
+chapters' kernels: test_ring_on_gpus_by_torchrun runs python/examples/bench_ring.py's check under
+torchrun where there are two or more GPUs.
 """
 import os
 
@@ -86,3 +87,20 @@ def test_refusals():
         ft.ring_attention(q, q, q)
     with pytest.raises(ValueError, match="layout"):
         ft.ring_attention(q, q, q, layout="sbhd")
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2 or ft.ops._C is None,
+                    reason="needs 2 or more CUDA GPUs and the built extension: the NCCL ring is not tested here")
+def test_ring_on_gpus_by_torchrun(tmp_path):
+    # The NCCL ring with the chapters' kernels, one process a GPU under torchrun: bench_ring.py's
+    # check (bf16, the float64 reference, the same-precision rule, full and causal), which exits
+    # with status 1 where an output fails.
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(torch.cuda.device_count()),
+           str(root / "examples" / "bench_ring.py"), "--out", str(tmp_path), "--check-only"]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "FAIL" not in (tmp_path / "ring.md").read_text()
