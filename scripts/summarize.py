@@ -161,6 +161,11 @@ def main():
     fwd, mem, bwd, steps, context = load_chapters(folder)
     torch_tables, meta = load_torch(folder)
     torch_fwd, torch_bwd = torch_tables["fwd"], torch_tables["bwd"]
+    ring_py = os.path.join(folder, "ring", "ring.json")  # bench_ring.py's versions, where no PyTorch stage ran
+    if os.path.exists(ring_py) and not meta.get("torch"):
+        with open(ring_py) as f:
+            ring_meta = json.load(f).get("meta", {})
+        meta = dict(meta, **{k: ring_meta[k] for k in ("torch", "cuda") if k in ring_meta})
     chapters = sorted({c for row in fwd.values() for c in row})
     backends = [b for b in ("math", "efficient", "flash", "cudnn")
                 if any(b in row and "tflops" in row[b] for row in torch_fwd.values())]
@@ -190,6 +195,8 @@ def main():
         cells = [f"{mem[seqlen][c]['peak_mem_MiB']:.0f} ({mem[seqlen][c]['extra_mem_MiB']:.0f})"
                  if c in mem[seqlen] else "-" for c in mem_chapters]
         lines.append(f"| {seqlen} | " + " | ".join(cells) + " |")
+    if not fwd and not mem:  # a run of other stages only (the multi-GPU one: the ring's tables below)
+        lines = []
     text = "\n".join(lines) + "\n"
     print(text)
     decode = decode_table(folder, context.get("decode", {}), context.get("decode_rounds", 1), context.get("decode_read"))
