@@ -33,6 +33,7 @@ def load_chapters(folder):
     varlen = {}   # <fwd|bwd>/<chapter>/<dtype>/D<d>/<mask>/varlen:64k: (direction, dtype, D, mask) -> {chapter: benchmark}
     decode_read = {}  # chapter 10's plain read (decode/plain_read), per stage as decode
     step_direction = {}  # chapter -> "fwd" or "bwd": which of PyTorch's tables its steps sit next to
+    ring = []  # chapter 12's rows (ring/...), from every file: context is each file's own
     for path in sorted(glob.glob(os.path.join(folder, "bench_*.json")) + glob.glob(os.path.join(folder, "steps_*.json"))):
         try:
             with open(path) as f:
@@ -45,7 +46,7 @@ def load_chapters(folder):
             if b.get("error_occurred"):
                 continue
             if parts[0] == "ring":  # ring/<fwd|fwd_bwd>/<dtype>/D<d>/<mask>/<transport>/ranks:<r>/rank_seqlen:<n>
-                context.setdefault("ring", []).append(b)
+                ring.append(b)
                 continue
             if parts[0] == "decode" and parts[1] == "plain_read":  # decode/plain_read/2GiB: the rows' ceiling
                 stage = os.path.basename(path).startswith("bench_decode")
@@ -76,6 +77,7 @@ def load_chapters(folder):
                 # sparse/07_block_sparse/<dtype>/D<d>/blockk128/random/density:1.00/seqlen:<n>/...
                 sparse1[(parts[2], int(parts[3][1:]), False, int(parts[7].split(":")[1]))] = b
     context["sparse1"] = sparse1
+    context["ring"] = ring
     context["varlen"] = varlen
     context["step_direction"] = step_direction
     # Several rounds of the decode stage (gpu_check.sh: the chapter and PyTorch interleaved): the

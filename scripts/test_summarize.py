@@ -173,6 +173,7 @@ def main():
             return dict(row, scaling_efficiency=eff) if eff is not None else row
         write(d, "bench_12_ring_attention.json", {"context": {}, "benchmarks": [
             ring(4, 1800.0, 0.9), ring(1, 500.0, 1.0), ring(2, 950.0, 0.95)]})
+        write(d, "steps_12_later.json", {"context": {"host_name": "later"}, "benchmarks": []})  # read after 12's
         fwd, _, _, _, context = summarize.load_chapters(d)
         check("no forward row from the ring", not fwd)
         text = summarize.ring_table(context.get("ring", []))
