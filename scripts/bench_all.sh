@@ -44,8 +44,17 @@ for dir in [0-9][0-9]_*/; do
   [[ $ch == 12_* ]] && (($(nvidia-smi -L 2>/dev/null | wc -l) > 1)) && limit+=(--rank-seqlen 131072)
   echo "== $(date +%T) $ch ${limit[*]}"
   "$bench" "${limit[@]}" --benchmark_out="$out/bench_$ch.json" --benchmark_out_format=json \
-    2>&1 | tee "$out/bench_$ch.log" | grep -E "^(fwd|bwd|mem)/" | awk '{printf "   %-60s %s %s\n", $1, $2, $3}'
+    2>&1 | tee "$out/bench_$ch.log" | grep -E "^(fwd|bwd|mem|ring)/" | awk '{printf "   %-60s %s %s\n", $1, $2, $3}'
   ((PIPESTATUS[0] == 0)) || status=1
+  # 12 on four or more GPUs: one sequence of 1M tokens, causal forward + backward, over four of
+  # them (and one GPU on the same 256k block, for the efficiency).
+  if [[ $ch == 12_* ]] && (($(nvidia-smi -L 2>/dev/null | wc -l) >= 4)); then
+    echo "== $(date +%T) $ch 1M tokens on 4 GPUs"
+    "$bench" --rank-seqlen 262144 --benchmark_filter='fwd_bwd/bf16/D128/causal/nccl/ranks:(1|4)/' \
+      --benchmark_out="$out/bench_12_ring_attention_1m.json" --benchmark_out_format=json 2>&1 |
+      tee "$out/bench_12_ring_attention_1m.log" | grep -E "^ring/" | awk '{printf "   %-60s %s %s\n", $1, $2, $3}'
+    ((PIPESTATUS[0] == 0)) || status=1
+  fi
 done
 # Step-by-step versions (forward or backward ones): `--step NAME` each; the binary lists its steps
 # when run without one.
