@@ -30,6 +30,7 @@ struct Params {
   bool causal;
   float scale, scale_log2;
   int window_left = -1, window_right = -1;  // a sliding window (Problem's; -1: unbounded)
+  int lpt_section = 1;  // Config::kLongestFirst under a causal mask: rows a section of the grid's order
 };
 
 // The parameters of the [B, S, H, D] kernels (Bshd<C>, below): Params and what their addresses need
@@ -78,7 +79,7 @@ __device__ __forceinline__ const BshdParams& bshd_params(const Params& prm) {
 // Walk: every query tile that sees the key tile (08's DenseWalk), or the block-sparse step's
 // listed ones (ListedWalk).
 template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true,
-          class Walk_ = backward::tc::DenseWalk>
+          class Walk_ = backward::tc::DenseWalk, bool kLongestFirst_ = false>
 struct Config {
   using T = T_;
   using Walk = Walk_;
@@ -125,6 +126,9 @@ struct Config {
   static constexpr bool kVarlen = false;  // Varlen<Config>: a packed batch of sequences
   static constexpr bool kSoftcap = false;  // Softcap<Config>: the logit softcap
   static constexpr bool kF32Grads = false;  // F32Grads<Config>: dQ, dK and dV written in fp32
+  // Under a causal mask, the grid's blocks in the longest-first order (run_block; the step
+  // v6_longest_first) instead of one (batch, KV head) row's key tiles after another.
+  static constexpr bool kLongestFirst = kLongestFirst_;
 };
 
 // A configuration C on [B, S, H, D] tensors (Problem::layout == bshd): 4-D tensor maps and strided

@@ -219,6 +219,12 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
   static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
   opted_in([] { allow_shared_memory(kernel, C::kSmemBytes); });
   const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
+  // The longest-first order's sections (Config::kLongestFirst): as many (batch, KV head) rows as
+  // keep their Q and dO and the fp32 dQ sums within 40 MiB of L2, a power of two (FlashAttention-3's
+  // choice for its backward under a causal mask).
+  const std::int64_t row_bytes = std::int64_t{p.group_size()} * p.seqlen_q * kD * (2 * sizeof(T) + sizeof(float));
+  int lpt_section = 1;
+  while (2 * lpt_section * row_bytes <= (std::int64_t{40} << 20) && lpt_section < (1 << 20)) lpt_section *= 2;
   // At D = 96 on the kD = 128 kernel, the second 64-column box of a row reaches past the tensor:
   // TMA fills columns 96-127 with zeros, which add nothing to S^T, dP^T or dQ.
   const CUtensorMap do_map = flash_v3::o_map_of(dout, p, C::Br);  // dO lies as O
@@ -229,7 +235,7 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
                    .seqlen_q = p.seqlen_q, .seqlen_k = p.seqlen_k, .group_size = p.group_size(), .Tr = Tr,
                    .head_dim = p.head_dim,
                    .causal = p.causal, .scale = p.scale(), .scale_log2 = p.scale() * kLog2e,
-                   .window_left = p.window_left, .window_right = p.window_right};
+                   .window_left = p.window_left, .window_right = p.window_right, .lpt_section = lpt_section};
   LayoutParams<C> lp;
   if constexpr (C::kVarlen) lp = VarlenParams{{prm, p.heads, p.kv_strides(), p.v_strides()}, seqs};
   else if constexpr (C::kBshd) lp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};

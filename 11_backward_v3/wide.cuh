@@ -43,6 +43,7 @@ struct WideConfig {
   static constexpr bool kVarlen = false;  // Varlen<WideConfig>: a packed batch of sequences
   static constexpr bool kSoftcap = false;  // Softcap<WideConfig>: the logit softcap
   static constexpr bool kF32Grads = false;  // fp32 gradients: the Config kernels only (F32Grads)
+  static constexpr bool kLongestFirst = false;  // the row-by-row order (Config's kLongestFirst)
   static constexpr int kStages = 1;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;

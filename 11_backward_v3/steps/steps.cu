@@ -17,6 +17,8 @@ using SerialConfig = Config<T, kD, 64, false>;
 template <class T, int kD>
 using OverlapConfig = Config<T, kD, 64, true>;
 template <class T, int kD>
+using LongestFirstConfig = Config<T, kD, (kD == 64 ? 128 : 64), true, backward::tc::DenseWalk, /*kLongestFirst=*/true>;
+template <class T, int kD>
 using SparseConfig = Config<T, kD, backward::kSparseBr, true, backward::tc::ListedWalk>;
 
 template <template <class, int> class Cfg, bool kTurns>
@@ -47,6 +49,8 @@ const std::vector<fa::BackwardStep>& all() {
        step_chapter(step_backward<ChapterConfig, false>)},
       {"v4_deterministic", "dQ's adds in a fixed key-tile order (the chapter's deterministic mode)",
        step_chapter(step_backward<ChapterConfig, true>)},
+      {"v6_longest_first", "v3 with a causal grid in the longest-first order, in L2-sized sections of rows",
+       step_chapter(step_backward<LongestFirstConfig, false>)},
   };
   return steps;
 }

@@ -8,6 +8,8 @@
 // one holding that row's last visible key is fully masked and is skipped: the j loop ends early.
 #pragma once
 
+#include <cstdint>
+
 #include "common/host/problem.h"
 
 namespace fa::cuda {
@@ -103,6 +105,24 @@ FA_HOST_DEVICE constexpr int sequence_of(const I* offsets, int batch, I x) {
     else hi = mid - 1;
   }
   return lo;
+}
+
+// A grid of `tiles` key tiles x `rows` (batch, KV head) rows in the longest-first order of a causal
+// backward (FlashAttention-3's LPT order): key tile j is seen by the query tiles from about j on,
+// so tile 0 walks longest. Block n (in launch order) takes (tile, row) with the rows in sections of
+// `section` (the last one may be shorter) and, within a section, every row's tile 0, then every
+// row's tile 1, and so on: the long walks start first, and a section's rows share L2 while its
+// blocks run. A bijection of 0 .. tiles x rows - 1 onto the (tile, row) pairs.
+struct TileRow {
+  int tile;
+  std::int64_t row;
+};
+FA_HOST_DEVICE constexpr TileRow longest_first(std::int64_t n, int tiles, std::int64_t rows, int section) {
+  const std::int64_t per_section = std::int64_t{section} * tiles;
+  const std::int64_t first_row = n / per_section * section;
+  const std::int64_t height = rows - first_row < section ? rows - first_row : section;
+  const std::int64_t k = n - first_row * tiles;  // within the section
+  return {static_cast<int>(k / height), first_row + k % height};
 }
 
 }  // namespace fa::cuda

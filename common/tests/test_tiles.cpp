@@ -2,8 +2,8 @@
 // window, against brute force over every (row, key) pair of every tile pair: the key tiles a query
 // tile visits are exactly key_tile_begin .. key_tile_end - 1, the query tiles a key tile is seen by
 // exactly query_tile_begin .. query_tile_end - 1, and needs_mask says whether a visited tile holds
-// a (row < Sq, key) pair that is not visible or a key column past Sk; and sequence_of, the
-// sequence of a packed batch an item belongs to.
+// a (row < Sq, key) pair that is not visible or a key column past Sk; sequence_of, the
+// sequence of a packed batch an item belongs to; and longest_first, the causal backward's order.
 #include "common/device/tiles.h"
 
 #include <gtest/gtest.h>
@@ -83,6 +83,33 @@ TEST(TilesUnderAWindow, NoWindowIsCausalOrFull) {
 
 // sequence_of: the sequence holding item x of a packed batch, empty sequences skipped, against a
 // linear scan over every item.
+TEST(LongestFirst, EveryTileOfEveryRowOnceLongestFirstInEachSection) {
+  struct Grid {
+    int tiles;
+    std::int64_t rows;
+    int section;
+  };
+  const Grid grids[] = {{32, 32, 4}, {32, 32, 32}, {32, 32, 64}, {7, 10, 4}, {1, 5, 2}, {5, 1, 8}, {3, 9, 1}};
+  for (const Grid& g : grids) {
+    std::vector<int> seen(static_cast<std::size_t>(g.tiles * g.rows), 0);
+    std::int64_t last_section = -1;
+    int last_tile = 0;
+    for (std::int64_t n = 0; n < g.tiles * g.rows; ++n) {
+      const TileRow tr = longest_first(n, g.tiles, g.rows, g.section);
+      ASSERT_GE(tr.tile, 0);
+      ASSERT_LT(tr.tile, g.tiles);
+      ASSERT_GE(tr.row, 0);
+      ASSERT_LT(tr.row, g.rows);
+      ++seen[static_cast<std::size_t>(tr.row * g.tiles + tr.tile)];
+      const std::int64_t section = tr.row / g.section;
+      ASSERT_GE(section, last_section) << "sections in order, n = " << n;
+      if (section == last_section) ASSERT_GE(tr.tile, last_tile) << "tiles ascending within a section, n = " << n;
+      last_section = section, last_tile = tr.tile;
+    }
+    for (int count : seen) ASSERT_EQ(count, 1) << "every (tile, row) exactly once";
+  }
+}
+
 TEST(SequenceOf, FindsTheSequenceOfEveryItem) {
   const std::vector<std::vector<int>> batches = {{0, 5}, {0, 0, 3}, {0, 3, 3, 3, 7}, {0, 1, 2, 2, 10, 10, 11}};
   for (const std::vector<int>& offsets : batches) {
