@@ -138,10 +138,12 @@ def results_header(folder, meta, context, readmes=True):
             ("PyTorch", meta.get("torch", "?")),
             ("command", f"`{read('command.txt') or 'bash scripts/gpu_check.sh OUTDIR'}`, then "
                         f"`python3 scripts/summarize.py OUTDIR{' --readmes .' if readmes else ''} --results docs`")]
+    sdpa = (" and PyTorch's `scaled_dot_product_attention` backends on the same shapes"
+            if glob.glob(os.path.join(folder, "pytorch*.json")) else "")
     lines = [f"# Results on the {meta.get('gpu', '?')}", "",
              "Every number below comes from the one run this header names: the chapters' benchmarks "
-             "(Google Benchmark, CUDA events, median iteration) and PyTorch's "
-             "`scaled_dot_product_attention` backends on the same shapes, on the same GPU.", "",
+             f"(Google Benchmark, CUDA events, median iteration){sdpa}, on the same "
+             f"{'machine' if gpus > 1 else 'GPU'}.", "",
              "| run | |", "|---|---|"] + [f"| {k} | {v} |" for k, v in rows] + ["", ""]
     return meta["gpu"], "\n".join(lines)
 
