@@ -174,8 +174,12 @@ def main():
         write(d, "bench_12_ring_attention.json", {"context": {}, "benchmarks": [
             ring(4, 1800.0, 0.9), ring(1, 500.0, 1.0), ring(2, 950.0, 0.95)]})
         write(d, "steps_12_later.json", {"context": {"host_name": "later"}, "benchmarks": []})  # read after 12's
-        fwd, _, _, _, context = summarize.load_chapters(d)
+        write(d, "bench_11_gqa.json", {"context": {}, "benchmarks": [  # a --group row: kept out of the tables
+            {"name": "bwd/11_backward_v3/bf16/D128/causal/seqlen:4096/group:2/min_time:0.300/manual_time",
+             "TFLOPS": 400.0}]})
+        fwd, _, bwd, _, context = summarize.load_chapters(d)
         check("no forward row from the ring", not fwd)
+        check("no backward row from --group", not bwd)
         text = summarize.ring_table(context.get("ring", []))
         rows = [line for line in text.splitlines() if line.startswith("| fwd")]
         check("three ring rows: " + text, len(rows) == 3)

@@ -65,7 +65,7 @@ void register_case(const std::string& name, const Problem& p, double flops, Laun
 }
 
 void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
-                    const std::vector<int>& head_dims, int max_seqlen) {
+                    const std::vector<int>& head_dims, int max_seqlen, int group) {
   const BackwardChapter* forward_of = &pair;
   for (int d : head_dims) {
     if (!supports_head_dim(pair.support, d)) continue;
@@ -83,8 +83,10 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
                               bench::varlen_shape(bench::mixed_lengths_64k(), d, true, dtype, bench::kVarlenWindow));
       }
       for (const auto& [shape, problem] : shapes) {
-        const Problem p = problem;  // the lambdas below copy it (C++17 lambdas capture no structured binding)
-        const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) + "/" + shape;
+        Problem p = problem;  // the lambdas below copy it (C++17 lambdas capture no structured binding)
+        p.kv_heads = p.heads / group;
+        const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) + "/" + shape +
+                                 (group > 1 ? "/group:" + std::to_string(group) : "");
         register_case(
             name, p, backward_flops(p),
             [forward_of, p](Tensors& t) {
@@ -104,6 +106,11 @@ int main(const Support& support, int argc, char** argv, const std::function<void
   try {
     flags.max_seqlen = bench::take_int_flag(argc, argv, "--max-seqlen", 16384);
     flags.head_dims = bench::take_ints_flag(argc, argv, "--head-dims", "64,128");
+    flags.group = bench::take_int_flag(argc, argv, "--group", 1);
+    for (int d : flags.head_dims)
+      if ((2048 / d) % flags.group != 0)
+        throw std::invalid_argument("--group " + std::to_string(flags.group) + " does not divide " +
+                                    std::to_string(2048 / d) + " heads (head dim " + std::to_string(d) + ")");
   } catch (const std::exception& e) {
     std::cerr << support.chapter << " benchmark: " << e.what() << "\n";
     return 2;

@@ -33,14 +33,17 @@ void register_case(const std::string& name, const Problem& p, double flops, Laun
 
 // The rows bwd/<label>/<dtype>/D<d>/{full,causal}/seqlen:<512 .. max_seqlen> (FlashAttention-2's
 // shapes, bench::fa2_shape) of `backward`, with
-// `pair`'s forward for O and LSE, at the head dims of `head_dims` that `pair` supports.
+// `pair`'s forward for O and LSE, at the head dims of `head_dims` that `pair` supports. group > 1:
+// GQA, `group` query heads a KV head (Hkv = H / group), the rows named .../seqlen:<n>/group:<g>.
 void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
-                    const std::vector<int>& head_dims, int max_seqlen);
+                    const std::vector<int>& head_dims, int max_seqlen, int group = 1);
 
-// The flags of a backward benchmark: --max-seqlen N (default 16384), --head-dims 64,128 (the default).
+// The flags of a backward benchmark: --max-seqlen N (default 16384), --head-dims 64,128 (the
+// default), --group G (query heads a KV head, default 1; a divisor of every head count, 2048 / D).
 struct Flags {
   int max_seqlen;
   std::vector<int> head_dims;
+  int group = 1;
 };
 
 // The main() of a backward chapter's benchmark: takes the flags out of argv (exit 2, naming the

@@ -1,6 +1,7 @@
 // The README's step-by-step table, one step per run (the interface of every chapter's steps
 // bench, which scripts/bench_all.sh drives): rows bwd/11_backward_v3.<step>/<dtype>/D<d>/...
 //   ./11_backward_v3_steps_bench --step v3_tall_d64 --benchmark_filter='bf16/D64/causal/seqlen:4096'
+//   ./11_backward_v3_steps_bench --step v6_longest_first --group 2   (GQA: 2 query heads a KV head)
 // v5_block_sparse: rows bwd_sparse/11_backward_v3.v5_block_sparse/bf16/D<d>/blockk128/random/
 // density:<x>/seqlen:<n>, 08's block-sparse rows (08_backward/harness/sparse_bench.h).
 // Without --step it lists the steps (exit 2).
@@ -41,7 +42,7 @@ int main(int argc, char** argv) {
   }
   return fa::backward_bench::main(chapter.support, argc, argv, [&](const fa::backward_bench::Flags& flags) {
     for (fa::Dtype dtype : {fa::Dtype::bf16, fa::Dtype::f16})
-      fa::backward_bench::register_dense(label, dtype,
-                                         step->chapter.backward, chapter, flags.head_dims, flags.max_seqlen);
+      fa::backward_bench::register_dense(label, dtype, step->chapter.backward, chapter, flags.head_dims,
+                                         flags.max_seqlen, flags.group);
   });
 }
