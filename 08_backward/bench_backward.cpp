@@ -1,5 +1,5 @@
 // Chapter 08's backward on FlashAttention-2's benchmark shapes (Google Benchmark, CUDA events):
-//   ./08_backward_bench [--max-seqlen N] [Google Benchmark flags]
+//   ./08_backward_bench [--max-seqlen N] [--head-dims 64,128] [--group G] [Google Benchmark flags]
 // seqlen 512..16k, batch = 16k / seqlen, heads = 2048 / D, D = 64 and 128, causal and not;
 // f32 (CUDA cores), bf16 and f16 (tensor cores), and bf16 in the deterministic mode
 // (bwd/08_backward_deterministic/bf16/..., a column of its own in scripts/summarize.py).
@@ -11,6 +11,7 @@
 // ms_median, extra_mem_MiB (device memory beyond the tensors: the D_i workspace).
 #include <benchmark/benchmark.h>
 
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -30,13 +31,15 @@ int main(int argc, char** argv) {
     std::vector<int> tc_dims;
     for (int d : flags.head_dims)
       if (fa::supports_head_dim(backward::tensor_core_support(), d)) tc_dims.push_back(d);
-    register_dense(name, fa::Dtype::f32, chapter.backward, chapter, flags.head_dims, flags.max_seqlen);
+    const int g = flags.group;
+    register_dense(name, fa::Dtype::f32, chapter.backward, chapter, flags.head_dims, flags.max_seqlen, g);
     register_dense(name + "_ffma", fa::Dtype::f32, backward::fp32_chapter().backward, backward::fp32_chapter(),
-                   flags.head_dims, flags.max_seqlen);
-    register_dense(name, fa::Dtype::bf16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
-    register_dense(name, fa::Dtype::f16, chapter.backward, chapter, tc_dims, flags.max_seqlen);
+                   flags.head_dims, flags.max_seqlen, g);
+    register_dense(name, fa::Dtype::bf16, chapter.backward, chapter, tc_dims, flags.max_seqlen, g);
+    register_dense(name, fa::Dtype::f16, chapter.backward, chapter, tc_dims, flags.max_seqlen, g);
     register_dense(name + "_deterministic", fa::Dtype::bf16, chapter.deterministic, chapter, tc_dims,
-                   flags.max_seqlen);
+                   flags.max_seqlen, g);
+    if (g != 1) std::cerr << "08_backward_bench: --group times the dense rows; the block-sparse rows stay MHA\n";
     register_sparse(
         name,
         [](const fa::Problem& p, const backward::DeviceSparseWalk& walk, Tensors& t) {

@@ -222,9 +222,11 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
   // The longest-first order's sections (Config::kLongestFirst): as many (batch, KV head) rows as
   // keep their Q and dO and the fp32 dQ sums within 40 MiB of L2, a power of two (FlashAttention-3's
   // choice for its backward under a causal mask).
-  const std::int64_t row_bytes = std::int64_t{p.group_size()} * p.seqlen_q * kD * (2 * sizeof(T) + sizeof(float));
   int lpt_section = 1;
-  while (2 * lpt_section * row_bytes <= (std::int64_t{40} << 20) && lpt_section < (1 << 20)) lpt_section *= 2;
+  if constexpr (C::kLongestFirst) {
+    const std::int64_t row_bytes = std::int64_t{p.group_size()} * p.seqlen_q * kD * (2 * sizeof(T) + sizeof(float));
+    while (2 * lpt_section * row_bytes <= (std::int64_t{40} << 20) && lpt_section < (1 << 20)) lpt_section *= 2;
+  }
   // At D = 96 on the kD = 128 kernel, the second 64-column box of a row reaches past the tensor:
   // TMA fills columns 96-127 with zeros, which add nothing to S^T, dP^T or dQ.
   const CUtensorMap do_map = flash_v3::o_map_of(dout, p, C::Br);  // dO lies as O

@@ -39,7 +39,8 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
                     const std::vector<int>& head_dims, int max_seqlen, int group = 1);
 
 // The flags of a backward benchmark: --max-seqlen N (default 16384), --head-dims 64,128 (the
-// default), --group G (query heads a KV head, default 1; a divisor of every head count, 2048 / D).
+// default), --group G (query heads a KV head in the dense rows, default 1; a divisor of every head
+// count, 2048 / D).
 struct Flags {
   int max_seqlen;
   std::vector<int> head_dims;

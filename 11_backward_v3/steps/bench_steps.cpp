@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   const std::string label = std::string(chapter.support.chapter) + "." + name;
   if (name == "v5_block_sparse")
     return fa::backward_bench::main(chapter.support, argc, argv, [&](const fa::backward_bench::Flags& flags) {
+      if (flags.group != 1) std::cerr << "v5_block_sparse: --group times dense rows; the block-sparse rows stay MHA\n";
       fa::backward_bench::register_sparse(
           label,
           [](const fa::Problem& p, const backward::DeviceSparseWalk& walk, fa::backward_bench::Tensors& t) {

@@ -24,7 +24,7 @@ Backward: the same ring with the gradients of K and V travelling with their bloc
 adds its queries' contributions to the visiting block's dK and dV (the op's backward on each pair,
 with the final O and LSE, which make each pair's gradient exactly that pair's share), sends block
 and gradients on, and after W steps every block's dK and dV arrive back at their own rank. dQ stays
-home. The sums are float32, and so are the pairs' parts where chapter 11 runs them (_pair_grads):
+home. The sums are float32, and so are the pairs' parts where chapter 11 runs them (_f32_parts):
 the gradients are rounded to the dtype once, at the end.
 
 The group is any torch.distributed process group (NCCL on GPUs, one GPU a rank; Gloo on the CPU,
@@ -128,11 +128,17 @@ def _wait(requests):
         r.wait()
 
 
-def _pair_grads(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale):
-    """A chunk pair's dQ, dK and dV, for the sums. Where chapter 11 runs the pair (Hopper, f16 or
-    bf16) they come in float32, unrounded (_C.backward_f32): rounded to the dtype, each of a row's
-    parts would add a rounding of its own to the sum. Elsewhere the op's backward."""
-    if q_c.dtype != torch.float32 and ops.chapters(q_c)[1] == "11_backward_v3":
+def _f32_parts(q):
+    """Whether chapter 11 runs this ring's pairs (Hopper, f16 or bf16; q [B, H, L, D]), so that
+    their dQ, dK and dV can come in float32, unrounded (_C.backward_f32): rounded to the dtype, each
+    of a row's parts would add a rounding of its own to the sum."""
+    return q.dtype in (torch.float16, torch.bfloat16) and ops.chapters(q)[1] == "11_backward_v3"
+
+
+def _pair_grads(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale, f32_parts):
+    """A chunk pair's dQ, dK and dV, for the sums: float32 where f32_parts (_f32_parts), else the
+    op's backward."""
+    if f32_parts:
         return ops._C.backward_f32(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale)
     return ops.attention_bwd(d_c, q_c, k_c, v_c, o_c, l_c, causal, scale, None, 128, False)
 
@@ -175,6 +181,7 @@ class _RingAttention(torch.autograd.Function):
         q, k, v, out, lse = ctx.saved_tensors
         ring, causal, scale = ctx.ring, ctx.causal, ctx.scale
         acc_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32
+        f32_parts = _f32_parts(q)
         rows = [(qc, q_c, o_c, l_c, d_c) for (qc, q_c), (_, o_c), (_, l_c), (_, d_c) in
                 zip(ring.chunks(q, ring.rank), ring.chunks(out, ring.rank), ring.chunks(lse, ring.rank),
                     ring.chunks(dout.contiguous(), ring.rank))]
@@ -193,7 +200,7 @@ class _RingAttention(torch.autograd.Function):
                     diagonal = _pair(qc, kc, causal)
                     if diagonal is None or q_c.shape[2] == 0 or k_c.shape[2] == 0:
                         continue
-                    dq, dk, dv = _pair_grads(d_c, q_c, k_c, v_c, o_c, l_c, diagonal, scale)
+                    dq, dk, dv = _pair_grads(d_c, q_c, k_c, v_c, o_c, l_c, diagonal, scale, f32_parts)
                     dq_acc[i] += dq
                     start = 0 if j == 0 else first
                     grads[0].narrow(2, start, k_c.shape[2]).add_(dk)
