@@ -17,6 +17,8 @@ using SerialConfig = Config<T, kD, 64, false>;
 template <class T, int kD>
 using OverlapConfig = Config<T, kD, 64, true>;
 template <class T, int kD>
+using RowOrderConfig = Config<T, kD>;  // the row-by-row grid, every head dim
+template <class T, int kD>
 using LongestFirstConfig = Config<T, kD, (kD == 64 ? 128 : 64), true, backward::tc::DenseWalk, /*kLongestFirst=*/true>;
 template <class T, int kD>
 using SparseConfig = Config<T, kD, backward::kSparseBr, true, backward::tc::ListedWalk>;
@@ -45,11 +47,11 @@ const std::vector<fa::BackwardStep>& all() {
        step_chapter(step_backward<SerialConfig, false>)},
       {"v2_overlap", "S^T, dP^T in two commit groups: P^T and dV overlap dP^T and dS^T",
        step_chapter(step_backward<OverlapConfig, false>)},
-      {"v3_tall_d64", "128 query rows a step at D = 64 (the chapter's kernel)",
-       step_chapter(step_backward<ChapterConfig, false>)},
+      {"v3_tall_d64", "128 query rows a step at D = 64 (the chapter's kernel at D = 64), the grid row by row",
+       step_chapter(step_backward<RowOrderConfig, false>)},
       {"v4_deterministic", "dQ's adds in a fixed key-tile order (the chapter's deterministic mode)",
        step_chapter(step_backward<ChapterConfig, true>)},
-      {"v6_longest_first", "v3 with a causal grid in the longest-first order, in L2-sized sections of rows",
+      {"v6_longest_first", "v3 with a causal grid in the longest-first order, in L2-sized sections of rows (the chapter's at D = 96, 128)",
        step_chapter(step_backward<LongestFirstConfig, false>)},
   };
   return steps;
