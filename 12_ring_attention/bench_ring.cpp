@@ -1,6 +1,11 @@
 // Chapter 12's benchmark: the ring's forward and forward + backward on per-rank resident blocks
 // (Ring: no scatter or gather timed), for rings of 1, 2, 4 and 8 ranks as the GPUs allow.
 //   ./12_ring_attention_bench [--rank-seqlen 8192] [--transport nccl|copy] [Google Benchmark flags]
+//   ./12_ring_attention_bench --timeline FILE [--rank-seqlen N] [--transport nccl|copy]
+// --timeline FILE: instead of the benchmarks, one causal forward + backward (bf16, D 128, 16 heads)
+// on the largest ring the GPUs allow (two simulated ranks with copy), after a warm-up, with each
+// rank's streams timed step by step (Ring::record_timeline), written to FILE as JSON;
+// scripts/plot_ring_timeline.py draws it and sums it up.
 // Each rank holds --rank-seqlen tokens (two zig-zag chunks), so a ring of R ranks attends a sequence
 // of R times that. Counters: TFLOPS (the whole sequence's FLOPs over the median wall time, all
 // ranks together), TFLOPS_per_rank, and scaling_efficiency = TFLOPS on R ranks / (R x TFLOPS of
@@ -10,6 +15,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <string>
@@ -68,14 +74,55 @@ void run(benchmark::State& state, const fa::Problem& p, RingConfig config, bool 
     state.counters["scaling_efficiency"] = tflops / (config.ranks * base->second);
 }
 
+// --timeline FILE: the spans of one forward + backward (see the top of this file).
+int write_timeline(const std::string& file, int rank_seqlen, RingConfig config) {
+  fa::Problem p = fa::default_problem(fa::Dtype::bf16);
+  p.batch = 1, p.heads = p.kv_heads = 16, p.head_dim = 128, p.causal = true;
+  p.seqlen_q = p.seqlen_k = rank_seqlen * config.ranks;
+  Ring ring(p, ring_attention::transport_for(config));
+  const fa::Problem c = ring_attention::pair_problem(p, config.ranks, ring_attention::Pair::full);
+  for (int r = 0; r < ring.ranks(); ++r) {
+    FA_CUDA_CHECK(cudaSetDevice(ring.device(r)));
+    fa::cuda::fill_random(ring.q(r), 2 * c.q_elems(), p.dtype, 1 + r, ring.stream(r));
+    fa::cuda::fill_random(ring.kv(r), 4 * c.kv_elems(), p.dtype, 101 + r, ring.stream(r));
+    fa::cuda::fill_random(ring.dout(r), 2 * c.q_elems(), p.dtype, 201 + r, ring.stream(r));
+  }
+  for (int warm = 0; warm < 2; ++warm) ring.forward(), ring.backward();
+  ring.record_timeline(true);
+  ring.forward();
+  ring.backward();
+  const std::vector<ring_attention::Span> spans = ring.timeline();
+  ring.record_timeline(false);
+  cudaDeviceProp prop{};
+  FA_CUDA_CHECK(cudaGetDeviceProperties(&prop, ring.device(0)));
+  std::ofstream out(file);
+  out << "{\"gpu\": \"" << prop.name << "\", \"ranks\": " << config.ranks << ", \"transport\": \""
+      << ring_attention::transport_name(config.transport) << "\", \"dtype\": \"bf16\", \"head_dim\": 128, \"heads\": 16"
+      << ", \"causal\": true, \"rank_seqlen\": " << rank_seqlen << ",\n \"spans\": [";
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    const ring_attention::Span& s = spans[i];
+    out << (i ? ",\n  " : "\n  ") << "{\"rank\": " << s.rank << ", \"stream\": \"" << (s.comm ? "comm" : "compute")
+        << "\", \"what\": \"" << s.what << "\", \"step\": " << s.step << ", \"start_ms\": " << s.start_ms
+        << ", \"end_ms\": " << s.end_ms << "}";
+  }
+  out << "\n]}\n";
+  if (!out) {
+    std::cerr << "error: 12_ring_attention_bench: cannot write " << file << "\n";
+    return 1;
+  }
+  std::cout << "12_ring_attention_bench: " << spans.size() << " spans of " << config.ranks << " ranks in " << file << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int rank_seqlen = 0;
-  std::string transport;
+  std::string transport, timeline;
   try {
     rank_seqlen = fa::bench::take_int_flag(argc, argv, "--rank-seqlen", 8192);
     transport = fa::bench::take_flag(argc, argv, "--transport", "");
+    timeline = fa::bench::take_flag(argc, argv, "--timeline", "");
     if (!transport.empty() && transport != "nccl" && transport != "copy")
       throw std::invalid_argument("--transport: nccl or copy, not '" + transport + "'");
   } catch (const std::invalid_argument& e) {
@@ -89,12 +136,22 @@ int main(int argc, char** argv) {
   }
   const int gpus = ring_attention::visible_gpus();
   const bool nccl = transport == "nccl" || (transport.empty() && gpus > 1);
-  for (int ranks : {1, 2, 4, 8}) {
-    if (nccl && ranks > gpus) break;
-    if (rank_seqlen % (2 * ring_attention::kChunkMultiple) != 0) {
-      std::cerr << "error: 12_ring_attention_bench: --rank-seqlen must be a multiple of 256\n";
+  if (rank_seqlen <= 0 || rank_seqlen % (2 * ring_attention::kChunkMultiple) != 0) {
+    std::cerr << "error: 12_ring_attention_bench: --rank-seqlen must be a positive multiple of "
+              << 2 * ring_attention::kChunkMultiple << "\n";
+    return 2;
+  }
+  if (!timeline.empty()) {
+    const int ranks = nccl ? std::min(gpus, 8) : 2;
+    if (ranks < 2) {
+      std::cerr << "error: 12_ring_attention_bench --timeline: a ring of NCCL ranks needs 2 GPUs or more\n";
       return 2;
     }
+    return write_timeline(timeline, rank_seqlen,
+                          RingConfig{.ranks = ranks, .transport = nccl ? TransportKind::nccl : TransportKind::copy});
+  }
+  for (int ranks : {1, 2, 4, 8}) {
+    if (nccl && ranks > gpus) break;
     const RingConfig config{.ranks = ranks, .transport = nccl ? TransportKind::nccl : TransportKind::copy};
     for (fa::Dtype dtype : {fa::Dtype::bf16, fa::Dtype::f16})
       for (int d : {64, 128})

@@ -62,9 +62,25 @@ struct Ring::Rank {
   fa::cuda::DeviceBuffer o_part, lse_part;  // one pair's (O, LSE): [B, H, C, D] T, [B, H, C] float
   fa::cuda::DeviceBuffer dq_part, dk_part, dv_part;  // one pair's gradients (fp32, unrounded)
   Workspace workspace;
+  // The timeline (Ring::record_timeline): the origin, and a (begin, end) pair of events a span.
+  struct Mark {
+    Span span;
+    cudaEvent_t begin = nullptr, end = nullptr;
+  };
+  cudaEvent_t origin = nullptr;
+  std::vector<Mark> marks;
+
+  void clear_marks() {
+    for (const Mark& m : marks)
+      for (cudaEvent_t e : {m.begin, m.end})
+        if (e) cudaEventDestroy(e);
+    marks.clear();
+  }
 
   ~Rank() {
     cudaSetDevice(device);
+    clear_marks();
+    if (origin) cudaEventDestroy(origin);
     for (cudaEvent_t e : {computed, arrived, grads_arrived})
       if (e) cudaEventDestroy(e);
     for (cudaStream_t s : {compute, comm})
@@ -134,16 +150,69 @@ void* Ring::dq(int r) const { return ranks_[r]->dq.get(); }
 void* Ring::dkv(int r) const { return ranks_[r]->dkv.get(); }
 cudaStream_t Ring::stream(int r) const { return ranks_[r]->compute; }
 
+void Ring::record_timeline(bool on) {
+  synchronize();  // every stream idle: the origins below are recorded at (nearly) one moment
+  for (auto& rank : ranks_) {
+    FA_CUDA_CHECK(cudaSetDevice(rank->device));
+    rank->clear_marks();
+    if (!on) continue;
+    if (!rank->origin) FA_CUDA_CHECK(cudaEventCreate(&rank->origin));
+    FA_CUDA_CHECK(cudaEventRecord(rank->origin, rank->compute));
+  }
+  timing_ = on;
+}
+
+int Ring::open_span(int r, bool comm, const char* what, int step) {
+  if (!timing_) return -1;
+  Rank& rank = *ranks_[r];
+  Rank::Mark m{.span = {.rank = r, .comm = comm, .what = what, .step = step, .start_ms = 0, .end_ms = 0}};
+  FA_CUDA_CHECK(cudaEventCreate(&m.begin));
+  FA_CUDA_CHECK(cudaEventCreate(&m.end));
+  FA_CUDA_CHECK(cudaEventRecord(m.begin, comm ? rank.comm : rank.compute));
+  rank.marks.push_back(m);
+  return static_cast<int>(rank.marks.size()) - 1;
+}
+
+void Ring::close_span(int r, int span) {
+  if (span < 0) return;
+  Rank& rank = *ranks_[r];
+  const Rank::Mark& m = rank.marks[span];
+  FA_CUDA_CHECK(cudaEventRecord(m.end, m.span.comm ? rank.comm : rank.compute));
+}
+
+std::vector<Span> Ring::timeline() const {
+  synchronize();
+  std::vector<Span> spans;
+  for (const auto& rank : ranks_) {
+    FA_CUDA_CHECK(cudaSetDevice(rank->device));
+    for (const Rank::Mark& m : rank->marks) {
+      Span s = m.span;
+      FA_CUDA_CHECK(cudaEventElapsedTime(&s.start_ms, rank->origin, m.begin));
+      FA_CUDA_CHECK(cudaEventElapsedTime(&s.end_ms, rank->origin, m.end));
+      spans.push_back(s);
+    }
+  }
+  return spans;
+}
+
 // One pass of every rank's block (send[r] -> rank r + 1, into recv[r + 1]), on the comm streams,
 // each first waiting until its compute stream is done with what it last recorded (`computed`).
-void Ring::pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv) {
+void Ring::pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv,
+                const char* what, int step) {
   std::vector<RankLink> links;
+  std::vector<int> spans;
   for (int r = 0; r < ranks(); ++r) {
     FA_CUDA_CHECK(cudaSetDevice(ranks_[r]->device));
     FA_CUDA_CHECK(cudaStreamWaitEvent(ranks_[r]->comm, ranks_[r]->computed, 0));
+    spans.push_back(open_span(r, true, what, step));
     links.push_back({send[r], recv[r], ranks_[r]->comm});
   }
   transport_->pass_blocks(links, bytes);
+  if (!timing_) return;
+  for (int r = 0; r < ranks(); ++r) {
+    FA_CUDA_CHECK(cudaSetDevice(ranks_[r]->device));
+    close_span(r, spans[r]);
+  }
 }
 
 // Step `step`'s blocks go on to the next rank while they are attended (every step but the last);
@@ -154,7 +223,7 @@ void Ring::pass_next_block(int step) {
   std::vector<const void*> send;
   std::vector<void*> recv;
   for (int r = 0; r < ranks(); ++r) send.push_back(block(r, step)), recv.push_back(block(r, step + 1));
-  pass(4 * c.kv_elems() * fa::dtype_size(p_.dtype), send, recv);  // [K | V] of both chunks
+  pass(4 * c.kv_elems() * fa::dtype_size(p_.dtype), send, recv, "pass K,V", step);  // [K | V] of both chunks
   for (auto& rank : ranks_) {
     FA_CUDA_CHECK(cudaSetDevice(rank->device));
     FA_CUDA_CHECK(cudaEventRecord(rank->arrived, rank->comm));
@@ -173,13 +242,16 @@ void Ring::forward() {
   const std::size_t elem = fa::dtype_size(p_.dtype);
   with_dtype(p_.dtype, [&](auto type) {
     using T = decltype(type);
-    for (auto& rank : ranks_) {  // O_acc = 0, LSE_acc = -inf: no key seen yet
-      FA_CUDA_CHECK(cudaSetDevice(rank->device));
-      FA_CUDA_CHECK(cudaMemsetAsync(rank->o_acc.get(), 0, rank->o_acc.bytes(), rank->compute));
-      fill_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank->compute>>>(
-          rank->lse_acc.as<float>(), -std::numeric_limits<float>::infinity(), 2 * c.lse_elems());
+    for (int r = 0; r < R; ++r) {  // O_acc = 0, LSE_acc = -inf: no key seen yet
+      Rank& rank = *ranks_[r];
+      FA_CUDA_CHECK(cudaSetDevice(rank.device));
+      const int span = open_span(r, false, "start", -1);
+      FA_CUDA_CHECK(cudaMemsetAsync(rank.o_acc.get(), 0, rank.o_acc.bytes(), rank.compute));
+      fill_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank.compute>>>(
+          rank.lse_acc.as<float>(), -std::numeric_limits<float>::infinity(), 2 * c.lse_elems());
       FA_CHECK_LAUNCH();
-      FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
+      close_span(r, span);
+      FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
     }
     const std::vector<std::vector<Task>> schedule = schedules();
     for (int s = 0; s < R; ++s) {
@@ -188,6 +260,7 @@ void Ring::forward() {
         Rank& rank = *ranks_[r];
         FA_CUDA_CHECK(cudaSetDevice(rank.device));
         const auto* kv = static_cast<const unsigned char*>(block(r, s));
+        const int span = open_span(r, false, "forward", s);
         for (const Task& t : schedule[r]) {
           if (t.step != s) continue;
           const fa::Problem pp = pair_problem(p_, R, t.pair);
@@ -202,18 +275,22 @@ void Ring::forward() {
               rank.o_part.as<T>(), rank.lse_part.as<float>(), c.lse_elems(), c.head_dim);
           FA_CHECK_LAUNCH();
         }
+        close_span(r, span);
         FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
         if (s + 1 < R) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.arrived, 0));
       }
     }
-    for (auto& rank : ranks_) {  // O and LSE of the rank's two query chunks, as the API returns them
-      FA_CUDA_CHECK(cudaSetDevice(rank->device));
-      convert_kernel<T><<<grid_for(2 * c.q_elems()), 256, 0, rank->compute>>>(rank->o_acc.as<float>(),
-                                                                               rank->o.as<T>(), 2 * c.q_elems());
+    for (int r = 0; r < R; ++r) {  // O and LSE of the rank's two query chunks, as the API returns them
+      Rank& rank = *ranks_[r];
+      FA_CUDA_CHECK(cudaSetDevice(rank.device));
+      const int span = open_span(r, false, "finish", -1);
+      convert_kernel<T><<<grid_for(2 * c.q_elems()), 256, 0, rank.compute>>>(rank.o_acc.as<float>(),
+                                                                             rank.o.as<T>(), 2 * c.q_elems());
       FA_CHECK_LAUNCH();
-      finish_lse_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank->compute>>>(
-          rank->lse_acc.as<float>(), rank->lse.as<float>(), 2 * c.lse_elems());
+      finish_lse_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank.compute>>>(
+          rank.lse_acc.as<float>(), rank.lse.as<float>(), 2 * c.lse_elems());
       FA_CHECK_LAUNCH();
+      close_span(r, span);
     }
   });
 }
@@ -225,12 +302,15 @@ void Ring::backward() {
   const std::int64_t kn = c.kv_elems(), qn = c.q_elems();
   with_dtype(p_.dtype, [&](auto type) {
     using T = decltype(type);
-    for (auto& rank : ranks_) {  // the sums start at 0: dQ at home, dK and dV of the rank's own block
-      FA_CUDA_CHECK(cudaSetDevice(rank->device));
-      FA_CUDA_CHECK(cudaMemsetAsync(rank->dq_acc.get(), 0, rank->dq_acc.bytes(), rank->compute));
-      fa::cuda::DeviceBuffer& sums = rank->dkv_visit[grad_buffer(0)];
-      FA_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), rank->compute));
-      FA_CUDA_CHECK(cudaEventRecord(rank->computed, rank->compute));
+    for (int r = 0; r < R; ++r) {  // the sums start at 0: dQ at home, dK and dV of the rank's own block
+      Rank& rank = *ranks_[r];
+      FA_CUDA_CHECK(cudaSetDevice(rank.device));
+      const int span = open_span(r, false, "start", -1);
+      FA_CUDA_CHECK(cudaMemsetAsync(rank.dq_acc.get(), 0, rank.dq_acc.bytes(), rank.compute));
+      fa::cuda::DeviceBuffer& sums = rank.dkv_visit[grad_buffer(0)];
+      FA_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), rank.compute));
+      close_span(r, span);
+      FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
     }
     const std::vector<std::vector<Task>> schedule = schedules();
     for (int s = 0; s < R; ++s) {
@@ -242,6 +322,7 @@ void Ring::backward() {
         float* dkv = rank.dkv_visit[grad_buffer(s)].as<float>();  // [dK | dV] [2][B, Hkv, C, D] of the held block
         bool grads_here = s == 0;  // the block's sums arrive from rank r - 1 after step 0
         const fa::cuda::WorkspaceSource source(Workspace::take, &rank.workspace);
+        const int span = open_span(r, false, "backward", s);
         for (const Task& t : schedule[r]) {
           if (t.step != s) continue;
           const fa::Problem pp = pair_problem(p_, R, t.pair);
@@ -272,6 +353,7 @@ void Ring::backward() {
           FA_CHECK_LAUNCH();
         }
         if (!grads_here) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));
+        close_span(r, span);
         FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
       }
       if (R > 1) {  // the sums go on with their block; after the R-th pass they are home
@@ -280,7 +362,7 @@ void Ring::backward() {
         for (int r = 0; r < R; ++r)
           send.push_back(ranks_[r]->dkv_visit[grad_buffer(s)].get()),
               recv.push_back(ranks_[r]->dkv_visit[grad_buffer(s + 1)].get());
-        pass(4 * kn * sizeof(float), send, recv);
+        pass(4 * kn * sizeof(float), send, recv, "pass dK,dV", s);
         for (auto& rank : ranks_) {
           FA_CUDA_CHECK(cudaSetDevice(rank->device));
           FA_CUDA_CHECK(cudaEventRecord(rank->grads_arrived, rank->comm));
@@ -292,14 +374,17 @@ void Ring::backward() {
           FA_CUDA_CHECK(cudaStreamWaitEvent(rank->compute, rank->arrived, 0));
         }
     }
-    for (auto& rank : ranks_) {  // dQ, dK and dV rounded to T once
-      FA_CUDA_CHECK(cudaSetDevice(rank->device));
-      if (R > 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rank->compute, rank->grads_arrived, 0));
-      convert_kernel<T><<<grid_for(2 * qn), 256, 0, rank->compute>>>(rank->dq_acc.as<float>(), rank->dq.as<T>(), 2 * qn);
+    for (int r = 0; r < R; ++r) {  // dQ, dK and dV rounded to T once
+      Rank& rank = *ranks_[r];
+      FA_CUDA_CHECK(cudaSetDevice(rank.device));
+      if (R > 1) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));
+      const int span = open_span(r, false, "finish", -1);
+      convert_kernel<T><<<grid_for(2 * qn), 256, 0, rank.compute>>>(rank.dq_acc.as<float>(), rank.dq.as<T>(), 2 * qn);
       FA_CHECK_LAUNCH();
-      convert_kernel<T><<<grid_for(4 * kn), 256, 0, rank->compute>>>(rank->dkv_visit[grads_home_buffer(R)].as<float>(),
-                                                                     rank->dkv.as<T>(), 4 * kn);
+      convert_kernel<T><<<grid_for(4 * kn), 256, 0, rank.compute>>>(rank.dkv_visit[grads_home_buffer(R)].as<float>(),
+                                                                    rank.dkv.as<T>(), 4 * kn);
       FA_CHECK_LAUNCH();
+      close_span(r, span);
     }
   });
 }

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "08_backward/harness/backward.h"
@@ -21,6 +22,16 @@
 #include "common/harness/chapter.h"
 
 namespace ring_attention {
+
+// One span of a ring's timeline (Ring::record_timeline): what one stream of one rank ran, timed by
+// CUDA events on that stream, in ms from the rank's origin (recorded on every idle rank at once).
+struct Span {
+  int rank;
+  bool comm;         // the communication stream, else the compute stream
+  std::string what;  // "forward", "backward", "pass K,V", "pass dK,dV", "start", "finish"
+  int step;          // the ring step (-1: before the first or after the last)
+  float start_ms, end_ms;
+};
 
 // The ring over R ranks, built once: every rank's resident blocks, its compute and communication
 // streams, and the transport. A block is chunk-major: its two chunks (rank_chunks) one after the
@@ -41,6 +52,11 @@ class Ring {
   void backward();
   // Waits for every rank's streams.
   void synchronize() const;
+  // With `on`, the forward() and backward() calls that follow record a span of each stream's work
+  // a step (two CUDA events a span, a few microseconds); timeline() returns them (it waits for
+  // every stream). record_timeline(true) waits for every rank, then records each rank's origin.
+  void record_timeline(bool on);
+  std::vector<Span> timeline() const;
 
   int ranks() const { return static_cast<int>(ranks_.size()); }
   const fa::Problem& problem() const { return p_; }
@@ -61,12 +77,18 @@ class Ring {
  private:
   struct Rank;
   void* block(int r, int step) const;  // the K/V buffer rank r attends in step `step`
-  void pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv);
+  void pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv,
+            const char* what, int step);
+  // A span of rank r's compute or comm stream (the caller has made rank r's device current);
+  // open_span returns -1 and close_span does nothing while no timeline is recorded.
+  int open_span(int r, bool comm, const char* what, int step);
+  void close_span(int r, int span);
   void pass_next_block(int step);  // the blocks of step `step` on to the next rank; `arrived` marks them
   std::vector<std::vector<Task>> schedules() const;  // every rank's rank_schedule
   fa::Problem p_;
   std::shared_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rank>> ranks_;
+  bool timing_ = false;
 };
 
 // The chapter API (chapter.h, backward.h): device pointers on the current device, [B, H, S, D].
