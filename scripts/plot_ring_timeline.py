@@ -100,7 +100,7 @@ def draw(meta, spans, path):
         ax.spines[side].set_visible(False)
     ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in ("forward", "backward", "pass K,V", "pass dK,dV")]
               + [Patch(color=COLOURS["start"], label="start, finish (zeroing, rounding)")],
-              loc="upper center", bbox_to_anchor=(0.5, -0.32), ncol=5, frameon=False, fontsize=8)
+              loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=5, frameon=False, fontsize=8)
     fig.savefig(path, bbox_inches="tight", pad_inches=0.08, metadata={"Software": None})
     print("wrote", path)
 
