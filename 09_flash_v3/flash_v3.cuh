@@ -76,6 +76,8 @@ struct WsConfig {
   // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
+  static constexpr bool kFp8 = false;      // Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
+  static constexpr std::uint32_t kQTxBytes = kQBytes;  // the bytes a Q_i copy lands
 };
 
 // A configuration C with the logit softcap (Problem::softcap): the consumers cap each tile's
@@ -87,6 +89,32 @@ struct Softcap : C {
 };
 template <class C>
 using SoftcapOf = std::conditional_t<C::kSoftcap, SoftcapConsts, NoSoftcap>;
+
+// A configuration C on FP8 inputs (steps/fp8.cu, FlashAttention-3's FP8 forward): Q_i and K_j in
+// E4M3, one byte an element, and V_j^T, the (D, keys) tile of V transposed with its keys in
+// fp8_pv_key's order (steps/fp8.cu transposes V before the kernel), so that all three are the
+// K-major operands FP8's wgmma takes (issue_scores, issue_pv). T is the type P leaves the softmax
+// in (f16, rounded again to E4M3 by to_e4m3) and O's. At D = 128 and Bc = 128 a row of Q, K or
+// V^T is 128 bytes, one atom of the swizzle; the K and V stages take half the bytes of bf16's.
+// A Q slot keeps its bf16 size: the epilogue stages O_i (in T) there, each consumer group
+// over its own rows of Q_i only (the group's 64 fp8 rows are the first 8 KiB of its O rows).
+template <class C>
+struct Fp8 : C {
+  static_assert(C::kD == 128 && C::Bc == 128, "the FP8 step: D = 128, Bc = 128");
+  static constexpr bool kFp8 = true;
+  static constexpr std::uint32_t kQTxBytes = C::Br * C::kD;  // Q_i in E4M3
+  static constexpr std::uint32_t kTileBytes = C::Bc * C::kD;  // K_j or V_j^T in E4M3
+  static constexpr std::uint32_t kK = C::kQSlots * C::kQBytes;
+  static constexpr std::uint32_t kV = kK + C::kStages * kTileBytes;
+  static constexpr int kSmemBytes = C::kQSlots * C::kQBytes + 2 * C::kStages * kTileBytes + 1024;
+};
+// The FP8 kernels' own parameter: the scale of V (Q's and K's are folded into Params::scale_log2).
+struct Fp8Args {
+  float v_scale;
+};
+struct NoFp8 {};
+template <class C>
+using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 
 // The chapter launches this kernel at D = 128 with two K/V stages (two Q_i slots and the ring: 193 KiB
 // of shared memory), and at D = 96 the same kernel (the copy engine fills columns 96-127 with zeros).
@@ -116,7 +144,7 @@ using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=
 template <class C, int kGroup, bool kBshd, class Varlen = NoVarlen>
 __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
                                         unsigned char* base_p, const CUtensorMap* o_map, const Varlen& vl = {},
-                                        const SoftcapOf<C>& cap = {}) {
+                                        const SoftcapOf<C>& cap = {}, const Fp8Of<C>& fp8 = {}) {
   constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>;
   using Tile = typename C::Tile;
   constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
@@ -156,7 +184,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // P_s leaves the softmax of turn s and is read by turn s + 1's P V. With the overlap, turn s + 1's
     // softmax writes P_{s+1} where that wgmma may still read P_s, so the two alternate between
     // registers P[0] and P[1] (the loop below takes turns in pairs); without it, P[0] serves all.
-    fa2::PTile<Tile> P[C::kOverlap ? 2 : 1];
+    PFrags<C> P[C::kOverlap ? 2 : 1];
     // With the overlap, softmax_step comes before the wait for P_{s-1} V_{s-1}, which may still
     // accumulate into w.O: it must not touch w.O. So it is handed rows of its own (a Config with a 16-column O, set to
     // ones): they carry m and l, and the O they return holds alpha, by which w.O is scaled once
@@ -169,7 +197,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // in the first). Compile-time flags, so every wgmma is issued on a path the compiler knows all
     // 128 threads take: a wgmma under a run-time branch makes ptxas serialize them all (C7520).
     // P_in: P_{s-1}; P_out: where P_s goes.
-    auto turn = [&](int s, auto kScores, auto kPV, fa2::PTile<Tile>& P_in, fa2::PTile<Tile>& P_out) {
+    auto turn = [&](int s, auto kScores, auto kPV, PFrags<C>& P_in, PFrags<C>& P_out) {
       const int it = it0 + s - Tc_begin;  // K_s's place in the ring; V_{s-1} is at it - 1
       if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
       if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
@@ -196,13 +224,20 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if constexpr (C::kSoftcap) fa2::cap_scores<Tile>(S_ij, cap);
         if (needs_mask(group_tile, s, 64, Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_left, prm.window_right))
           fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, tp);
+        // FP8: P leaves the softmax in T (f16) and goes on to E4M3 fragments (to_e4m3).
+        [[maybe_unused]] fa2::PTile<Tile> P16;
+        fa2::PTile<Tile>* P_soft_at;
+        if constexpr (C::kFp8) P_soft_at = &P16;
+        else P_soft_at = &P_out;
+        fa2::PTile<Tile>& P_soft = *P_soft_at;
         if constexpr (C::kOverlap) {
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) ml.O[0][nt][0] = ml.O[0][nt][1] = ml.O[0][nt][2] = ml.O[0][nt][3] = 1.0f;
-          fa2::softmax_step<StatsTile>(S_ij, P_out, ml, prm.scale_log2);
+          fa2::softmax_step<StatsTile>(S_ij, P_soft, ml, prm.scale_log2);
         } else {
-          fa2::softmax_step<Tile>(S_ij, P_out, w, prm.scale_log2);
+          fa2::softmax_step<Tile>(S_ij, P_soft, w, prm.scale_log2);
         }
+        if constexpr (C::kFp8) to_e4m3<C>(P16, P_out);
       }
       if constexpr (C::kOverlap && kPV) {
         if constexpr (kScores) wgmma_wait<0>();  // O_i is in the registers; V_{s-1} and P_in are read
@@ -243,6 +278,12 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       turn(Tc_end, No{}, Yes{}, P0, P0);
     }
     it0 += Tc_end > Tc_begin ? Tc_end - Tc_begin : 0;
+    if constexpr (C::kFp8) {  // O_i = (P V's sum over the E4M3 values of V) x V's scale
+#pragma unroll
+      for (int nt = 0; nt < C::kD / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) w.O[0][nt][e] *= fp8.v_scale;
+    }
     // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
     // top of the group's next tile, once the copy engine has read it.
     stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
@@ -272,12 +313,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
 // grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
 // kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D]. Varlen: VarlenArgs for
 // a packed batch of sequences ([1, total, H, D] tensors, kBshd), NoVarlen otherwise. cap: the
-// logit softcap's constants (Softcap<C>), an empty parameter otherwise.
+// logit softcap's constants (Softcap<C>), an empty parameter otherwise. fp8: V's scale (Fp8<C>),
+// an empty parameter otherwise.
 template <class C, bool kBshd = false, class Varlen = NoVarlen>
 __global__ void __launch_bounds__(C::kThreads, 1)
     flash_v3_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const __grid_constant__ CUtensorMap o_map,
-                    const Params prm, const Varlen vl, const SoftcapOf<C> cap) {
+                    const Params prm, const Varlen vl, const SoftcapOf<C> cap, const Fp8Of<C> fp8) {
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
@@ -304,8 +346,8 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
-  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl, cap);
-  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl, cap);
+  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl, cap, fp8);
+  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl, cap, fp8);
 }
 
 }  // namespace flash_v3

@@ -39,6 +39,20 @@ inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t r
   return map_of(o, p, p.heads, p.seqlen_q, p.dv(), p.o_strides(), rows);
 }
 
+// The FP8 step's operands (Fp8<C>, [B, H, S, D] only): Q and K as E4M3 bytes in boxes of q_rows or
+// kv_rows rows x 128 columns, and V^T ([B * Hkv][D][fp8_vt_cols(Sk)], steps/fp8.cu) in boxes of D
+// rows x kv_rows keys.
+inline std::int64_t fp8_vt_cols(int seqlen_k) { return (std::int64_t{seqlen_k} + 31) / 32 * 32; }
+inline Maps make_fp8_maps(const fa::Problem& p, const void* q, const void* k, const void* vt, std::uint32_t q_rows,
+                          std::uint32_t kv_rows) {
+  const std::uint64_t kv = std::uint64_t(p.batch) * p.kv_heads;
+  return {make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, q, std::uint64_t(p.batch) * p.heads, p.seqlen_q, p.head_dim,
+                      q_rows, 128),
+          make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, kv, p.seqlen_k, p.head_dim, kv_rows, 128),
+          make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, vt, kv, p.head_dim, fp8_vt_cols(p.seqlen_k), p.head_dim,
+                      kv_rows)};
+}
+
 // A packed batch's offsets on the GPU, for VarlenTileWalk: VarlenTileWalk's unit offsets (int64),
 // then cu_seqlens_q and cu_seqlens_k (ints), in one copy into the workspace; and the number of
 // units (the walk's bound).
@@ -62,14 +76,17 @@ inline std::pair<VarlenArgs, std::int64_t> upload_varlen(const fa::Problem& p, i
 // kVarlen: a packed batch of sequences (Problem::cu_seqlens_q, cu_seqlens_k; [1, total, H, D]
 // tensors): the sequences' offsets and the walk's unit offsets go to the GPU first, into the
 // workspace, and the kernel walks the sequences' tiles.
+// Fp8<C>: q, k and v are E4M3 bytes (v: V^T, steps/fp8.cu), fp8 the kernel's scale of V.
 template <class C, bool kBshd = false, bool kVarlen = false>
-void launch(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm, cudaStream_t stream) {
+void launch(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm, cudaStream_t stream,
+            const Fp8Of<C>& fp8 = {}) {
   static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
   using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
   constexpr auto kernel = flash_v3_kernel<C, kBshd, Varlen>;
   static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
   opted_in([] { allow_shared_memory(kernel, C::kSmemBytes); });
-  const Maps maps = make_maps(p, q, k, v, C::Br, C::Bc);
+  static_assert(!C::kFp8 || (!kBshd && !kVarlen), "the FP8 step takes [B, H, S, D] tensors");
+  const Maps maps = C::kFp8 ? make_fp8_maps(p, q, k, v, C::Br, C::Bc) : make_maps(p, q, k, v, C::Br, C::Bc);
   Varlen vl{};
   std::int64_t units = 0;
   if constexpr (kVarlen) {
@@ -91,7 +108,7 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   const CUtensorMap o_map = o_map_of(prm.o, p, 64);
   SoftcapOf<C> softcap{};
   if constexpr (C::kSoftcap) softcap = SoftcapConsts::of(p.scale(), p.softcap);
-  kernel<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm, vl, softcap);
+  kernel<<<blocks, C::kThreads, C::kSmemBytes, stream>>>(maps.q, maps.k, maps.v, o_map, prm, vl, softcap, fp8);
   FA_CHECK_LAUNCH();
 }
 

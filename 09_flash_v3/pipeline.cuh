@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "09_flash_v3/tile_walk.h"  // TileWalk
 #include "common/device/tiles.h"    // key_tile_begin, key_tile_end
@@ -69,49 +70,97 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
                                     keys_of(wt, prm.seqlen_k, vl), prm.causal, prm.window_right);
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
     if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
-    mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQBytes);
-    load_tile<C::Br, C::kD, kBshd>(base + C::kQ + slot * C::kQBytes, q_map, first_query(wt, vl) + wt.i_tile * C::Br,
-                                   slice_of(wt), prm.heads, smem_u32(&bars.full_q[slot]));
+    mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQTxBytes);
+    if constexpr (C::kFp8)  // one box of 128 one-byte columns: the whole row
+      tma_load_3d(base + C::kQ + slot * C::kQBytes, q_map, 0, wt.i_tile * C::Br, static_cast<int>(slice_of(wt)),
+                  smem_u32(&bars.full_q[slot]));
+    else
+      load_tile<C::Br, C::kD, kBshd>(base + C::kQ + slot * C::kQBytes, q_map, first_query(wt, vl) + wt.i_tile * C::Br,
+                                     slice_of(wt), prm.heads, smem_u32(&bars.full_q[slot]));
     for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
       const int stage = it % C::kStages, use = it / C::kStages;
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD, kBshd>(base + C::kK + stage * C::kTileBytes, k_map, first_key(wt, vl) + s * C::Bc, kv_bh,
-                                     kv_heads, smem_u32(&bars.full_k[stage]));
+      if constexpr (C::kFp8)
+        tma_load_3d(base + C::kK + stage * C::kTileBytes, k_map, 0, s * C::Bc, static_cast<int>(kv_bh),
+                    smem_u32(&bars.full_k[stage]));
+      else
+        load_tile<C::Bc, C::kD, kBshd>(base + C::kK + stage * C::kTileBytes, k_map, first_key(wt, vl) + s * C::Bc,
+                                       kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-      load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, first_key(wt, vl) + s * C::Bc, kv_bh,
-                                     kv_heads, smem_u32(&bars.full_v[stage]));
+      if constexpr (C::kFp8)  // V_s^T: the D rows of keys s Bc .. s Bc + Bc - 1, one 128-byte box
+        tma_load_3d(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, 0, static_cast<int>(kv_bh),
+                    smem_u32(&bars.full_v[stage]));
+      else
+        load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, first_key(wt, vl) + s * C::Bc,
+                                       kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
     }
   }
 }
 
 // S_s = Q_i K_s^T for the warpgroup's 64 rows: kD / 16 wgmmas of 64 x Bc x 16, Q_i and K_s both
-// K-major in shared memory. Q_w: the warpgroup's rows (8 KiB into each atom of Q_i).
+// K-major in shared memory. Q_w: the warpgroup's rows (8 KiB into each atom of Q_i). FP8
+// (Fp8<C>): kD / 32 wgmmas of 64 x 128 x 32 on E4M3.
 template <class C>
 __device__ __forceinline__ void issue_scores(fa2::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
                                              std::uint32_t K_s) {
   float(&s)[C::Bc / 2] = *reinterpret_cast<float(*)[C::Bc / 2]>(&S[0][0][0]);  // the accumulator's registers
+  if constexpr (C::kFp8) {
 #pragma unroll
-  for (int ks = 0; ks < C::kD / 16; ++ks)
-    wgmma_ss<typename C::T, C::Bc, 0>(s, kmajor_sw128_desc(Q_w, C::Br, 16 * ks), kmajor_sw128_desc(K_s, C::Bc, 16 * ks),
-                                      ks > 0);
+    for (int ks = 0; ks < C::kD / 32; ++ks)
+      wgmma_ss_m64n128k32_e4m3(s, kmajor_sw128_desc_fp8(Q_w, C::Br, 32 * ks),
+                               kmajor_sw128_desc_fp8(K_s, C::Bc, 32 * ks), ks > 0);
+  } else {
+#pragma unroll
+    for (int ks = 0; ks < C::kD / 16; ++ks)
+      wgmma_ss<typename C::T, C::Bc, 0>(s, kmajor_sw128_desc(Q_w, C::Br, 16 * ks),
+                                        kmajor_sw128_desc(K_s, C::Bc, 16 * ks), ks > 0);
+  }
+}
+
+// P as the A operand of P V: 06's fragments of P in T (a .b32 register holds two keys), or with
+// FP8 (Fp8<C>) one 8-bit A fragment of four registers per 32 keys.
+template <class C>
+using Fp8PTile = std::uint32_t[C::Bc / 32][4];
+template <class C>
+using PFrags = std::conditional_t<C::kFp8, Fp8PTile<C>, fa2::PTile<typename C::Tile>>;
+
+// P in T (softmax_step's fragments) to E4M3 fragments. A thread's four keys of each 16 (2t, 2t + 1
+// in register a0 or a1, 2t + 8, 2t + 9 in a2 or a3) become columns 4t .. 4t + 3 of that half of
+// the 32-key block: the fragment's column c is key fp8_pv_key(c), the order V^T's keys are in.
+template <class C>
+__device__ __forceinline__ void to_e4m3(const fa2::PTile<typename C::Tile>& P16, Fp8PTile<C>& P8) {
+#pragma unroll
+  for (int b = 0; b < C::Bc / 32; ++b)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      P8[b][2 * half] = e4m3x4_from_f16x2(P16[0][2 * b + half][0], P16[0][2 * b + half][2]);      // row g
+      P8[b][2 * half + 1] = e4m3x4_from_f16x2(P16[0][2 * b + half][1], P16[0][2 * b + half][3]);  // row g + 8
+    }
 }
 
 // O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
 // MN-major, keys x columns as TMA landed it), kN = kD up to 128, else column chunks of 128 (D = 256)
 // or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
+// FP8 (Fp8<C>): per 32 keys one wgmma of 64 x 128 x 32, V_s^T (D rows of keys) K-major.
 template <class C>
-__device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w,
-                                         const fa2::PTile<typename C::Tile>& P, std::uint32_t V_s) {
-  constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;
+__device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, const PFrags<C>& P, std::uint32_t V_s) {
   float* o = &w.O[0][0][0];
+  if constexpr (C::kFp8) {
 #pragma unroll
-  for (int kk = 0; kk < C::Bc / 16; ++kk)
+    for (int kk = 0; kk < C::Bc / 32; ++kk)
+      wgmma_rs_m64n128k32_e4m3(*reinterpret_cast<float(*)[64]>(o), P[kk], kmajor_sw128_desc_fp8(V_s, C::kD, 32 * kk),
+                               true);
+  } else {
+    constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;
 #pragma unroll
-    for (int n0 = 0; n0 < C::kD; n0 += kN)
-      wgmma_rs<typename C::T, kN, 1>(*reinterpret_cast<float(*)[kN / 2]>(o + n0 / 2), P[0][kk],
-                                     mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, n0), true);
+    for (int kk = 0; kk < C::Bc / 16; ++kk)
+#pragma unroll
+      for (int n0 = 0; n0 < C::kD; n0 += kN)
+        wgmma_rs<typename C::T, kN, 1>(*reinterpret_cast<float(*)[kN / 2]>(o + n0 / 2), P[0][kk],
+                                       mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, n0), true);
+  }
 }
 
 // The epilogue through the copy engine (FlashAttention-3's): O_i / l_i in T into the group's 64

@@ -54,6 +54,26 @@ FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw128_desc(std::uint32_t tile_star
   return wgmma_desc(tile_start + atom + within, 16, kSwizzleAtomBytes, SmemSwizzle::b128);
 }
 
+// The same for one-byte elements (FP8, E4M3): a 128-byte line holds 128 of them, so an atom is
+// 128 columns wide and a wgmma k-step of 32 elements is 32 bytes, as one of 16 bf16 is. k0: a
+// multiple of 32. FP8 operands are K-major only (wgmma has no transpose for them).
+FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw128_desc_fp8(std::uint32_t tile_start, int rows, int k0) {
+  const std::uint32_t atom = static_cast<std::uint32_t>(k0 / 128) * static_cast<std::uint32_t>(rows) * 128u;
+  return wgmma_desc(tile_start + atom + static_cast<std::uint32_t>(k0 % 128), 16, kSwizzleAtomBytes, SmemSwizzle::b128);
+}
+
+// FP8's P V: which key of a 32-key block column c of P's wgmma A fragment holds. The fp32
+// accumulator of S gives a thread (lane group g, t = lane % 4) keys 8j + 2t and 8j + 2t + 1 of each
+// 8-key group j of a row; an 8-bit A fragment of k = 32 wants from it columns 4t .. 4t + 3 and
+// 16 + 4t .. 16 + 4t + 3 (PTX ISA: the m16n8k32 A fragment, which each warp of a wgmma repeats).
+// Rather than move bytes between lanes, a thread packs the four keys it holds of each 16 (2t,
+// 2t + 1, 2t + 8, 2t + 9) as columns 4t .. 4t + 3, and V's rows are stored in the same order:
+// column c of the fragment is key fp8_pv_key(c), and the V tile's k index c is that key's row.
+FA_HOST_DEVICE constexpr int fp8_pv_key(int c) {
+  const int half = c / 16, t = c % 16 / 4, i = c % 4;
+  return 16 * half + 2 * t + (i & 1) + 8 * (i >> 1);
+}
+
 // The descriptor of an MN-major, 128-byte-swizzled operand (V_j in O += P V, wgmma's B with
 // imm-trans-b = 1): stored like a K-major tile, rows = the k index (keys), 64-column atoms along N
 // (D). A k-step of 16 rows is 2048 bytes down the atom; columns n0 .. n0 + 63 are atom n0 / 64.

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include "common/host/fp8.h"
 
 namespace fa {
 
@@ -11,12 +14,12 @@ std::string ForwardCheck::summary() const {
   return s;
 }
 
-ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
-                           const std::vector<std::uint8_t>& lse_bytes, const ScoreOptions& options) {
-  const ReferenceForward ref = reference_forward(p, in.q, in.k, in.v, {}, options);
-  // Every dtype, f32 included: a plain implementation in the same precision shows how much error
-  // the inputs themselves force; the kernel may have at most about twice that (compare.h).
-  const ReferenceForward plain = same_precision_forward(p, in.q, in.k, in.v, {}, options);
+namespace {
+
+// The verdict against the float64 reference `ref`, with `plain` as the same-precision rule's
+// yardstick (compare.h): check_forward's and check_forward_fp8's.
+ForwardCheck verdict(const Problem& p, const HostInputs& in, const ReferenceForward& ref, const ReferenceForward& plain,
+                     const std::vector<std::uint8_t>& o_bytes, const std::vector<std::uint8_t>& lse_bytes) {
   double baseline = 0, lse_baseline = 0;
   for (std::size_t n = 0; n < ref.o.size(); ++n) baseline = std::max(baseline, std::abs(plain.o[n] - ref.o[n]));
   for (std::size_t n = 0; n < ref.lse.size(); ++n)
@@ -24,9 +27,10 @@ ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::ve
   const SamePrecisionCheck rule{0.0, baseline, score_rounding(p, in.q, in.k)};
   // The element-wise tolerance is a ceiling for standard-normal data. Where the plain
   // implementation itself does not stay under it -- f32 at scores of size ~100, where the scores'
-  // own fp32 rounding (~1e-4) reaches P wherever two keys compete -- no kernel in that precision
-  // could, and the ceiling's absolute part becomes the rule's bound (twice the plain error). On
-  // standard-normal inputs the plain error is far below it and nothing changes.
+  // own fp32 rounding (~1e-4) reaches P wherever two keys compete; FP8's P of three mantissa bits
+  // everywhere -- no kernel in that precision could, and the ceiling's absolute part becomes the
+  // rule's bound (twice the plain error). On standard-normal inputs in f16, bf16 and f32 the plain
+  // error is far below it and nothing changes.
   Tolerance o_tol = output_tolerance(p.dtype);
   o_tol.atol = std::max(o_tol.atol, rule.bound());
   ForwardCheck c{compare("O", o_bytes, p.dtype, ref.o, {p.batch, p.heads, p.seqlen_q, p.dv()}, o_tol),
@@ -35,6 +39,23 @@ ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::ve
                  std::nullopt};
   c.same_precision = SamePrecisionCheck{c.o.max_abs, baseline, rule.score_rounding};
   return c;
+}
+
+}  // namespace
+
+ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
+                           const std::vector<std::uint8_t>& lse_bytes, const ScoreOptions& options) {
+  // Every dtype, f32 included: a plain implementation in the same precision shows how much error
+  // the inputs themselves force; the kernel may have at most about twice that (compare.h).
+  return verdict(p, in, reference_forward(p, in.q, in.k, in.v, {}, options),
+                 same_precision_forward(p, in.q, in.k, in.v, {}, options), o_bytes, lse_bytes);
+}
+
+ForwardCheck check_forward_fp8(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
+                               const std::vector<std::uint8_t>& lse_bytes) {
+  if (p.dtype != Dtype::f16) throw std::invalid_argument("check_forward_fp8: O is f16, got " + p.describe());
+  return verdict(p, in, reference_forward(p, in.q, in.k, in.v), fp8_plain_forward(p, in.q, in.k, in.v), o_bytes,
+                 lse_bytes);
 }
 
 }  // namespace fa

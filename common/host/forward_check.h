@@ -28,4 +28,10 @@ struct ForwardCheck {
 ForwardCheck check_forward(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
                            const std::vector<std::uint8_t>& lse_bytes, const ScoreOptions& options = {});
 
+// The FP8 forward's verdict (chapter 09's step v6_fp8), as check_forward's: `in` holds the values
+// the E4M3 inputs stand for (fp8.h: dequantize), O is f16 (p.dtype), and the same-precision rule's
+// yardstick is FP8's plain implementation (fp8.h: fp8_plain_forward, which says why).
+ForwardCheck check_forward_fp8(const Problem& p, const HostInputs& in, const std::vector<std::uint8_t>& o_bytes,
+                               const std::vector<std::uint8_t>& lse_bytes);
+
 }  // namespace fa

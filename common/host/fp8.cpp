@@ -1,7 +1,11 @@
 #include "common/host/fp8.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+
+#include "common/host/host_data.h"  // round_to_dtype
 
 namespace fa {
 
@@ -46,6 +50,54 @@ std::vector<float> dequantize(const E4m3Tensor& t) {
   std::vector<float> x(t.bits.size());
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = t.scale * e4m3_bits_to_float(t.bits[i]);
   return x;
+}
+
+ReferenceForward fp8_plain_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                   const std::vector<float>& v) {
+  p.validate();
+  if (p.layout != Layout::bhsd || p.has_window() || p.has_softcap() || p.is_varlen() || p.dv() != p.head_dim)
+    throw std::invalid_argument("fp8_plain_forward: [B, H, S, D] problems without window, softcap or packed batch, got " +
+                                p.describe());
+  const int d = p.head_dim;
+  if (q.size() != static_cast<std::size_t>(p.q_elems()) || k.size() != static_cast<std::size_t>(p.kv_elems()) ||
+      v.size() != static_cast<std::size_t>(p.kv_elems()))
+    throw std::invalid_argument("fp8_plain_forward: q, k, v sizes do not match " + p.describe());
+  ReferenceForward out{std::vector<double>(p.o_elems()), std::vector<double>(p.lse_elems())};
+  const float scale = p.scale();
+  constexpr float kInfF = std::numeric_limits<float>::infinity();
+#pragma omp parallel
+  {
+    std::vector<float> s(p.seqlen_k), acc(d);
+#pragma omp for collapse(3) schedule(dynamic, 8)
+    for (int b = 0; b < p.batch; ++b)
+      for (int h = 0; h < p.heads; ++h)
+        for (int i = 0; i < p.seqlen_q; ++i) {
+          const std::size_t row = (static_cast<std::size_t>(b) * p.heads + h) * p.seqlen_q + i;
+          const std::size_t kv0 = (static_cast<std::size_t>(b) * p.kv_heads + h / p.group_size()) * p.seqlen_k * d;
+          float m = -kInfF;
+          for (int j = 0; j < p.seqlen_k; ++j) {
+            float dot = 0.0f;
+            for (int c = 0; c < d; ++c) dot += q[row * d + c] * k[kv0 + static_cast<std::size_t>(j) * d + c];
+            s[j] = p.visible(i, j) ? scale * dot : -kInfF;
+            m = std::max(m, s[j]);
+          }
+          if (m == -kInfF) {  // no key seen: O stays 0
+            out.lse[row] = std::numeric_limits<double>::infinity();
+            continue;
+          }
+          float l = 0.0f;
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          for (int j = 0; j < p.seqlen_k; ++j) {
+            const float p_ij = std::exp(s[j] - m);
+            l += p_ij;
+            const float rounded = round_to_e4m3(p_ij);  // as P goes into P V
+            for (int c = 0; c < d; ++c) acc[c] += rounded * v[kv0 + static_cast<std::size_t>(j) * d + c];
+          }
+          for (int c = 0; c < d; ++c) out.o[row * d + c] = round_to_dtype(acc[c] / l, Dtype::f16);
+          out.lse[row] = m + std::log(l);
+        }
+  }
+  return out;
 }
 
 }  // namespace fa

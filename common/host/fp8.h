@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/host/problem.h"
+#include "common/host/reference.h"
+
 namespace fa {
 
 constexpr float kE4m3Max = 448.0f;
@@ -31,5 +34,23 @@ struct E4m3Tensor {
 };
 E4m3Tensor quantize_e4m3(const std::vector<float>& x);
 std::vector<float> dequantize(const E4m3Tensor& t);
+
+// The yardstick of the FP8 forward's tolerance (chapter 09's step v6_fp8; FlashAttention's
+// same-precision rule of compare.h with FP8's own plain implementation): q, k, v are the values
+// the E4M3 tensors stand for (dequantize), S and the softmax in float32, each P = exp(S - max)
+// rounded to E4M3 as it goes into P V, O = (sum of P v) / l in float32 with l the sum of the
+// unrounded P, rounded to f16 (the step's O); LSE float32. [B, H, S, D] problems, causal or not,
+// GQA; no window, softcap or packed batch (std::invalid_argument).
+//
+// Why a measured yardstick rather than a fixed tolerance: three mantissa bits put each P off by up
+// to 2^-4 of itself (below 2^-6, by up to 2^-10 absolutely), and how much of that reaches O depends
+// on how a row's weight spreads over its keys. A row dominated by one key (its P = 1, exact) gets
+// almost none; a row spread evenly over n keys gets about 2^-4 |v| / sqrt(3 n); a bound for every
+// row (2^-4 max |v|, plus n 2^-10 max |v| / l for the subnormals) is too loose to catch a wrong
+// key. The plain implementation's error on the same inputs is tight for every shape. A kernel
+// rounds P tile by tile against the running max instead of the final one, an equally good order of
+// rounding, and may round P through f16 first (2^-11 more): the rule's factor 2 covers both.
+ReferenceForward fp8_plain_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
+                                   const std::vector<float>& v);
 
 }  // namespace fa

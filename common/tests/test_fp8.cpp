@@ -4,9 +4,14 @@
 // ctest -L common
 #include "common/host/fp8.h"
 
+#include "common/host/host_data.h"
+#include "common/host/reference.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -77,6 +82,52 @@ TEST(E4m3, PerTensorQuantizationPutsTheLargestElementOn448) {
   const std::vector<float> back = fa::dequantize(t);
   for (std::size_t i = 0; i < x.size(); ++i) EXPECT_LE(std::fabs(back[i] - x[i]), std::fabs(x[i]) / 16.0 + 1e-9) << i;
   EXPECT_EQ(fa::quantize_e4m3({0.0f, 0.0f}).scale, 1.0f);  // a tensor of zeros: scale 1, codes 0
+}
+
+// fp8_plain_forward, the FP8 forward's yardstick: with one key P = 1 is exact in E4M3, so O is
+// V's row rounded to f16 and LSE the score; with many keys its O errs, but by less than the bound
+// for any row (2^-4 max |v| plus the subnormals' share), and rows that see no key get O = 0 and
+// LSE = +inf, as every forward's.
+TEST(Fp8PlainForward, OneKeyIsExactAndManyKeysErrWithinTheRowBound) {
+  fa::Problem p;
+  p.batch = 1, p.heads = 2, p.kv_heads = 1, p.head_dim = 16, p.seqlen_q = 3, p.seqlen_k = 1, p.dtype = fa::Dtype::f16;
+  const std::vector<float> q = fa::random_normal(p.q_elems(), 1, fa::Dtype::f16);
+  const std::vector<float> k = fa::random_normal(p.kv_elems(), 2, fa::Dtype::f16);
+  const std::vector<float> v = fa::random_normal(p.kv_elems(), 3, fa::Dtype::f16);
+  const fa::ReferenceForward one = fa::fp8_plain_forward(p, q, k, v);
+  const fa::ReferenceForward ref1 = fa::reference_forward(p, q, k, v);
+  for (std::size_t n = 0; n < one.o.size(); ++n) EXPECT_EQ(one.o[n], fa::round_to_dtype(v[n % 16], fa::Dtype::f16));
+  for (std::size_t n = 0; n < one.lse.size(); ++n) EXPECT_NEAR(one.lse[n], ref1.lse[n], 1e-5);
+
+  p.seqlen_q = 64, p.seqlen_k = 200;
+  const std::vector<float> q2 = fa::random_normal(p.q_elems(), 4, fa::Dtype::f16);
+  const std::vector<float> k2 = fa::random_normal(p.kv_elems(), 5, fa::Dtype::f16);
+  const std::vector<float> v2 = fa::random_normal(p.kv_elems(), 6, fa::Dtype::f16);
+  const fa::ReferenceForward plain = fa::fp8_plain_forward(p, q2, k2, v2);
+  const fa::ReferenceForward ref = fa::reference_forward(p, q2, k2, v2);
+  double max_v = 0, err = 0;
+  for (float x : v2) max_v = std::max(max_v, static_cast<double>(std::fabs(x)));
+  for (std::size_t n = 0; n < ref.o.size(); ++n) err = std::max(err, std::fabs(plain.o[n] - ref.o[n]));
+  EXPECT_GT(err, 1e-4) << "three mantissa bits of P must show in O";
+  EXPECT_LT(err, max_v / 16.0 + 200 * 0x1p-10 * max_v) << "the bound for any row";
+
+  p.seqlen_q = 5, p.seqlen_k = 2, p.causal = true;  // rows 0 .. 2 see no key (bottom-right causal)
+  const fa::ReferenceForward none = fa::fp8_plain_forward(p, std::vector<float>(p.q_elems(), 1.0f),
+                                                          std::vector<float>(p.kv_elems(), 1.0f),
+                                                          std::vector<float>(p.kv_elems(), 1.0f));
+  EXPECT_TRUE(std::isinf(none.lse[0]) && none.lse[0] > 0);
+  EXPECT_EQ(none.o[0], 0.0);
+  EXPECT_TRUE(std::isfinite(none.lse[4]));
+}
+
+TEST(Fp8PlainForward, RefusesWhatTheFp8StepDoesNotTake) {
+  fa::Problem p;
+  p.batch = 1, p.heads = p.kv_heads = 1, p.head_dim = 16, p.seqlen_q = p.seqlen_k = 4, p.dtype = fa::Dtype::f16;
+  const std::vector<float> x(p.q_elems(), 0.5f);
+  p.window_left = 2;
+  EXPECT_THROW(fa::fp8_plain_forward(p, x, x, x), std::invalid_argument);
+  p.window_left = -1;
+  EXPECT_THROW(fa::fp8_plain_forward(p, x, x, std::vector<float>(3)), std::invalid_argument);
 }
 
 }  // namespace

@@ -109,6 +109,40 @@ TEST(WgmmaLayout, MNMajorDescriptorStepsDownKAndAcrossAtoms) {
     }
 }
 
+// FP8 (one byte an element): a k-step of 32 columns is 32 bytes, and an atom is 128 columns, so
+// a k-step lands on the same byte as the bf16 k-step over the same bytes.
+TEST(WgmmaLayout, Fp8KMajorDescriptorStepsByteForByteAsBf16) {
+  const std::uint32_t tile = 0x4000;
+  for (int rows : {64, 128})
+    for (int k0 = 0; k0 < 256; k0 += 32) {
+      const std::uint64_t d = kmajor_sw128_desc_fp8(tile, rows, k0);
+      EXPECT_EQ(bits(d, 0, 14) << 4, tile + static_cast<std::uint32_t>(k0 / 128 * rows * 128 + k0 % 128)) << k0;
+      EXPECT_EQ(d, kmajor_sw128_desc(tile, rows, k0 / 2)) << "the bf16 column of the same byte, " << k0;
+    }
+}
+
+// fp8_pv_key: within each 32-key block every key once; column 4t + i of each half holds the keys a
+// thread t owns in S's accumulator (8j + 2t, 8j + 2t + 1 for the 8-key groups j of that half).
+TEST(WgmmaLayout, Fp8PvKeyIsAPermutationMatchingTheAccumulatorsKeys) {
+  std::set<int> keys;
+  for (int c = 0; c < 32; ++c) keys.insert(fp8_pv_key(c));
+  EXPECT_EQ(keys.size(), 32u);
+  EXPECT_EQ(*keys.begin(), 0);
+  EXPECT_EQ(*keys.rbegin(), 31);
+  for (int half = 0; half < 2; ++half)
+    for (int t = 0; t < 4; ++t) {
+      std::set<int> owned, packed;
+      for (int j = 2 * half; j < 2 * half + 2; ++j) owned.insert({8 * j + 2 * t, 8 * j + 2 * t + 1});
+      for (int i = 0; i < 4; ++i) packed.insert(fp8_pv_key(16 * half + 4 * t + i));
+      EXPECT_EQ(owned, packed) << "half " << half << ", t " << t;
+    }
+  // The byte order inside a register: the lower 16-key group's pair first, each pair in key order.
+  EXPECT_EQ(fp8_pv_key(4), 2);
+  EXPECT_EQ(fp8_pv_key(5), 3);
+  EXPECT_EQ(fp8_pv_key(6), 10);
+  EXPECT_EQ(fp8_pv_key(7), 11);
+}
+
 // Advancing a descriptor by a byte offset gives the descriptor built at that address, for every
 // k-step and stage offset a kernel uses, up to the top of shared memory (227 KiB on sm_90).
 TEST(WgmmaLayout, AdvancedDescriptorEqualsTheRebuiltOne) {

@@ -1,0 +1,117 @@
+// The step v6_fp8 (fp8.h): V transposed into the key order of P's E4M3 fragments, then the
+// chapter's kernel as Fp8<WsConfig> (flash_v3.cuh).
+#include "09_flash_v3/steps/fp8.h"
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+
+#include "09_flash_v3/launch.cuh"  // launch, Fp8, and through it the kernel
+#include "common/device/wgmma_layout.h"  // fp8_pv_key
+
+namespace flash_v3::steps {
+namespace {
+
+constexpr int kD = 128;
+constexpr int kTransposeKeys = 64;  // keys a block of transpose_v_kernel takes
+
+// V [B * Hkv][Sk][D] E4M3 -> V^T [B * Hkv][D][cols], cols = fp8_vt_cols(Sk): column key0 + c of a
+// 32-key block holds key key0 + fp8_pv_key(c), the order P's E4M3 fragments hold the keys in
+// (wgmma_layout.h), and columns of keys past Sk hold zeros (P is 0 there, and 0 x 0 stays 0 where
+// garbage could be NaN). A block takes 64 keys of one (batch, KV head): their 64 rows of 128 bytes
+// into shared memory with 16-byte loads, then 128 rows of 64 bytes out with 16-byte stores.
+__global__ void transpose_v_kernel(const std::uint8_t* v, std::uint8_t* vt, int seqlen_k, std::int64_t cols,
+                                   std::int64_t key_blocks) {
+  __shared__ __align__(16) std::uint8_t tile[kTransposeKeys][kD];
+  const std::int64_t bh = blockIdx.x / key_blocks;
+  const int key0 = static_cast<int>(blockIdx.x % key_blocks) * kTransposeKeys;
+  const std::uint8_t* src = v + (bh * seqlen_k + key0) * kD;
+  for (int i = threadIdx.x; i < kTransposeKeys * kD / 16; i += blockDim.x) {
+    const int r = i / (kD / 16), c = i % (kD / 16);
+    uint4 x = make_uint4(0, 0, 0, 0);
+    if (key0 + r < seqlen_k) x = *reinterpret_cast<const uint4*>(src + r * kD + 16 * c);
+    *reinterpret_cast<uint4*>(&tile[r][16 * c]) = x;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kD * kTransposeKeys / 16; i += blockDim.x) {
+    const int d = i / (kTransposeKeys / 16), c0 = 16 * (i % (kTransposeKeys / 16));  // 16 columns of row d
+    if (key0 + c0 >= cols) continue;
+    alignas(16) std::uint8_t out[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const int c = c0 + j;
+      out[j] = tile[c / 32 * 32 + fa::cuda::fp8_pv_key(c % 32)][d];
+    }
+    *reinterpret_cast<uint4*>(vt + (bh * kD + d) * cols + key0 + c0) = *reinterpret_cast<const uint4*>(out);
+  }
+}
+
+// The chapter's kernel on E4M3 (Fp8<C>): 128 x 128 tiles, ping-pong, persistent, four K/V stages
+// (a stage is half of bf16's bytes); the intra-warpgroup overlap without a mask, and without it
+// under a causal mask, as the chapter chooses at D = 128.
+template <bool kOverlap>
+using Fp8Config = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/128,
+                               kOverlap>>;
+
+// fill_random_e4m3's values: a standard normal per element (Box-Muller on two hashes of the
+// element's index), rounded to E4M3 with saturation (no NaN code comes out).
+__device__ __forceinline__ std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+__global__ void fill_e4m3_kernel(std::uint8_t* dst, std::int64_t count, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::int64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t h = mix64(seed * 0x100000001B3ull + static_cast<std::uint64_t>(i));
+    const float u1 = (static_cast<float>(h >> 40) + 1.0f) * 0x1p-24f, u2 = static_cast<float>(h & 0xFFFFFF) * 0x1p-24f;
+    const float x = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    dst[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+  }
+}
+
+}  // namespace
+
+void fill_random_e4m3(void* dst, std::int64_t count, std::uint64_t seed, cudaStream_t stream) {
+  if (count <= 0) return;
+  fill_e4m3_kernel<<<1024, 256, 0, stream>>>(static_cast<std::uint8_t*>(dst), count, seed);
+  FA_CHECK_LAUNCH();
+}
+
+const fa::Support& fp8_support() {
+  static const fa::Support s{.chapter = "09_flash_v3.v6_fp8",
+                             .dtypes = {fa::Dtype::f16},  // O's; the inputs are E4M3
+                             .head_dims = {kD},
+                             .max_head_dim = kD};
+  return s;
+}
+
+void forward_fp8(const fa::Problem& p, const void* q, const void* k, const void* v, Fp8Scales scales, void* o,
+                 float* lse, cudaStream_t stream) {
+  fa::check_forward_args(fp8_support(), p, q, k, v, o, lse);
+  for (float s : {scales.q, scales.k, scales.v})
+    if (!(std::isfinite(s) && s > 0.0f))
+      throw std::invalid_argument("09_flash_v3.v6_fp8: the scales of Q, K and V must be finite and > 0");
+  if (fa::cuda::compute_capability() != 90)
+    throw std::invalid_argument("09_flash_v3.v6_fp8: needs a Hopper GPU (compute capability 9.0: FP8 wgmma, TMA); "
+                                "this one is " + std::to_string(fa::cuda::compute_capability()));
+  Params prm = fa2::make_params(p, q, k, v, o, lse, "09_flash_v3.v6_fp8");
+  prm.scale_log2 *= scales.q * scales.k;  // S = (q Q8) (k K8)^T: the scales join the softmax scale
+  const std::int64_t kv = std::int64_t{p.batch} * p.kv_heads, cols = fp8_vt_cols(p.seqlen_k);
+  auto* vt = static_cast<std::uint8_t*>(fa::cuda::workspace(static_cast<std::size_t>(kv * kD * cols),
+                                                            "09_flash_v3.v6_fp8's V^T"));
+  const std::int64_t key_blocks = (cols + kTransposeKeys - 1) / kTransposeKeys;
+  if (kv * key_blocks > 0x7FFFFFFF) throw std::invalid_argument("09_flash_v3.v6_fp8: K and V too large for one grid");
+  transpose_v_kernel<<<static_cast<unsigned>(kv * key_blocks), 256, 0, stream>>>(
+      static_cast<const std::uint8_t*>(v), vt, p.seqlen_k, cols, key_blocks);
+  FA_CHECK_LAUNCH();
+  const Fp8Args args{scales.v};
+  if (p.causal) launch<Fp8Config<false>>(p, q, k, vt, prm, stream, args);
+  else launch<Fp8Config<true>>(p, q, k, vt, prm, stream, args);
+}
+
+}  // namespace flash_v3::steps
