@@ -28,6 +28,7 @@ def load_chapters(folder):
     """fwd[(dtype, D, causal, seqlen)][chapter], mem[seqlen][chapter], bwd[...][chapter] and
     steps[chapter][(dtype, D, causal, seqlen)][step] from the Google Benchmark JSON files."""
     fwd, mem, bwd, steps, context = {}, {}, {}, {}, {}
+    fp8 = {}  # (D, causal, seqlen) -> 09_flash_v3.v6_fp8's row
     sparse1 = {}  # 07 with every block active (128 x 128 blocks), for the root table's 07 row
     decode = {}   # chapter 10's decode rows: (batch, seqlen_k) -> benchmark
     varlen = {}   # <fwd|bwd>/<chapter>/<dtype>/D<d>/<mask>/varlen:64k: (direction, dtype, D, mask) -> {chapter: benchmark}
@@ -67,7 +68,9 @@ def load_chapters(folder):
                 varlen.setdefault((parts[0], parts[2], int(parts[3][1:]), parts[4]), {})[parts[1]] = b
             elif parts[0] in ("fwd", "bwd"):  # fwd/<chapter>/<dtype>/D<d>/<full|causal>/seqlen:<n>/...
                 key = (parts[2], int(parts[3][1:]), parts[4] == "causal", int(parts[5].split(":")[1]))
-                if "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle, 11_backward_v3.v1_serial
+                if parts[2] == "fp8":  # 09's FP8 step (09_flash_v3.v6_fp8): its column beside 09's bf16 rows
+                    fp8[key[1:]] = b
+                elif "." in parts[1]:  # a step of a chapter: 06_tensor_core.v2_swizzle, 11_backward_v3.v1_serial
                     chapter, step = parts[1].split(".", 1)
                     steps.setdefault(chapter, {}).setdefault(key, {})[step] = b
                     step_direction[chapter] = parts[0]
@@ -82,6 +85,7 @@ def load_chapters(folder):
     context["ring"] = ring
     context["varlen"] = varlen
     context["step_direction"] = step_direction
+    context["fp8"] = fp8
     # Several rounds of the decode stage (gpu_check.sh: the chapter and PyTorch interleaved): the
     # round with the median GB/s stands for the row.
     decode = decode.get(True, decode.get(False, {}))
@@ -182,6 +186,8 @@ def main():
              "FLOPs = 4*B*H*S*S*D (halved for causal); batch = 16384/seqlen, heads = 2048/D.", ""]
     head = ["dtype", "D", "mask", "seqlen"] + chapters + [f"torch {b}" for b in backends]
     head += [f"{c} / torch {b}" for c in ratio_chapters for b in backends]
+    fp8 = context.get("fp8", {})
+    head += FP8_HEAD if fp8 else []
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key in sorted(fwd):
         dtype, d, causal, seqlen = key
@@ -192,6 +198,7 @@ def main():
         ratios = [(m / t) if (m and t) else None for m in mine for t in theirs]
         cells = [dtype, str(d), "causal" if causal else "full", str(seqlen)] + [fmt(x) for x in ours + theirs]
         cells += ["-" if r is None else f"{r:.2f}x" for r in ratios]
+        cells += fp8_cells(key, row, fp8) if fp8 else []
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Device memory (MiB) held by one forward, batch 1, 16 heads, D 64 (peak; in brackets: "
               "beyond Q, K, V, O, LSE):", ""]
@@ -291,6 +298,20 @@ def tokens_table(folder):
              "| model | SDPA backend | SDPA tokens/s | tutorial tokens/s | tutorial / SDPA |", "|---|---|---:|---:|---:|"]
     lines += [f"| {m} | {b} | {s:,.0f} | {t:,.0f} | {t / s:.3f}x |" for m, b, s, t in rows]
     return "\n".join(lines) + "\n"
+
+
+# 09's FP8 step (09_flash_v3.v6_fp8, E4M3 inputs): its TFLOP/s on the bf16 rows of the same shape,
+# and its ratio to 09's bf16 there.
+FP8_HEAD = ["09 fp8", "09 fp8 / 09"]
+
+
+def fp8_cells(key, row, fp8):
+    dtype, d, causal, seqlen = key
+    got = fp8.get((d, causal, seqlen)) if dtype == "bf16" else None
+    if not got:
+        return ["-", "-"]
+    base = row.get("09_flash_v3", {}).get("TFLOPS")
+    return [fmt(got["TFLOPS"]), f"{got['TFLOPS'] / base:.2f}x" if base else "-"]
 
 
 def ring_table(rows):

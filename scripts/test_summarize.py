@@ -188,6 +188,23 @@ def main():
               "| fwd | bf16 | 128 | causal | nccl | 131072 | 4 | 1800.0 | 450.0 | 90% |" in text)
         check("no ring table without rows", summarize.ring_table([]) == "")
 
+    # 09's FP8 step: rows fwd/09_flash_v3.v6_fp8/fp8/... become the "09 fp8" column beside 09's bf16
+    # rows of the same shape (and its ratio to them), not a steps table of their own.
+    with tempfile.TemporaryDirectory() as d:
+        rows = [{"name": "fwd/09_flash_v3/bf16/D128/causal/seqlen:8192/min_time:0.300/manual_time", "TFLOPS": 500.0},
+                {"name": "fwd/09_flash_v3/f16/D128/causal/seqlen:8192/min_time:0.300/manual_time", "TFLOPS": 490.0},
+                {"name": "fwd/09_flash_v3.v6_fp8/fp8/D128/causal/seqlen:8192/min_time:0.300/manual_time",
+                 "TFLOPS": 750.0}]
+        write(d, "bench_09_flash_v3.json", {"context": {}, "benchmarks": rows[:2]})
+        write(d, "steps_09_flash_v3_v6_fp8.json", {"context": {}, "benchmarks": rows[2:]})
+        fwd, _, _, steps, context = summarize.load_chapters(d)
+        check("no steps table from the FP8 rows", "09_flash_v3" not in steps)
+        check("the FP8 row kept", list(context["fp8"]) == [(128, True, 8192)])
+        bf16 = ("bf16", 128, True, 8192)
+        check("the fp8 cells of a bf16 row", summarize.fp8_cells(bf16, fwd[bf16], context["fp8"]) == ["750.0", "1.50x"])
+        f16 = ("f16", 128, True, 8192)
+        check("none on an f16 row", summarize.fp8_cells(f16, fwd[f16], context["fp8"]) == ["-", "-"])
+
     # A machine of several GPUs has a results file of its own, named by the count (nvidia-smi -L).
     check("one GPU's slug", summarize.gpu_slug("NVIDIA H200") == "h200")
     check("two GPUs' slug", summarize.gpu_slug("2 x NVIDIA H200") == "2xh200")

@@ -7,6 +7,8 @@
 //   v5_overlap            the chapter's kernel at D = 128 without a mask (at D = 64 the chapter runs
 //                         v1_one_warpgroup)
 // Each is a Chapter, so the shared benchmark and test code run it like any chapter.
+//   v6_fp8                v5 (v4 under a causal mask) on E4M3 inputs: an entry point of its own
+//                         (fp8.h), with its own tests (test_fp8.cpp) and benchmark rows
 #pragma once
 
 #include <vector>
