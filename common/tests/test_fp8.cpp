@@ -4,6 +4,7 @@
 // ctest -L common
 #include "common/host/fp8.h"
 
+#include "common/host/forward_check.h"
 #include "common/host/host_data.h"
 #include "common/host/reference.h"
 
@@ -14,6 +15,7 @@
 #include <stdexcept>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -128,6 +130,39 @@ TEST(Fp8PlainForward, RefusesWhatTheFp8StepDoesNotTake) {
   EXPECT_THROW(fa::fp8_plain_forward(p, x, x, x), std::invalid_argument);
   p.window_left = -1;
   EXPECT_THROW(fa::fp8_plain_forward(p, x, x, std::vector<float>(3)), std::invalid_argument);
+}
+
+// check_forward_fp8, the FP8 step's verdict: the plain implementation's own output passes it; the
+// same computed with V's keys out of order (what a wrong fp8_pv_key does) fails it; an LSE off by
+// more than the FP8 scores' error fails it.
+TEST(Fp8Verdict, PassesThePlainImplementationAndCatchesAWrongKeyOrder) {
+  fa::Problem p;
+  p.batch = 1, p.heads = 2, p.kv_heads = 1, p.head_dim = 32, p.seqlen_q = 40, p.seqlen_k = 96, p.dtype = fa::Dtype::f16;
+  auto quantized = [](const std::vector<float>& x) { return fa::dequantize(fa::quantize_e4m3(x)); };
+  const fa::HostInputs in{quantized(fa::random_normal(p.q_elems(), 7, fa::Dtype::f16)),
+                          quantized(fa::random_normal(p.kv_elems(), 8, fa::Dtype::f16)),
+                          quantized(fa::random_normal(p.kv_elems(), 9, fa::Dtype::f16))};
+  auto bytes = [&](const fa::ReferenceForward& r) {
+    return std::pair{fa::encode(std::vector<float>(r.o.begin(), r.o.end()), fa::Dtype::f16),
+                     fa::encode(std::vector<float>(r.lse.begin(), r.lse.end()), fa::Dtype::f32)};
+  };
+  const fa::ReferenceForward plain = fa::fp8_plain_forward(p, in.q, in.k, in.v);
+  const auto [o, lse] = bytes(plain);
+  const fa::ForwardCheck good = fa::check_forward_fp8(p, in, o, lse);
+  EXPECT_TRUE(good.pass()) << good.summary();
+
+  std::vector<float> swapped = in.v;  // keys 2m and 2m + 1 exchanged
+  for (int j = 0; j + 1 < p.seqlen_k; j += 2)
+    for (int c = 0; c < p.head_dim; ++c) std::swap(swapped[j * p.head_dim + c], swapped[(j + 1) * p.head_dim + c]);
+  const auto [o_wrong, lse_same] = bytes(fa::fp8_plain_forward(p, in.q, in.k, swapped));
+  EXPECT_FALSE(fa::check_forward_fp8(p, in, o_wrong, lse_same).pass()) << "V's keys out of order must fail";
+
+  fa::ReferenceForward off = plain;
+  off.lse[5] += 0.05;  // the FP8 scores' error here: 2^-12 scale |q| |k|, about 0.002
+  const auto [o_same, lse_off] = bytes(off);
+  EXPECT_FALSE(fa::check_forward_fp8(p, in, o_same, lse_off).pass()) << "an LSE off by 0.05 must fail";
+  p.dtype = fa::Dtype::bf16;
+  EXPECT_THROW(fa::check_forward_fp8(p, in, o, lse), std::invalid_argument);
 }
 
 }  // namespace
