@@ -93,8 +93,7 @@ using SoftcapOf = std::conditional_t<C::kSoftcap, SoftcapConsts, NoSoftcap>;
 // A configuration C on FP8 inputs (steps/fp8.cu, FlashAttention-3's FP8 forward): Q_i and K_j in
 // E4M3, one byte an element, and V_j^T, the (D, keys) tile of V transposed with its keys in
 // fp8_pv_key's order (steps/fp8.cu transposes V before the kernel), so that all three are the
-// K-major operands FP8's wgmma takes (issue_scores, issue_pv). T is the type P leaves the softmax
-// in (f16, rounded again to E4M3 by to_e4m3) and O's. At D = 128 and Bc = 128 a row of Q, K or
+// K-major operands FP8's wgmma takes (issue_scores, issue_pv). T is O's type (f16). At D = 128 and Bc = 128 a row of Q, K or
 // V^T is 128 bytes, one atom of the swizzle; the K and V stages take half the bytes of bf16's.
 // A Q slot keeps its bf16 size: the epilogue stages O_i (in T) there, each consumer group
 // over its own rows of Q_i only (the group's 64 fp8 rows are the first 8 KiB of its O rows).
@@ -102,6 +101,9 @@ template <class C>
 struct Fp8 : C {
   static_assert(C::kD == 128 && C::Bc == 128, "the FP8 step: D = 128, Bc = 128");
   static constexpr bool kFp8 = true;
+  // The consumers' fragments, with P leaving the softmax as E4M3 (pack2's FP8 form), two keys to
+  // a register's low half, which pack_e4m3 pairs up into P V's A fragments.
+  using Tile = fa2::Config<__nv_fp8_e4m3, C::kD, C::Bc, /*kMTiles=*/1>;
   static constexpr std::uint32_t kQTxBytes = C::Br * C::kD;  // Q_i in E4M3
   static constexpr std::uint32_t kTileBytes = C::Bc * C::kD;  // K_j or V_j^T in E4M3
   static constexpr std::uint32_t kK = C::kQSlots * C::kQBytes;
@@ -189,7 +191,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // accumulate into w.O: it must not touch w.O. So it is handed rows of its own (a Config with a 16-column O, set to
     // ones): they carry m and l, and the O they return holds alpha, by which w.O is scaled once
     // the wgmma has landed.
-    using StatsTile = fa2::Config<typename C::T, 16, Bc, 1>;
+    using StatsTile = fa2::Config<typename Tile::T, 16, Bc, 1>;
     fa2::WarpRows<StatsTile> ml;
     auto& stats = std::get<C::kOverlap ? 0 : 1>(std::tie(ml, w));  // the rows' m and l
 
@@ -224,10 +226,10 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if constexpr (C::kSoftcap) fa2::cap_scores<Tile>(S_ij, cap);
         if (needs_mask(group_tile, s, 64, Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_left, prm.window_right))
           fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, tp);
-        // FP8: P leaves the softmax in T (f16) and goes on to E4M3 fragments (to_e4m3).
-        [[maybe_unused]] fa2::PTile<Tile> P16;
+        // FP8: P leaves the softmax as E4M3 pairs and goes on to P V's fragments (pack_e4m3).
+        [[maybe_unused]] fa2::PTile<Tile> P_pairs;
         fa2::PTile<Tile>* P_soft_at;
-        if constexpr (C::kFp8) P_soft_at = &P16;
+        if constexpr (C::kFp8) P_soft_at = &P_pairs;
         else P_soft_at = &P_out;
         fa2::PTile<Tile>& P_soft = *P_soft_at;
         if constexpr (C::kOverlap) {
@@ -237,7 +239,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         } else {
           fa2::softmax_step<Tile>(S_ij, P_soft, w, prm.scale_log2);
         }
-        if constexpr (C::kFp8) to_e4m3<C>(P16, P_out);
+        if constexpr (C::kFp8) pack_e4m3<C>(P_pairs, P_out);
       }
       if constexpr (C::kOverlap && kPV) {
         if constexpr (kScores) wgmma_wait<0>();  // O_i is in the registers; V_{s-1} and P_in are read

@@ -126,17 +126,18 @@ using Fp8PTile = std::uint32_t[C::Bc / 32][4];
 template <class C>
 using PFrags = std::conditional_t<C::kFp8, Fp8PTile<C>, fa2::PTile<typename C::Tile>>;
 
-// P in T (softmax_step's fragments) to E4M3 fragments. A thread's four keys of each 16 (2t, 2t + 1
-// in register a0 or a1, 2t + 8, 2t + 9 in a2 or a3) become columns 4t .. 4t + 3 of that half of
-// the 32-key block: the fragment's column c is key fp8_pv_key(c), the order V^T's keys are in.
+// P's E4M3 pairs (softmax_step's fragments with T = E4M3: two keys in a register's low half) to
+// P V's A fragments. A thread's four keys of each 16 (2t, 2t + 1 in register a0 or a1, 2t + 8,
+// 2t + 9 in a2 or a3) become columns 4t .. 4t + 3 of that half of the 32-key block: the fragment's
+// column c is key fp8_pv_key(c), the order V^T's keys are in.
 template <class C>
-__device__ __forceinline__ void to_e4m3(const fa2::PTile<typename C::Tile>& P16, Fp8PTile<C>& P8) {
+__device__ __forceinline__ void pack_e4m3(const fa2::PTile<typename C::Tile>& pairs, Fp8PTile<C>& P8) {
 #pragma unroll
   for (int b = 0; b < C::Bc / 32; ++b)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      P8[b][2 * half] = e4m3x4_from_f16x2(P16[0][2 * b + half][0], P16[0][2 * b + half][2]);      // row g
-      P8[b][2 * half + 1] = e4m3x4_from_f16x2(P16[0][2 * b + half][1], P16[0][2 * b + half][3]);  // row g + 8
+      P8[b][2 * half] = pairs[0][2 * b + half][0] | pairs[0][2 * b + half][2] << 16;      // row g
+      P8[b][2 * half + 1] = pairs[0][2 * b + half][1] | pairs[0][2 * b + half][3] << 16;  // row g + 8
     }
 }
 

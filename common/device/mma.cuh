@@ -22,6 +22,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <type_traits>
@@ -94,11 +95,15 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const std::uint32_t (&a
 }
 
 // Two floats -> one register of two T (round to nearest even; one cvt.rn.{bf16x2,f16x2}.f32).
+// T = __nv_fp8_e4m3 (chapter 09's FP8 step): two E4M3 bytes in the register's low half, lo's
+// first, saturating at 448 (cvt.rn.satfinite.e4m3x2.f32).
 template <class T>
 __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);
+  } else if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) {
+    return __nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3);
   } else {
     const __half2 v = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<const std::uint32_t*>(&v);

@@ -24,10 +24,8 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
 namespace fa::cuda {
@@ -329,18 +327,6 @@ __device__ __forceinline__ void wgmma_rs_m64n128k32_e4m3(float (&d)[64], const s
           "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
           "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-}
-
-// Four fp16 values, two f16x2 registers (lo's pair first), as four E4M3 bytes in one register:
-// lo's two in bytes 0 and 1, hi's in bytes 2 and 3, each pair in its order (the low half to the
-// lower byte). Round to nearest even, saturating at 448 (cvt.rn.satfinite.e4m3x2.f16x2).
-__device__ __forceinline__ std::uint32_t e4m3x4_from_f16x2(std::uint32_t lo, std::uint32_t hi) {
-  __half2_raw a, b;
-  std::memcpy(&a, &lo, sizeof(lo));
-  std::memcpy(&b, &hi, sizeof(hi));
-  const std::uint32_t l = __nv_cvt_halfraw2_to_fp8x2(a, __NV_SATFINITE, __NV_E4M3);
-  const std::uint32_t h = __nv_cvt_halfraw2_to_fp8x2(b, __NV_SATFINITE, __NV_E4M3);
-  return l | h << 16;
 }
 
 }  // namespace fa::cuda

@@ -49,7 +49,7 @@ std::vector<float> dequantize(const E4m3Tensor& t);
 // row (2^-4 max |v|, plus n 2^-10 max |v| / l for the subnormals) is too loose to catch a wrong
 // key. The plain implementation's error on the same inputs is tight for every shape. A kernel
 // rounds P tile by tile against the running max instead of the final one, an equally good order of
-// rounding, and may round P through f16 first (2^-11 more): the rule's factor 2 covers both.
+// rounding: the rule's factor 2 covers that.
 ReferenceForward fp8_plain_forward(const Problem& p, const std::vector<float>& q, const std::vector<float>& k,
                                    const std::vector<float>& v);
 
