@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
     register_dense(name + "_deterministic", fa::Dtype::bf16, chapter.deterministic, chapter, tc_dims,
                    flags.max_seqlen, g);
     if (g != 1) std::cerr << "08_backward_bench: --group times the dense rows; the block-sparse rows stay MHA\n";
+    if (flags.layout != fa::Layout::bhsd) std::cerr << "08_backward_bench: --layout is 11's; 08's rows stay [B, H, S, D]\n";
     register_sparse(
         name,
         [](const fa::Problem& p, const backward::DeviceSparseWalk& walk, Tensors& t) {

@@ -48,17 +48,26 @@ def median_ms(fn, min_iters=5, min_seconds=0.2, before=None):
     return statistics.median(times)
 
 
-def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction, head_dim_v=None):
+def time_case(backend, dtype, batch, heads, seqlen, head_dim, causal, direction, head_dim_v=None, group=1,
+              layout="bhsd"):
+    """group > 1: GQA, K and V with heads / group heads (enable_gqa). layout "bshd": the tensors are
+    [B, S, H, D] and SDPA gets their [B, H, S, D] views, as a transformers model hands them over."""
     gen = torch.Generator(device="cuda").manual_seed(seqlen * 1000 + head_dim)
-    shape = (batch, heads, seqlen, head_dim)
-    q, k = (torch.randn(shape, device="cuda", dtype=dtype, generator=gen) for _ in range(2))
-    v = torch.randn(shape[:3] + (head_dim_v or head_dim,), device="cuda", dtype=dtype, generator=gen)
+
+    def make(h, d):
+        shape = (batch, seqlen, h, d) if layout == "bshd" else (batch, h, seqlen, d)
+        t = torch.randn(shape, device="cuda", dtype=dtype, generator=gen)
+        return t.transpose(1, 2) if layout == "bshd" else t
+
+    q, k = make(heads, head_dim), make(heads // group, head_dim)
+    v = make(heads // group, head_dim_v or head_dim)
+    gqa = {"enable_gqa": True} if group > 1 else {}
     with sdpa_kernel(BACKENDS[backend]):
         if direction == "fwd":
-            return median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal))
+            return median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa))
         for t in (q, k, v):
             t.requires_grad_(True)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, **gqa)
         dout = torch.randn_like(out)
         return median_ms(lambda: out.backward(dout, retain_graph=True))
 
@@ -138,8 +147,16 @@ def main():
     ap.add_argument("--varlen", action="store_true",
                     help="also FlashAttention-2's varlen path on the packed batch of mixed lengths (f16, bf16; the "
                          "backward too where --directions has bwd)")
+    ap.add_argument("--group", type=int, default=1,
+                    help="GQA: query heads a KV head (a divisor of 2048 / D); rows carry group, which summarize.py keeps "
+                         "out of its tables")
+    ap.add_argument("--layout", choices=("bhsd", "bshd"), default="bhsd",
+                    help="bshd: [B, S, H, D] tensors viewed as [B, H, S, D] (a transformers model's); rows carry layout")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
+    for head_dim in map(int, args.head_dims.split(",")):
+        if (2048 // head_dim) % args.group:
+            ap.error(f"--group {args.group} does not divide {2048 // head_dim} heads (head dim {head_dim})")
 
     props = torch.cuda.get_device_properties(0)
     meta = {"gpu": props.name, "torch": torch.__version__, "cuda": torch.version.cuda,
@@ -161,9 +178,13 @@ def main():
                                        heads=heads, seqlen=seqlen, head_dim=head_dim, causal=causal)
                             if dv != head_dim:
                                 rec["head_dim_v"] = dv
+                            if args.group > 1:
+                                rec["group"] = args.group
+                            if args.layout != "bhsd":
+                                rec["layout"] = args.layout
                             try:
                                 ms = time_case(backend, DTYPES[dtype_name], batch, heads, seqlen, head_dim,
-                                               causal, direction, dv)
+                                               causal, direction, dv, args.group, args.layout)
                                 rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
                                 note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
                             except (RuntimeError, torch.OutOfMemoryError) as e:

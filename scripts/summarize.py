@@ -46,8 +46,8 @@ def load_chapters(folder):
             parts = b["name"].split("/")
             if b.get("error_occurred"):
                 continue
-            if any(x.startswith("group:") for x in parts):
-                continue  # a GQA row of a backward bench's --group: not what the tables compare
+            if any(x.startswith(("group:", "layout:")) for x in parts):
+                continue  # a backward bench's --group (GQA) or --layout bshd row: not what the tables compare
             if parts[0] == "ring":  # ring/<fwd|fwd_bwd>/<dtype>/D<d>/<mask>/<transport>/ranks:<r>/rank_seqlen:<n>
                 ring.append(b)
                 continue
@@ -110,6 +110,8 @@ def load_torch(folder):
                 mask = r.get("mask", "causal" if r["causal"] else "full")  # full, causal, window1024
                 tables.setdefault("varlen", {})[(r["direction"], r["dtype"], r["head_dim"], mask)] = r
                 continue
+            if r.get("group", 1) > 1 or r.get("layout", "bhsd") != "bhsd":
+                continue  # compare_pytorch.py --group / --layout: beside a bench's rows of the same flags, not in the tables
             key = (r["dtype"], r["head_dim"], r["causal"], r["seqlen"])
             tables[r["direction"]].setdefault(key, {})[r["backend"]] = r
     return tables, meta

@@ -174,12 +174,14 @@ def main():
         write(d, "bench_12_ring_attention.json", {"context": {}, "benchmarks": [
             ring(4, 1800.0, 0.9), ring(1, 500.0, 1.0), ring(2, 950.0, 0.95)]})
         write(d, "steps_12_later.json", {"context": {"host_name": "later"}, "benchmarks": []})  # read after 12's
-        write(d, "bench_11_gqa.json", {"context": {}, "benchmarks": [  # a --group row: kept out of the tables
+        write(d, "bench_11_gqa.json", {"context": {}, "benchmarks": [  # --group, --layout rows: kept out of the tables
             {"name": "bwd/11_backward_v3/bf16/D128/causal/seqlen:4096/group:2/min_time:0.300/manual_time",
-             "TFLOPS": 400.0}]})
+             "TFLOPS": 400.0},
+            {"name": "bwd/11_backward_v3/bf16/D128/causal/seqlen:4096/layout:bshd/min_time:0.300/manual_time",
+             "TFLOPS": 410.0}]})
         fwd, _, bwd, _, context = summarize.load_chapters(d)
         check("no forward row from the ring", not fwd)
-        check("no backward row from --group", not bwd)
+        check("no backward row from --group or --layout", not bwd)
         text = summarize.ring_table(context.get("ring", []))
         rows = [line for line in text.splitlines() if line.startswith("| fwd")]
         check("three ring rows: " + text, len(rows) == 3)
@@ -204,6 +206,17 @@ def main():
         check("the fp8 cells of a bf16 row", summarize.fp8_cells(bf16, fwd[bf16], context["fp8"]) == ["750.0", "1.50x"])
         f16 = ("f16", 128, True, 8192)
         check("none on an f16 row", summarize.fp8_cells(f16, fwd[f16], context["fp8"]) == ["-", "-"])
+
+    # compare_pytorch.py --group / --layout records stand beside a bench's rows of the same flags,
+    # never in the tables, where they would take the place of the MHA [B, H, S, D] ones.
+    with tempfile.TemporaryDirectory() as d:
+        base = {"direction": "bwd", "backend": "cudnn", "dtype": "bf16", "head_dim": 128, "causal": True,
+                "seqlen": 4096, "tflops": 400.0}
+        write(d, "pytorch_gqa.json", {"meta": {"gpu": "test GPU"}, "results": [
+            base, dict(base, group=2, tflops=390.0), dict(base, layout="bshd", tflops=450.0)]})
+        tables, _ = summarize.load_torch(d)
+        got = tables["bwd"][("bf16", 128, True, 4096)]["cudnn"]["tflops"]
+        check(f"the MHA [B, H, S, D] record stays in the table: {got}", got == 400.0)
 
     # A machine of several GPUs has a results file of its own, named by the count (nvidia-smi -L).
     check("one GPU's slug", summarize.gpu_slug("NVIDIA H200") == "h200")

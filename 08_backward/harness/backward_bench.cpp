@@ -65,7 +65,13 @@ void register_case(const std::string& name, const Problem& p, double flops, Laun
 }
 
 void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
-                    const std::vector<int>& head_dims, int max_seqlen, int group) {
+                    const std::vector<int>& head_dims, int max_seqlen, int group, Layout layout) {
+  const bool bshd = layout == Layout::bshd;
+  if (bshd && !takes_bshd(pair.support, dtype)) {
+    std::cerr << label << ": --layout bshd: " << pair.support.chapter << " takes no [B, S, H, D] tensors in "
+              << dtype_name(dtype) << "; no rows\n";
+    return;
+  }
   const BackwardChapter* forward_of = &pair;
   for (int d : head_dims) {
     if (!supports_head_dim(pair.support, d)) continue;
@@ -76,7 +82,7 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
         shapes.emplace_back(mask + "seqlen:" + std::to_string(seqlen), bench::fa2_shape(seqlen, d, causal, dtype));
       // The packed batch of mixed lengths (bench_harness.h), where the backward takes one, and its
       // sliding-window row where the backward takes a window too.
-      if (pair.support.varlen && takes_bshd(pair.support, dtype)) {
+      if (!bshd && pair.support.varlen && takes_bshd(pair.support, dtype)) {
         shapes.emplace_back(mask + "varlen:64k", bench::varlen_shape(bench::mixed_lengths_64k(), d, causal, dtype));
         if (causal && pair.support.window)
           shapes.emplace_back("window" + std::to_string(bench::kVarlenWindow) + "/varlen:64k",
@@ -85,8 +91,9 @@ void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, 
       for (const auto& [shape, problem] : shapes) {
         Problem p = problem;  // the lambdas below copy it (C++17 lambdas capture no structured binding)
         p.kv_heads = p.heads / group;
+        if (bshd) p.layout = Layout::bshd;
         const std::string name = "bwd/" + label + "/" + dtype_name(dtype) + "/D" + std::to_string(d) + "/" + shape +
-                                 (group > 1 ? "/group:" + std::to_string(group) : "");
+                                 (bshd ? "/layout:bshd" : "") + (group > 1 ? "/group:" + std::to_string(group) : "");
         register_case(
             name, p, backward_flops(p),
             [forward_of, p](Tensors& t) {
@@ -107,6 +114,9 @@ int main(const Support& support, int argc, char** argv, const std::function<void
     flags.max_seqlen = bench::take_int_flag(argc, argv, "--max-seqlen", 16384);
     flags.head_dims = bench::take_ints_flag(argc, argv, "--head-dims", "64,128");
     flags.group = bench::take_int_flag(argc, argv, "--group", 1);
+    const std::string layout = bench::take_flag(argc, argv, "--layout", "bhsd");
+    if (layout != "bhsd" && layout != "bshd") throw std::invalid_argument("--layout: bhsd or bshd, not '" + layout + "'");
+    flags.layout = layout == "bshd" ? Layout::bshd : Layout::bhsd;
     for (int d : flags.head_dims)
       if ((2048 / d) % flags.group != 0)
         throw std::invalid_argument("--group " + std::to_string(flags.group) + " does not divide " +

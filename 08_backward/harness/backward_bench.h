@@ -35,16 +35,19 @@ void register_case(const std::string& name, const Problem& p, double flops, Laun
 // shapes, bench::fa2_shape) of `backward`, with
 // `pair`'s forward for O and LSE, at the head dims of `head_dims` that `pair` supports. group > 1:
 // GQA, `group` query heads a KV head (Hkv = H / group), the rows named .../seqlen:<n>/group:<g>.
+// layout bshd: Q, K, V, O and the gradients as [B, S, H, D] (a transformers model's tensors), the
+// rows .../seqlen:<n>/layout:bshd, where `pair` takes that layout in `dtype` (else none).
 void register_dense(const std::string& label, Dtype dtype, BackwardFn backward, const BackwardChapter& pair,
-                    const std::vector<int>& head_dims, int max_seqlen, int group = 1);
+                    const std::vector<int>& head_dims, int max_seqlen, int group = 1, Layout layout = Layout::bhsd);
 
 // The flags of a backward benchmark: --max-seqlen N (default 16384), --head-dims 64,128 (the
 // default), --group G (query heads a KV head in the dense rows, default 1; a divisor of every head
-// count, 2048 / D).
+// count, 2048 / D), --layout bhsd|bshd (the dense rows' tensors, default bhsd).
 struct Flags {
   int max_seqlen;
   std::vector<int> head_dims;
   int group = 1;
+  Layout layout = Layout::bhsd;
 };
 
 // The main() of a backward chapter's benchmark: takes the flags out of argv (exit 2, naming the

@@ -44,6 +44,6 @@ int main(int argc, char** argv) {
   return fa::backward_bench::main(chapter.support, argc, argv, [&](const fa::backward_bench::Flags& flags) {
     for (fa::Dtype dtype : {fa::Dtype::bf16, fa::Dtype::f16})
       fa::backward_bench::register_dense(label, dtype, step->chapter.backward, chapter, flags.head_dims,
-                                         flags.max_seqlen, flags.group);
+                                         flags.max_seqlen, flags.group, flags.layout);
   });
 }
