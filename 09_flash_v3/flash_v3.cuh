@@ -76,7 +76,7 @@ struct WsConfig {
   // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
-  static constexpr bool kFp8 = false;      // Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
+  static constexpr bool kFp8 = false;      // steps/fp8.cu's Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
   static constexpr std::uint32_t kQTxBytes = kQBytes;  // the bytes a Q_i copy lands
 };
 
@@ -90,27 +90,8 @@ struct Softcap : C {
 template <class C>
 using SoftcapOf = std::conditional_t<C::kSoftcap, SoftcapConsts, NoSoftcap>;
 
-// A configuration C on FP8 inputs (steps/fp8.cu, FlashAttention-3's FP8 forward): Q_i and K_j in
-// E4M3, one byte an element, and V_j^T, the (D, keys) tile of V transposed with its keys in
-// fp8_pv_key's order (steps/fp8.cu transposes V before the kernel), so that all three are the
-// K-major operands FP8's wgmma takes (issue_scores, issue_pv). T is O's type (f16). At D = 128 and Bc = 128 a row of Q, K or
-// V^T is 128 bytes, one atom of the swizzle; the K and V stages take half the bytes of bf16's.
-// A Q slot keeps its bf16 size: the epilogue stages O_i (in T) there, each consumer group
-// over its own rows of Q_i only (the group's 64 fp8 rows are the first 8 KiB of its O rows).
-template <class C>
-struct Fp8 : C {
-  static_assert(C::kD == 128 && C::Bc == 128, "the FP8 step: D = 128, Bc = 128");
-  static constexpr bool kFp8 = true;
-  // The consumers' fragments, with P leaving the softmax as E4M3 (pack2's FP8 form), two keys to
-  // a register's low half, which pack_e4m3 pairs up into P V's A fragments.
-  using Tile = fa2::Config<__nv_fp8_e4m3, C::kD, C::Bc, /*kMTiles=*/1>;
-  static constexpr std::uint32_t kQTxBytes = C::Br * C::kD;  // Q_i in E4M3
-  static constexpr std::uint32_t kTileBytes = C::Bc * C::kD;  // K_j or V_j^T in E4M3
-  static constexpr std::uint32_t kK = C::kQSlots * C::kQBytes;
-  static constexpr std::uint32_t kV = kK + C::kStages * kTileBytes;
-  static constexpr int kSmemBytes = C::kQSlots * C::kQBytes + 2 * C::kStages * kTileBytes + 1024;
-};
-// The FP8 kernels' own parameter: the scale of V (Q's and K's are folded into Params::scale_log2).
+// The FP8 kernels (steps/fp8.cu: Fp8<C>, C::kFp8) take V's scale as a parameter of their own (Q's and
+// K's are folded into Params::scale_log2); the others an empty one.
 struct Fp8Args {
   float v_scale;
 };

@@ -24,9 +24,9 @@ constexpr const char* kFp8What =
 void run_fp8(benchmark::State& state, const fa::Problem& p) {
   using fa::cuda::DeviceBuffer;
   DeviceBuffer q(p.q_elems()), k(p.kv_elems()), v(p.kv_elems()), o(p.o_elems() * 2), lse(p.lse_elems() * sizeof(float));
-  flash_v3::steps::fill_random_e4m3(q.get(), p.q_elems(), 1, nullptr);
-  flash_v3::steps::fill_random_e4m3(k.get(), p.kv_elems(), 2, nullptr);
-  flash_v3::steps::fill_random_e4m3(v.get(), p.kv_elems(), 3, nullptr);
+  fa::cuda::fill_random_e4m3(q.get(), p.q_elems(), 1, nullptr);
+  fa::cuda::fill_random_e4m3(k.get(), p.kv_elems(), 2, nullptr);
+  fa::cuda::fill_random_e4m3(v.get(), p.kv_elems(), 3, nullptr);
   auto forward = [&] {
     flash_v3::steps::forward_fp8(p, q.get(), k.get(), v.get(), {}, o.get(), lse.as<float>(), nullptr);
   };

@@ -1,15 +1,14 @@
 // The step v6_fp8 (fp8.h): V transposed into the key order of P's E4M3 fragments, then the
-// chapter's kernel as Fp8<WsConfig> (flash_v3.cuh).
+// chapter's kernel as Fp8<WsConfig> (below, on flash_v3.cuh's WsConfig).
 #include "09_flash_v3/steps/fp8.h"
 
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 
-#include "09_flash_v3/launch.cuh"  // launch, Fp8, and through it the kernel
+#include "09_flash_v3/launch.cuh"  // launch, and through it the kernel
 #include "common/device/wgmma_layout.h"  // fp8_pv_key
 
 namespace flash_v3::steps {
@@ -49,6 +48,26 @@ __global__ void transpose_v_kernel(const std::uint8_t* v, std::uint8_t* vt, int 
   }
 }
 
+// A configuration C on FP8 inputs (steps/fp8.cu, FlashAttention-3's FP8 forward): Q_i and K_j in
+// E4M3, one byte an element, and V_j^T, the (D, keys) tile of V transposed with its keys in
+// fp8_pv_key's order (steps/fp8.cu transposes V before the kernel), so that all three are the
+// K-major operands FP8's wgmma takes (issue_scores, issue_pv). T is O's type (f16). At D = 128 and Bc = 128 a row of Q, K or
+// V^T is 128 bytes, one atom of the swizzle; the K and V stages take half the bytes of bf16's.
+// A Q slot keeps its bf16 size: the epilogue stages O_i (in T) there, each consumer group
+// over its own rows of Q_i only (the group's 64 fp8 rows are the first 8 KiB of its O rows).
+template <class C>
+struct Fp8 : C {
+  static_assert(C::kD == 128 && C::Bc == 128, "the FP8 step: D = 128, Bc = 128");
+  static constexpr bool kFp8 = true;
+  // The consumers' fragments, with P leaving the softmax as E4M3 (pack2's FP8 form), two keys to
+  // a register's low half, which pack_e4m3 pairs up into P V's A fragments.
+  using Tile = fa2::Config<__nv_fp8_e4m3, C::kD, C::Bc, /*kMTiles=*/1>;
+  static constexpr std::uint32_t kQTxBytes = C::Br * C::kD;  // Q_i in E4M3
+  static constexpr std::uint32_t kTileBytes = C::Bc * C::kD;  // K_j or V_j^T in E4M3
+  static constexpr std::uint32_t kK = C::kQSlots * C::kQBytes;
+  static constexpr std::uint32_t kV = kK + C::kStages * kTileBytes;
+  static constexpr int kSmemBytes = C::kQSlots * C::kQBytes + 2 * C::kStages * kTileBytes + 1024;
+};
 // The chapter's kernel on E4M3 (Fp8<C>): 128 x 128 tiles, ping-pong, persistent, four K/V stages
 // (a stage is half of bf16's bytes); the intra-warpgroup overlap without a mask, and without it
 // under a causal mask, as the chapter chooses at D = 128.
@@ -56,31 +75,7 @@ template <bool kOverlap>
 using Fp8Config = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/128,
                                kOverlap>>;
 
-// fill_random_e4m3's values: a standard normal per element (Box-Muller on two hashes of the
-// element's index), rounded to E4M3 with saturation (no NaN code comes out).
-__device__ __forceinline__ std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-__global__ void fill_e4m3_kernel(std::uint8_t* dst, std::int64_t count, std::uint64_t seed) {
-  for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < count;
-       i += std::int64_t{gridDim.x} * blockDim.x) {
-    const std::uint64_t h = mix64(seed * 0x100000001B3ull + static_cast<std::uint64_t>(i));
-    const float u1 = (static_cast<float>(h >> 40) + 1.0f) * 0x1p-24f, u2 = static_cast<float>(h & 0xFFFFFF) * 0x1p-24f;
-    const float x = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
-    dst[i] = __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
-  }
-}
-
 }  // namespace
-
-void fill_random_e4m3(void* dst, std::int64_t count, std::uint64_t seed, cudaStream_t stream) {
-  if (count <= 0) return;
-  fill_e4m3_kernel<<<1024, 256, 0, stream>>>(static_cast<std::uint8_t*>(dst), count, seed);
-  FA_CHECK_LAUNCH();
-}
 
 const fa::Support& fp8_support() {
   static const fa::Support s{.chapter = "09_flash_v3.v6_fp8",

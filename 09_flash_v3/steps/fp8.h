@@ -5,7 +5,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <cstdint>
 #include <string>
 
 #include "common/harness/chapter.h"
@@ -28,8 +27,5 @@ const fa::Support& fp8_support();
 // Hopper). V is transposed into the workspace first (the FP8 wgmma reads V^T), within the call.
 void forward_fp8(const fa::Problem& p, const void* q, const void* k, const void* v, Fp8Scales scales, void* o,
                  float* lse, cudaStream_t stream);
-
-// For the benchmark: `count` E4M3 bytes of standard-normal values (seeded), none NaN.
-void fill_random_e4m3(void* dst, std::int64_t count, std::uint64_t seed, cudaStream_t stream);
 
 }  // namespace flash_v3::steps

@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 #include <mutex>
@@ -69,6 +70,7 @@ __global__ void fill_normal_kernel(T* dst, std::int64_t count, unsigned long lon
     if constexpr (std::is_same_v<T, float>) dst[n] = x;
     if constexpr (std::is_same_v<T, __half>) dst[n] = __float2half_rn(x);
     if constexpr (std::is_same_v<T, __nv_bfloat16>) dst[n] = __float2bfloat16_rn(x);
+    if constexpr (std::is_same_v<T, __nv_fp8_e4m3>) dst[n] = __nv_fp8_e4m3(x);  // rounded, saturating at 448
   }
 }
 
@@ -226,6 +228,11 @@ void fill_random(void* dst, std::int64_t count, Dtype dtype, std::uint64_t seed,
       fill_normal_kernel<<<blocks, threads, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count, seed);
       break;
   }
+  FA_CHECK_LAUNCH();
+}
+
+void fill_random_e4m3(void* dst, std::int64_t count, std::uint64_t seed, cudaStream_t stream) {
+  fill_normal_kernel<<<1024, 256, 0, stream>>>(static_cast<__nv_fp8_e4m3*>(dst), count, seed);
   FA_CHECK_LAUNCH();
 }
 

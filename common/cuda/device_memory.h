@@ -112,5 +112,7 @@ constexpr std::size_t workspace_part(std::size_t bytes) { return (bytes + 255) /
 // Standard-normal values rounded to `dtype`, generated on the device from a counter-based
 // hash (for benchmarks, whose inputs never need a CPU copy).
 void fill_random(void* dst, std::int64_t count, Dtype dtype, std::uint64_t seed, cudaStream_t stream);
+// The same as E4M3 bytes (chapter 09's FP8 step; saturating at 448, so no NaN code).
+void fill_random_e4m3(void* dst, std::int64_t count, std::uint64_t seed, cudaStream_t stream);
 
 }  // namespace fa::cuda
