@@ -62,25 +62,9 @@ struct Ring::Rank {
   fa::cuda::DeviceBuffer o_part, lse_part;  // one pair's (O, LSE): [B, H, C, D] T, [B, H, C] float
   fa::cuda::DeviceBuffer dq_part, dk_part, dv_part;  // one pair's gradients (fp32, unrounded)
   Workspace workspace;
-  // The timeline (Ring::record_timeline): the origin, and a (begin, end) pair of events a span.
-  struct Mark {
-    Span span;
-    cudaEvent_t begin = nullptr, end = nullptr;
-  };
-  cudaEvent_t origin = nullptr;
-  std::vector<Mark> marks;
-
-  void clear_marks() {
-    for (const Mark& m : marks)
-      for (cudaEvent_t e : {m.begin, m.end})
-        if (e) cudaEventDestroy(e);
-    marks.clear();
-  }
 
   ~Rank() {
     cudaSetDevice(device);
-    clear_marks();
-    if (origin) cudaEventDestroy(origin);
     for (cudaEvent_t e : {computed, arrived, grads_arrived})
       if (e) cudaEventDestroy(e);
     for (cudaStream_t s : {compute, comm})
@@ -151,48 +135,24 @@ void* Ring::dkv(int r) const { return ranks_[r]->dkv.get(); }
 cudaStream_t Ring::stream(int r) const { return ranks_[r]->compute; }
 
 void Ring::record_timeline(bool on) {
-  synchronize();  // every stream idle: the origins below are recorded at (nearly) one moment
-  for (auto& rank : ranks_) {
-    FA_CUDA_CHECK(cudaSetDevice(rank->device));
-    rank->clear_marks();
-    if (!on) continue;
-    if (!rank->origin) FA_CUDA_CHECK(cudaEventCreate(&rank->origin));
-    FA_CUDA_CHECK(cudaEventRecord(rank->origin, rank->compute));
+  synchronize();  // every stream idle: the origins are recorded at (nearly) one moment
+  if (!on) {
+    timeline_.stop();
+    return;
   }
-  timing_ = on;
-}
-
-int Ring::open_span(int r, bool comm, const char* what, int step) {
-  if (!timing_) return -1;
-  Rank& rank = *ranks_[r];
-  Rank::Mark m{.span = {.rank = r, .comm = comm, .what = what, .step = step, .start_ms = 0, .end_ms = 0}};
-  FA_CUDA_CHECK(cudaEventCreate(&m.begin));
-  FA_CUDA_CHECK(cudaEventCreate(&m.end));
-  FA_CUDA_CHECK(cudaEventRecord(m.begin, comm ? rank.comm : rank.compute));
-  rank.marks.push_back(m);
-  return static_cast<int>(rank.marks.size()) - 1;
-}
-
-void Ring::close_span(int r, int span) {
-  if (span < 0) return;
-  Rank& rank = *ranks_[r];
-  const Rank::Mark& m = rank.marks[span];
-  FA_CUDA_CHECK(cudaEventRecord(m.end, m.span.comm ? rank.comm : rank.compute));
+  std::vector<int> devices;
+  std::vector<cudaStream_t> streams;
+  for (const auto& rank : ranks_) devices.push_back(rank->device), streams.push_back(rank->compute);
+  timeline_.start(devices, streams);
 }
 
 std::vector<Span> Ring::timeline() const {
   synchronize();
-  std::vector<Span> spans;
-  for (const auto& rank : ranks_) {
-    FA_CUDA_CHECK(cudaSetDevice(rank->device));
-    for (const Rank::Mark& m : rank->marks) {
-      Span s = m.span;
-      FA_CUDA_CHECK(cudaEventElapsedTime(&s.start_ms, rank->origin, m.begin));
-      FA_CUDA_CHECK(cudaEventElapsedTime(&s.end_ms, rank->origin, m.end));
-      spans.push_back(s);
-    }
-  }
-  return spans;
+  return timeline_.spans();
+}
+
+int Ring::open_span(int r, bool comm, const char* what, int step) {
+  return timeline_.open(r, comm ? ranks_[r]->comm : ranks_[r]->compute, comm, what, step);
 }
 
 // One pass of every rank's block (send[r] -> rank r + 1, into recv[r + 1]), on the comm streams,
@@ -208,10 +168,10 @@ void Ring::pass(std::size_t bytes, const std::vector<const void*>& send, const s
     links.push_back({send[r], recv[r], ranks_[r]->comm});
   }
   transport_->pass_blocks(links, bytes);
-  if (!timing_) return;
+  if (!timeline_.recording()) return;
   for (int r = 0; r < ranks(); ++r) {
     FA_CUDA_CHECK(cudaSetDevice(ranks_[r]->device));
-    close_span(r, spans[r]);
+    timeline_.close(r, spans[r]);
   }
 }
 
@@ -250,7 +210,7 @@ void Ring::forward() {
       fill_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank.compute>>>(
           rank.lse_acc.as<float>(), -std::numeric_limits<float>::infinity(), 2 * c.lse_elems());
       FA_CHECK_LAUNCH();
-      close_span(r, span);
+      timeline_.close(r, span);
       FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
     }
     const std::vector<std::vector<Task>> schedule = schedules();
@@ -275,7 +235,7 @@ void Ring::forward() {
               rank.o_part.as<T>(), rank.lse_part.as<float>(), c.lse_elems(), c.head_dim);
           FA_CHECK_LAUNCH();
         }
-        close_span(r, span);
+        timeline_.close(r, span);
         FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
         if (s + 1 < R) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.arrived, 0));
       }
@@ -290,7 +250,7 @@ void Ring::forward() {
       finish_lse_kernel<<<grid_for(2 * c.lse_elems()), 256, 0, rank.compute>>>(
           rank.lse_acc.as<float>(), rank.lse.as<float>(), 2 * c.lse_elems());
       FA_CHECK_LAUNCH();
-      close_span(r, span);
+      timeline_.close(r, span);
     }
   });
 }
@@ -309,7 +269,7 @@ void Ring::backward() {
       FA_CUDA_CHECK(cudaMemsetAsync(rank.dq_acc.get(), 0, rank.dq_acc.bytes(), rank.compute));
       fa::cuda::DeviceBuffer& sums = rank.dkv_visit[grad_buffer(0)];
       FA_CUDA_CHECK(cudaMemsetAsync(sums.get(), 0, sums.bytes(), rank.compute));
-      close_span(r, span);
+      timeline_.close(r, span);
       FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
     }
     const std::vector<std::vector<Task>> schedule = schedules();
@@ -353,7 +313,7 @@ void Ring::backward() {
           FA_CHECK_LAUNCH();
         }
         if (!grads_here) FA_CUDA_CHECK(cudaStreamWaitEvent(rank.compute, rank.grads_arrived, 0));
-        close_span(r, span);
+        timeline_.close(r, span);
         FA_CUDA_CHECK(cudaEventRecord(rank.computed, rank.compute));
       }
       if (R > 1) {  // the sums go on with their block; after the R-th pass they are home
@@ -384,7 +344,7 @@ void Ring::backward() {
       convert_kernel<T><<<grid_for(4 * kn), 256, 0, rank.compute>>>(rank.dkv_visit[grads_home_buffer(R)].as<float>(),
                                                                     rank.dkv.as<T>(), 4 * kn);
       FA_CHECK_LAUNCH();
-      close_span(r, span);
+      timeline_.close(r, span);
     }
   });
 }

@@ -17,21 +17,12 @@
 
 #include "08_backward/harness/backward.h"
 #include "12_ring_attention/plan.h"
+#include "12_ring_attention/timeline.h"
 #include "12_ring_attention/transport.h"
 #include "common/cuda/device_memory.h"
 #include "common/harness/chapter.h"
 
 namespace ring_attention {
-
-// One span of a ring's timeline (Ring::record_timeline): what one stream of one rank ran, timed by
-// CUDA events on that stream, in ms from the rank's origin (recorded on every idle rank at once).
-struct Span {
-  int rank;
-  bool comm;         // the communication stream, else the compute stream
-  std::string what;  // "forward", "backward", "pass K,V", "pass dK,dV", "start", "finish"
-  int step;          // the ring step (-1: before the first or after the last)
-  float start_ms, end_ms;
-};
 
 // The ring over R ranks, built once: every rank's resident blocks, its compute and communication
 // streams, and the transport. A block is chunk-major: its two chunks (rank_chunks) one after the
@@ -79,16 +70,15 @@ class Ring {
   void* block(int r, int step) const;  // the K/V buffer rank r attends in step `step`
   void pass(std::size_t bytes, const std::vector<const void*>& send, const std::vector<void*>& recv,
             const char* what, int step);
-  // A span of rank r's compute or comm stream (the caller has made rank r's device current);
-  // open_span returns -1 and close_span does nothing while no timeline is recorded.
+  // A span of rank r's compute or comm stream in the timeline (the caller has made rank r's device
+  // current); -1, and nothing recorded, while no timeline is.
   int open_span(int r, bool comm, const char* what, int step);
-  void close_span(int r, int span);
   void pass_next_block(int step);  // the blocks of step `step` on to the next rank; `arrived` marks them
   std::vector<std::vector<Task>> schedules() const;  // every rank's rank_schedule
   fa::Problem p_;
   std::shared_ptr<Transport> transport_;
   std::vector<std::unique_ptr<Rank>> ranks_;
-  bool timing_ = false;
+  Timeline timeline_;
 };
 
 // The chapter API (chapter.h, backward.h): device pointers on the current device, [B, H, S, D].
