@@ -37,12 +37,7 @@ int tc_smem_bytes() {
 
 template <class C, auto kKernel>
 void launch(const TcParams& prm, dim3 grid, cudaStream_t stream) {
-  // Above 48 KB of shared memory a kernel must opt in, once per kernel.
-  static const bool opted_in = [] {
-    allow_shared_memory(kKernel, tc_smem_bytes<C>());
-    return true;
-  }();
-  (void)opted_in;
+  allow_shared_memory_once(kKernel, tc_smem_bytes<C>());  // above 48 KB of shared memory a kernel must opt in
   kKernel<<<grid, C::kThreads, tc_smem_bytes<C>(), stream>>>(prm);
   FA_CHECK_LAUNCH();
 }

@@ -83,8 +83,7 @@ void launch(const fa::Problem& p, const void* q, const void* k, const void* v, c
   static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
   using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
   constexpr auto kernel = flash_v3_kernel<C, kBshd, Varlen>;
-  static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
-  opted_in([] { allow_shared_memory(kernel, C::kSmemBytes); });
+  allow_shared_memory_once(kernel, C::kSmemBytes);  // above 48 KB of shared memory a kernel must opt in
   static_assert(!C::kFp8 || (!kBshd && !kVarlen), "the FP8 step takes [B, H, S, D] tensors");
   const Maps maps = C::kFp8 ? make_fp8_maps(p, q, k, v, C::Br, C::Bc) : make_maps(p, q, k, v, C::Br, C::Bc);
   Varlen vl{};

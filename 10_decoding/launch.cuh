@@ -62,11 +62,7 @@ struct Extras {
 template <class C, bool kExtras, template <class> class Kv, int kKeyWarps>
 void launch_split(dim3 grid, const SplitParams& prm, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<C, kKeyWarps>();
-  static const bool opted_in = [] {
-    allow_shared_memory(split_kv_kernel<C, kExtras, Kv, kKeyWarps>, kSmem);
-    return true;
-  }();
-  (void)opted_in;
+  allow_shared_memory_once(split_kv_kernel<C, kExtras, Kv, kKeyWarps>, kSmem);
   split_kv_kernel<C, kExtras, Kv, kKeyWarps><<<grid, C::kThreads, kSmem, stream>>>(prm);
   FA_CHECK_LAUNCH();
 }

@@ -216,8 +216,7 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
     if constexpr (C::kWide) return backward_v3_wide_kernel<C, kTurns>;
     else return backward_v3_kernel<C, kTurns>;
   }();
-  static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
-  opted_in([] { allow_shared_memory(kernel, C::kSmemBytes); });
+  allow_shared_memory_once(kernel, C::kSmemBytes);  // above 48 KB of shared memory a kernel must opt in
   const flash_v3::Maps maps = flash_v3::make_maps(p, q, k, v, C::Br, C::Bc);
   // The longest-first order's sections (Config::kLongestFirst): as many (batch, KV head) rows as
   // keep their Q and dO and the fp32 dQ sums within 40 MiB of L2, a power of two (FlashAttention-3's

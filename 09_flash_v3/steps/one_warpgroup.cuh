@@ -157,8 +157,7 @@ void launch_one_warpgroup(const fa::Problem& p, const void* q, const void* k, co
   static_assert(!kVarlen || kBshd, "a packed batch is a [1, total, H, D] tensor");
   using Varlen = std::conditional_t<kVarlen, VarlenArgs, NoVarlen>;
   constexpr auto kernel = one_warpgroup_kernel<C, kBshd, Varlen, kWindow, kSoftcap>;
-  static fa::cuda::OncePerDevice opted_in;  // above 48 KB of shared memory a kernel must opt in, on each device
-  opted_in([] { allow_shared_memory(kernel, V1Smem<C>::kBytes); });
+  allow_shared_memory_once(kernel, V1Smem<C>::kBytes);  // above 48 KB of shared memory a kernel must opt in
   const Maps maps = make_maps(p, q, k, v, 64, 64);
   Varlen vl{};
   dim3 grid;

@@ -25,11 +25,7 @@ const fa::Support& support() {
 // shared memory.
 template <class C>
 int ctas() {
-  static const bool opted_in = [] {
-    allow_shared_memory(stream_k_kernel<C>, smem_bytes<C>());
-    return true;
-  }();
-  (void)opted_in;
+  allow_shared_memory_once(stream_k_kernel<C>, smem_bytes<C>());
   return plan_slots();
 }
 

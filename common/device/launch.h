@@ -4,8 +4,9 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -32,27 +33,36 @@ void allow_shared_memory(Kernel* kernel, int bytes) {
   FA_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
 }
 
-// Runs its function once per device (the current one at the call): a kernel's shared-memory
-// opt-in holds on the device it was made on only, so a process that launches on several GPUs
-// (chapter 12's ring) opts in on each. A launcher keeps one as a static:
-//   static fa::cuda::OncePerDevice opted_in;
-//   opted_in([] { allow_shared_memory(kernel, bytes); });
-// Two threads that call it at once on a new device may both run it, which an opt-in allows.
-class OncePerDevice {
- public:
-  template <class F>
-  void operator()(F&& f) {
-    int device = 0;
-    FA_CUDA_CHECK(cudaGetDevice(&device));
-    const std::uint64_t bit = std::uint64_t{1} << (device % 64);
-    if (done_.load() & bit) return;
-    f();
-    done_.fetch_or(bit);
-  }
-
- private:
-  std::atomic<std::uint64_t> done_{0};  // bit d: done on device d
+namespace detail {
+// The (kernel, device) pairs that have opted in, behind their lock.
+struct OptIns {
+  std::mutex mutex;
+  std::set<std::pair<const void*, int>> done;
 };
+inline OptIns& opt_ins() {
+  static OptIns registry;
+  return registry;
+}
+}  // namespace detail
+
+// allow_shared_memory once per kernel and device, for launchers that run on every call: an opt-in
+// holds on the device it was made on only, so a process that launches on several GPUs (chapter
+// 12's ring) opts in on each. The key is the kernel's own address, never a static flag in a
+// launcher template: nvcc gives a __global__ template's host stub internal linkage, so two .cu
+// files that instantiate one launcher launch two kernels (one per file), while the linker keeps
+// one copy of the launcher's statics; a flag set by the first file's kernel would skip the
+// second's opt-in, and its launch would fail. A refused size is not recorded: it throws each call.
+template <class Kernel>
+void allow_shared_memory_once(Kernel* kernel, int bytes) {
+  int device = 0;
+  FA_CUDA_CHECK(cudaGetDevice(&device));
+  const std::pair<const void*, int> key{reinterpret_cast<const void*>(kernel), device};
+  detail::OptIns& registry = detail::opt_ins();
+  const std::lock_guard<std::mutex> lock(registry.mutex);
+  if (registry.done.count(key)) return;
+  allow_shared_memory(kernel, bytes);
+  registry.done.insert(key);
+}
 
 // Calls f(std::integral_constant<int, kD>{}) for the first of kDims (ascending) that is >= head_dim:
 // a kernel instantiated for kD runs any smaller head dim with its extra columns zero-filled (05,

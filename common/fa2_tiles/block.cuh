@@ -121,11 +121,7 @@ inline Params make_params(const fa::Problem& p, const void* q, const void* k, co
 // B*H rows over y and z. 06's kernel and ping-pong step and 07's kernel launch through it.
 template <class C, auto kKernel, class P, class... Extra>
 void launch_on_grid(const P& prm, cudaStream_t stream, const char* chapter, const Extra&... extra) {
-  static const bool opted_in = [] {  // above 48 KB of shared memory a kernel must opt in, once
-    allow_shared_memory(kKernel, C::kSmemBytes);
-    return true;
-  }();
-  (void)opted_in;
+  allow_shared_memory_once(kKernel, C::kSmemBytes);  // above 48 KB of shared memory a kernel must opt in
   const dim3 grid = fa::cuda::tiles_by_rows(ceil_div(prm.seqlen_q, C::Br), prm.batch_heads, chapter);
   kKernel<<<grid, C::kThreads, C::kSmemBytes, stream>>>(prm, extra...);
   FA_CHECK_LAUNCH();
