@@ -277,15 +277,25 @@ __device__ __forceinline__ void run_block(const CUtensorMap* q_map, const CUtens
     const BshdParams sp = sequence_params<C>(prm, b);
     run_roles<C, kTurns>(q_map, k_map, v_map, do_map, sp, x - prm.seqs.key_tiles[b], kv_bh, prm.seqs.cu_seqlens_q[b],
                          prm.seqs.cu_seqlens_k[b], consume);
-  } else if (C::kLongestFirst && !kTurns && prm.causal) {
+  } else if (C::kLongestFirst && !kTurns && !C::kBshd && prm.causal) {
     // The step v6_longest_first: block n of the grid (in launch order) takes the key tile and row
     // of the longest-first order (common/device/tiles.h), sections of prm.lpt_section rows.
     const TileRow tr = longest_first(blockIdx.x + std::int64_t{gridDim.x} * kv_bh, static_cast<int>(gridDim.x),
                                      prm.batch_kv_heads, prm.lpt_section);
     run_roles<C, kTurns>(q_map, k_map, v_map, do_map, prm, tr.tile, tr.row, 0, 0, consume);
   } else {
-    const int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
-    run_roles<C, kTurns>(q_map, k_map, v_map, do_map, prm, j, kv_bh, 0, 0, consume);
+    int j = kTurns ? ceil_div(prm.seqlen_k, C::Bc) - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+    std::int64_t row = kv_bh;
+    // [B, S, H, D]: the longest-first order picks the tile and row, and one copy of the roles runs
+    // both orders. With a copy per order, as [B, H, S, D] has above, ptxas spills 180 bytes in the
+    // consumers' loop here; one copy measures 1.06x at the Llama shape on an H200 (README).
+    if (C::kLongestFirst && !kTurns && C::kBshd && prm.causal) {
+      const TileRow tr = longest_first(blockIdx.x + std::int64_t{gridDim.x} * kv_bh, static_cast<int>(gridDim.x),
+                                       prm.batch_kv_heads, prm.lpt_section);
+      j = tr.tile;
+      row = tr.row;
+    }
+    run_roles<C, kTurns>(q_map, k_map, v_map, do_map, prm, j, row, 0, 0, consume);
   }
 }
 
