@@ -35,6 +35,7 @@
 #include <type_traits>
 
 #include "common/fa2_tiles/block.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
+#include "09_flash_v3/config.cuh"     // WsConfig, Softcap, ChapterConfig
 #include "09_flash_v3/pipeline.cuh"   // Barriers, produce, issue_scores, issue_pv, stage_o
 #include "09_flash_v3/tile_walk.h"  // TileWalk: which tiles a block computes, in which order
 #include "common/device/tma.cuh"
@@ -45,72 +46,6 @@ namespace flash_v3 {
 
 using namespace fa::cuda;
 using fa2::Params;
-
-// Three warpgroups: the producer (0) and two consumers (1, 2) of 64 rows of Q_i each.
-template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128,
-          bool kOverlap_ = false>
-struct WsConfig {
-  using T = T_;
-  static constexpr int kD = kD_;
-  static constexpr int Br = 128, Bc = kBc;  // Q_i: two consumers x 64 rows; K_j, V_j: Bc keys
-  static constexpr int kStages = kStages_;  // K/V ring depth
-  static constexpr bool kPingPong = kPingPong_;
-  static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a unit)
-  // S_s and P_{s-1} V_{s-1} as two wgmma groups, the softmax of S_s placed before the wait for the
-  // group's own P V (FlashAttention-3's intra-warpgroup overlap; consume says how, steps.md what
-  // ptxas keeps of it).
-  static constexpr bool kOverlap = kOverlap_;
-  static constexpr int kThreads = 3 * 128;
-  static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
-  // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
-  // 16-row tile, whose layout the wgmma accumulators share warp by warp.
-  using Tile = fa2::Config<T, kD, Bc, /*kMTiles=*/1>;
-  // Q_i in two slots when persistent: the next tile's Q_i lands while this tile's is still read.
-  static constexpr int kQSlots = kPersistent ? 2 : 1;
-  static constexpr std::uint32_t kQBytes = Br * kD * 2;     // Q_i: (Br, kD), 64-column atoms
-  static constexpr std::uint32_t kTileBytes = Bc * kD * 2;  // K_j or V_j: (Bc, kD)
-  static constexpr std::uint32_t kQ = 0;                                          // + slot * kQBytes
-  static constexpr std::uint32_t kK = kQSlots * kQBytes;                          // + stage * kTileBytes
-  static constexpr std::uint32_t kV = kQSlots * kQBytes + kStages * kTileBytes;  // + stage * kTileBytes
-  static constexpr int kSmemBytes = kQSlots * kQBytes + 2 * kStages * kTileBytes + 1024;  // + room to align to 1024
-  // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
-  static constexpr bool kFp8 = false;      // steps/fp8.cu's Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
-  static constexpr std::uint32_t kQTxBytes = kQBytes;  // the bytes a Q_i copy lands
-};
-
-// A configuration C with the logit softcap (Problem::softcap): the consumers cap each tile's
-// scores before the mask (fa2::cap_scores), in kernels of their own, so that the others keep
-// their code. Its constants come as a kernel parameter of their own (SoftcapOf<C>).
-template <class C>
-struct Softcap : C {
-  static constexpr bool kSoftcap = true;
-};
-template <class C>
-using SoftcapOf = std::conditional_t<C::kSoftcap, SoftcapConsts, NoSoftcap>;
-
-// The FP8 kernels (steps/fp8.cu: Fp8<C>, C::kFp8) take V's scale as a parameter of their own (Q's and
-// K's are folded into Params::scale_log2); the others an empty one.
-struct Fp8Args {
-  float v_scale;
-};
-struct NoFp8 {};
-template <class C>
-using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
-
-// The chapter launches this kernel at D = 128 with two K/V stages (two Q_i slots and the ring: 193 KiB
-// of shared memory), and at D = 96 the same kernel (the copy engine fills columns 96-127 with zeros).
-// At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this one there with
-// four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so the key tiles shrink to
-// Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
-// D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The
-// intra-warpgroup overlap (v5) at every head dim: at D = 256 its second P and the softmax's own
-// rows no longer fit beside O_i, and ptxas spills 340 bytes a thread, yet it measures 0.99-1.05x
-// of v4 there (steps.md).
-template <class T, int kD, bool kOverlap = true>
-using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
-                               /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
 
 // A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
 // turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the

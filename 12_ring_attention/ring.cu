@@ -17,6 +17,7 @@
 
 #include "09_flash_v3/flash_v3.h"
 #include "11_backward_v3/backward_v3.h"
+#include "12_ring_attention/rank.h"
 #include "12_ring_attention/ring_kernels.cuh"
 #include "common/cuda/cuda_check.h"
 
@@ -25,22 +26,6 @@ namespace {
 
 unsigned grid_for(std::int64_t n) { return static_cast<unsigned>(std::clamp<std::int64_t>((n + 255) / 256, 1, 4096)); }
 
-// 11's backward takes its scratch from fa::cuda::workspace(): one buffer per process, which ranks
-// running at once on several streams and devices must not share. Each rank installs its own
-// (WorkspaceSource) around its calls; it grows only after the rank's stream has drained.
-struct Workspace {
-  fa::cuda::DeviceBuffer buffer;
-  cudaStream_t stream;
-  static void* take(std::size_t bytes, void* context) {
-    auto* w = static_cast<Workspace*>(context);
-    if (bytes > w->buffer.bytes()) {
-      FA_CUDA_CHECK(cudaStreamSynchronize(w->stream));  // the old buffer may still be in use
-      w->buffer = fa::cuda::DeviceBuffer(bytes);
-    }
-    return w->buffer.get();
-  }
-};
-
 template <class F>
 void with_dtype(fa::Dtype dtype, F&& f) {
   if (dtype == fa::Dtype::bf16) f(__nv_bfloat16{});
@@ -48,112 +33,6 @@ void with_dtype(fa::Dtype dtype, F&& f) {
 }
 
 }  // namespace
-
-struct Ring::Rank {
-  int device;
-  cudaStream_t compute = nullptr, comm = nullptr;
-  cudaEvent_t computed = nullptr, arrived = nullptr, grads_arrived = nullptr;
-  // The rank's own blocks (T): q, o, dout, dq [2][B, H, C, D]; kv, dkv [K | V] [2][B, Hkv, C, D].
-  fa::cuda::DeviceBuffer q, kv, o, lse, dout, dq, dkv;
-  fa::cuda::DeviceBuffer kv_visit[2];      // the visiting blocks, alternately (T)
-  fa::cuda::DeviceBuffer dkv_visit[2];     // their dK and dV sums, travelling with them (fp32)
-  fa::cuda::DeviceBuffer o_acc, lse_acc;   // the merge: [2][B, H, C, D], [2][B, H, C] (fp32)
-  fa::cuda::DeviceBuffer dq_acc;           // [2][B, H, C, D] fp32
-  fa::cuda::DeviceBuffer o_part, lse_part;  // one pair's (O, LSE): [B, H, C, D] T, [B, H, C] float
-  fa::cuda::DeviceBuffer dq_part, dk_part, dv_part;  // one pair's gradients (fp32, unrounded)
-  Workspace workspace;
-
-  ~Rank() {
-    cudaSetDevice(device);
-    for (cudaEvent_t e : {computed, arrived, grads_arrived})
-      if (e) cudaEventDestroy(e);
-    for (cudaStream_t s : {compute, comm})
-      if (s) cudaStreamDestroy(s);
-  }
-};
-
-Ring::Ring(const fa::Problem& p, std::shared_ptr<Transport> transport) : p_(p), transport_(std::move(transport)) {
-  const int R = transport_->ranks();
-  if (const std::string why = ring_problem_error(p, R); !why.empty()) throw std::invalid_argument(why);
-  const std::size_t elem = fa::dtype_size(p.dtype);
-  const fa::Problem c = pair_problem(p, R, Pair::full);  // one chunk: [B, H, C, D]
-  const std::size_t q_chunk = c.q_elems(), k_chunk = c.kv_elems(), rows = c.lse_elems();
-  for (int r = 0; r < R; ++r) {
-    auto rank = std::make_unique<Rank>();
-    rank->device = transport_->device(r);
-    FA_CUDA_CHECK(cudaSetDevice(rank->device));
-    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&rank->compute, cudaStreamNonBlocking));
-    FA_CUDA_CHECK(cudaStreamCreateWithFlags(&rank->comm, cudaStreamNonBlocking));
-    for (cudaEvent_t* e : {&rank->computed, &rank->arrived, &rank->grads_arrived})
-      FA_CUDA_CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-    using fa::cuda::DeviceBuffer;
-    rank->q = DeviceBuffer(2 * q_chunk * elem), rank->o = DeviceBuffer(2 * q_chunk * elem);
-    rank->dout = DeviceBuffer(2 * q_chunk * elem), rank->dq = DeviceBuffer(2 * q_chunk * elem);
-    rank->lse = DeviceBuffer(2 * rows * sizeof(float));
-    rank->kv = DeviceBuffer(4 * k_chunk * elem), rank->dkv = DeviceBuffer(4 * k_chunk * elem);
-    for (int i = 0; i < 2; ++i) {
-      rank->kv_visit[i] = DeviceBuffer(4 * k_chunk * elem);
-      rank->dkv_visit[i] = DeviceBuffer(4 * k_chunk * sizeof(float));
-    }
-    rank->o_acc = DeviceBuffer(2 * q_chunk * sizeof(float)), rank->lse_acc = DeviceBuffer(2 * rows * sizeof(float));
-    rank->dq_acc = DeviceBuffer(2 * q_chunk * sizeof(float));
-    rank->o_part = DeviceBuffer(q_chunk * elem), rank->lse_part = DeviceBuffer(rows * sizeof(float));
-    rank->dq_part = DeviceBuffer(q_chunk * sizeof(float));
-    rank->dk_part = DeviceBuffer(k_chunk * sizeof(float)), rank->dv_part = DeviceBuffer(k_chunk * sizeof(float));
-    rank->workspace.stream = rank->compute;
-    ranks_.push_back(std::move(rank));
-  }
-}
-
-Ring::~Ring() {
-  try {
-    synchronize();
-  } catch (...) {  // a destructor must not throw; the buffers go either way
-  }
-}
-
-void Ring::synchronize() const {
-  for (const auto& rank : ranks_) {
-    FA_CUDA_CHECK(cudaSetDevice(rank->device));
-    FA_CUDA_CHECK(cudaStreamSynchronize(rank->compute));
-    FA_CUDA_CHECK(cudaStreamSynchronize(rank->comm));
-  }
-}
-
-void* Ring::block(int r, int step) const {
-  const int b = kv_buffer(step);  // its own block, then the visiting ones alternately
-  return b == 0 ? ranks_[r]->kv.get() : ranks_[r]->kv_visit[b - 1].get();
-}
-
-void* Ring::q(int r) const { return ranks_[r]->q.get(); }
-void* Ring::kv(int r) const { return ranks_[r]->kv.get(); }
-void* Ring::o(int r) const { return ranks_[r]->o.get(); }
-float* Ring::lse(int r) const { return ranks_[r]->lse.as<float>(); }
-void* Ring::dout(int r) const { return ranks_[r]->dout.get(); }
-void* Ring::dq(int r) const { return ranks_[r]->dq.get(); }
-void* Ring::dkv(int r) const { return ranks_[r]->dkv.get(); }
-cudaStream_t Ring::stream(int r) const { return ranks_[r]->compute; }
-
-void Ring::record_timeline(bool on) {
-  synchronize();  // every stream idle: the origins are recorded at (nearly) one moment
-  if (!on) {
-    timeline_.stop();
-    return;
-  }
-  std::vector<int> devices;
-  std::vector<cudaStream_t> streams;
-  for (const auto& rank : ranks_) devices.push_back(rank->device), streams.push_back(rank->compute);
-  timeline_.start(devices, streams);
-}
-
-std::vector<Span> Ring::timeline() const {
-  synchronize();
-  return timeline_.spans();
-}
-
-int Ring::open_span(int r, bool comm, const char* what, int step) {
-  return timeline_.open(r, comm ? ranks_[r]->comm : ranks_[r]->compute, comm, what, step);
-}
 
 // One pass of every rank's block (send[r] -> rank r + 1, into recv[r + 1]), on the comm streams,
 // each first waiting until its compute stream is done with what it last recorded (`computed`).

@@ -614,7 +614,7 @@ def fig_08_backward():
 # 9. 09: FlashAttention-3's forward: the producer / consumer pipeline, and the ping-pong schedule.
 
 def fig_09_flash_v3():
-    # 09_flash_v3/flash_v3.cuh: WsConfig (384 threads, Br = Bc = 128, setmaxnreg 24 / 240, Q in
+    # 09_flash_v3/config.cuh: WsConfig (384 threads, Br = Bc = 128, setmaxnreg 24 / 240, Q in
     # kQSlots = 2 slots when persistent), produce, consume (turns on named barriers 1 + g), and
     # flash_v3_kernel (the mbarriers: full = 1 arrival + the bytes, empty = kConsumerWarps = 8).
     fig = plt.figure(figsize=(12, 9.4))

@@ -1,5 +1,5 @@
 // The step v6_fp8 (fp8.h): V transposed into the key order of P's E4M3 fragments, then the
-// chapter's kernel as Fp8<WsConfig> (below, on flash_v3.cuh's WsConfig).
+// chapter's kernel as Fp8<WsConfig> (below, on config.cuh's WsConfig).
 #include "09_flash_v3/steps/fp8.h"
 
 #include <cuda_fp16.h>
