@@ -34,8 +34,11 @@ struct WsConfig {
   using Tile = fa2::Config<T, kD, Bc, /*kMTiles=*/1>;
   // Q_i in two slots when persistent: the next tile's Q_i lands while this tile's is still read.
   static constexpr int kQSlots = kPersistent ? 2 : 1;
-  static constexpr std::uint32_t kQBytes = Br * kD * 2;     // Q_i: (Br, kD), 64-column atoms
-  static constexpr std::uint32_t kTileBytes = Bc * kD * 2;  // K_j or V_j: (Bc, kD)
+  // A tile's row in shared memory: whole 64-column atoms (D = 96: two, the second half used; the
+  // copy engine fills columns 96-127 with zeros, which no wgmma reads).
+  static constexpr int kSmemCols = (kD + 63) / 64 * 64;
+  static constexpr std::uint32_t kQBytes = Br * kSmemCols * 2;     // Q_i: (Br, kD), 64-column atoms
+  static constexpr std::uint32_t kTileBytes = Bc * kSmemCols * 2;  // K_j or V_j: (Bc, kD)
   static constexpr std::uint32_t kQ = 0;                                          // + slot * kQBytes
   static constexpr std::uint32_t kK = kQSlots * kQBytes;                          // + stage * kTileBytes
   static constexpr std::uint32_t kV = kQSlots * kQBytes + kStages * kTileBytes;  // + stage * kTileBytes
@@ -67,7 +70,9 @@ template <class C>
 using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 
 // The chapter launches this kernel at D = 128 with two K/V stages (two Q_i slots and the ring: 193 KiB
-// of shared memory), and at D = 96 the same kernel (the copy engine fills columns 96-127 with zeros).
+// of shared memory), and at D = 96 with the same tiles in shared memory but 96 columns of arithmetic:
+// S takes 6 k-steps of Q_i K_s^T instead of 8, and O_i += P V is one wgmma of N = 96 per 16 keys
+// (48 accumulators a thread), so the zero columns 96-127 cost no tensor-core time.
 // At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this one there with
 // four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so the key tiles shrink to
 // Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at

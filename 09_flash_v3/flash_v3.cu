@@ -1,7 +1,8 @@
 // Chapter 09's forward: the checks, then one launch of the head dim's kernel (which makes its tensor maps).
 // D = 96, 128, 192 and 256: the warp-specialized, ping-pong kernel of flash_v3.cuh (ChapterConfig
-// says which tiles at which head dim; D = 96 runs the D = 128 tiles, its columns 96-127 zeros); at
-// D = 96 and 128 a causal mask runs it without the intra-warpgroup overlap (step v4), which measured
+// says which tiles at which head dim; D = 96 keeps the D = 128 tiles in shared memory, its columns
+// 96-127 zeros, and multiplies 96 columns only); at D = 96 and 128 a causal mask runs it without
+// the intra-warpgroup overlap (step v4), which measured
 // faster there on an H200 (README, "Which kernel for which head dim"). D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
@@ -62,7 +63,7 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
       case 64: steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, false, false, true>(p, q, k, v, prm, stream); break;
       case 192: launch<Softcap<ChapterConfig<T, 192>>, kBshd>(p, q, k, v, prm, stream); break;
       case 256: launch<Softcap<ChapterConfig<T, 256>>, kBshd>(p, q, k, v, prm, stream); break;
-      default: launch<Softcap<ChapterConfig<T, 128>>, kBshd>(p, q, k, v, prm, stream);
+      default: launch<Softcap<ChapterConfig<T, 128>>, kBshd>(p, q, k, v, prm, stream);  // 96: zero-filled to 128
     }
   };
   auto run = [&](auto type, auto bshd, auto varlen) {
@@ -77,7 +78,11 @@ void forward(const fa::Problem& p, const void* q, const void* k, const void* v, 
         break;
       case 192: launch<ChapterConfig<T, 192>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
       case 256: launch<ChapterConfig<T, 256>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
-      default:  // 96 and 128 (96: zero-filled to 128); causal without the intra-warpgroup overlap (v4)
+      case 96:  // causal without the intra-warpgroup overlap (v4), as at D = 128
+        if (p.causal) launch<ChapterConfig<T, 96, /*kOverlap=*/false>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+        else launch<ChapterConfig<T, 96>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+        break;
+      default:  // 128; causal without the intra-warpgroup overlap (v4)
         if (p.causal) launch<ChapterConfig<T, 128, /*kOverlap=*/false>, kBshd, kVarlen>(p, q, k, v, prm, stream);
         else launch<ChapterConfig<T, 128>, kBshd, kVarlen>(p, q, k, v, prm, stream);
     }

@@ -31,17 +31,19 @@ struct Barriers {
 // .. of slice `slice` (b * heads + h) of `map` (launch.cuh: make_maps). [B, H, S, D] tensors have a
 // 3-D map (D, S, B * H), the slice its third coordinate; kBshd: [B, S, H, D] tensors a 4-D one
 // (D, S, H, B) in their strides, coordinates h and b. Atom a lands kRows * 128 bytes after atom
-// a - 1. One thread calls it.
+// a - 1; a D that is not a multiple of 64 (96) takes a last atom whose columns past D the copy
+// engine fills with zeros. One thread calls it.
 template <int kRows, int kD, bool kBshd = false>
 __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t slice,
                                           int heads, std::uint32_t bar) {
+  constexpr int kAtoms = (kD + kAtomCols - 1) / kAtomCols;
   if constexpr (kBshd) {
     const int h = static_cast<int>(slice) % heads, b = static_cast<int>(slice) / heads;
 #pragma unroll
-    for (int a = 0; a < kD / kAtomCols; ++a) tma_load_4d(dst + a * kRows * 128, map, a * kAtomCols, row, h, b, bar);
+    for (int a = 0; a < kAtoms; ++a) tma_load_4d(dst + a * kRows * 128, map, a * kAtomCols, row, h, b, bar);
   } else {
 #pragma unroll
-    for (int a = 0; a < kD / kAtomCols; ++a)
+    for (int a = 0; a < kAtoms; ++a)
       tma_load_3d(dst + a * kRows * 128, map, a * kAtomCols, row, static_cast<int>(slice), bar);
   }
 }
@@ -142,8 +144,8 @@ __device__ __forceinline__ void pack_e4m3(const fa2::PTile<typename C::Tile>& pa
 }
 
 // O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
-// MN-major, keys x columns as TMA landed it), kN = kD up to 128, else column chunks of 128 (D = 256)
-// or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
+// MN-major, keys x columns as TMA landed it), kN = kD up to 128 (96 included), else column chunks
+// of 128 (D = 256) or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
 // FP8 (Fp8<C>): per 32 keys one wgmma of 64 x 128 x 32, V_s^T (D rows of keys) K-major.
 template <class C>
 __device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, const PFrags<C>& P, std::uint32_t V_s) {

@@ -259,7 +259,40 @@ __device__ __forceinline__ void wgmma_rs_m64n128k16(float (&d)[64], const std::u
   }
 }
 
-// The width as a parameter: d (64 x kN) = A B (+ d), kN = 64 or 128, one instruction.
+// The N = 96 form with A from registers (O_i += P_ij V_j at D = 96): 48 accumulators, the layout
+// above with j < 12. B MN-major: V_j's 96 columns span a whole 64-column atom and the first half of
+// the next (the leading byte offset apart); wgmma addresses each 8-column group of B on its own, so
+// the half-used second atom is read as in N = 128 and its other 32 columns are never touched.
+// TYPE: the PTX element type, the same for A and B.
+#define FA_WGMMA_RS_M64N96K16(TYPE)                                                                             \
+  asm volatile(                                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n96k16.f32." TYPE "." TYPE " "                                           \
+      "{%0, %1, %2, %3, %4, %5, %6, %7,"                                                                        \
+      " %8, %9, %10, %11, %12, %13, %14, %15,"                                                                  \
+      " %16, %17, %18, %19, %20, %21, %22, %23,"                                                                \
+      " %24, %25, %26, %27, %28, %29, %30, %31,"                                                                \
+      " %32, %33, %34, %35, %36, %37, %38, %39,"                                                                \
+      " %40, %41, %42, %43, %44, %45, %46, %47}, "                                                              \
+      "{%48, %49, %50, %51}, %52, p, 1, 1, %54;\n}\n"                                                           \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47])  \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB))
+template <class T, int kTransB>
+__device__ __forceinline__ void wgmma_rs_m64n96k16(float (&d)[48], const std::uint32_t (&a)[4], std::uint64_t desc_b,
+                                                   bool accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) FA_WGMMA_RS_M64N96K16("bf16");
+  else FA_WGMMA_RS_M64N96K16("f16");
+}
+#undef FA_WGMMA_RS_M64N96K16
+
+// The width as a parameter: d (64 x kN) = A B (+ d), kN = 64 or 128 (and 96 with A
+// from registers), one instruction.
 template <class T, int kN, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b, bool accumulate) {
   static_assert(kN == 64 || kN == 128);
@@ -269,8 +302,9 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], std::uint64_t desc_
 template <class T, int kN, int kTransB>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                          bool accumulate) {
-  static_assert(kN == 64 || kN == 128);
+  static_assert(kN == 64 || kN == 96 || kN == 128);
   if constexpr (kN == 64) wgmma_rs_m64n64k16<T, kTransB>(d, a, desc_b, accumulate);
+  else if constexpr (kN == 96) wgmma_rs_m64n96k16<T, kTransB>(d, a, desc_b, accumulate);
   else wgmma_rs_m64n128k16<T, kTransB>(d, a, desc_b, accumulate);
 }
 
