@@ -289,11 +289,14 @@ __device__ __forceinline__ void run_block(const CUtensorMap* q_map, const CUtens
     // [B, S, H, D]: the longest-first order picks the tile and row, and one copy of the roles runs
     // both orders. With a copy per order, as [B, H, S, D] has above, ptxas spills 180 bytes in the
     // consumers' loop here; one copy measures 1.06x at the Llama shape on an H200 (README).
-    if (C::kLongestFirst && !kTurns && C::kBshd && prm.causal) {
-      const TileRow tr = longest_first(blockIdx.x + std::int64_t{gridDim.x} * kv_bh, static_cast<int>(gridDim.x),
-                                       prm.batch_kv_heads, prm.lpt_section);
-      j = tr.tile;
-      row = tr.row;
+    // The tile and row come from LongestFirstPow2 (common/device/tiles.h), longest_first without a
+    // division, so that they stay in uniform registers.
+    if constexpr (C::kLongestFirst && !kTurns && C::kBshd) {
+      if (prm.causal) {
+        const TileRow tr = prm.lpt.at(blockIdx.x, gridDim.x, static_cast<unsigned>(kv_bh));
+        j = tr.tile;
+        row = tr.row;
+      }
     }
     run_roles<C, kTurns>(q_map, k_map, v_map, do_map, prm, j, row, 0, 0, consume);
   }

@@ -39,6 +39,7 @@ struct Params {
 struct BshdParams : Params {
   int heads;                         // H: query slice bh is batch bh / H, head bh % H (the maps' coordinates)
   fa::Strides k_strides, v_strides;  // dK's and dV's element strides: K's and V's (Problem's Strides)
+  fa::cuda::LongestFirstPow2 lpt;  // the causal grid's longest-first order without a division (run_block)
 };
 // A packed batch of sequences (varlen: Problem::cu_seqlens_q, cu_seqlens_k) as the Varlen<C>
 // kernels read it, B + 1 ints each (device pointers): the sequences' first rows, and how many

@@ -135,7 +135,9 @@ void run_layout(const fa::Problem& p, const void* q, const void* k, const void* 
                    .window_left = p.window_left, .window_right = p.window_right, .lpt_section = lpt_section};
   LayoutParams<C> lp;
   if constexpr (C::kVarlen) lp = VarlenParams{{prm, p.heads, p.kv_strides(), p.v_strides()}, seqs};
-  else if constexpr (C::kBshd) lp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides()};
+  else if constexpr (C::kBshd)
+    lp = BshdParams{prm, p.heads, p.kv_strides(), p.v_strides(),
+                    fa::cuda::LongestFirstPow2::of(prm.batch_kv_heads, lpt_section)};
   else lp = prm;
   KernelParams<C> kp;
   if constexpr (C::kSoftcap)

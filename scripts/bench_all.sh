@@ -34,8 +34,8 @@ for dir in [0-9][0-9]_*/; do
   limit=()  # each benchmark's own range (16k; 32k for 07), but 01 and 02 stop at naive_max
   [[ $ch == 01_* || $ch == 02_* ]] && limit=(--max-seqlen "$naive_max")
   # Head dims beyond 64 and 128 where a chapter's tiles differ (06: the 96, 192, 256 tiles; 08's
-  # tensor-core backward: the 96, 192, 256 tiles; 09 and 11: D = 96 on the D = 128 kernel, and
-  # 192 and 256 on tiles of their own): the rows the results files add for them. A benchmark registers the
+  # tensor-core backward: the 96, 192, 256 tiles; 09: D = 96 on the D = 128 tiles with 96 columns
+  # of arithmetic, 11: D = 96 on the D = 128 kernel; both: 192 and 256 on tiles of their own): the rows the results files add for them. A benchmark registers the
   # head dims its chapter takes.
   [[ $ch == 06_* ]] && limit+=(--head-dims 64,96,128,192,256)
   [[ $ch == 08_* || $ch == 09_* || $ch == 11_* ]] && limit+=(--head-dims 64,96,128,192,256)

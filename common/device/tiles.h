@@ -125,4 +125,51 @@ FA_HOST_DEVICE constexpr TileRow longest_first(std::int64_t n, int tiles, std::i
   return {static_cast<int>(k / height), first_row + k % height};
 }
 
+// n / d for 32-bit n and a divisor d > 0 fixed at launch, as a multiplication (Granlund and
+// Montgomery; Hacker's Delight 10-9): l = ceil(log2 d), m = 2^32 (2^l - d) / d + 1, and
+// n / d = (umulhi(n, m) + n) >> l, the sum in 64 bits. A division is a dozen instructions on the
+// vector datapath; this multiply, add and shift of values every thread shares run on the uniform
+// datapath as well, so the quotient can stay in a uniform register.
+struct DivisionBy {
+  unsigned d = 1, m = 1, l = 0;
+  static constexpr DivisionBy of(unsigned d) {
+    unsigned l = 0;
+    while ((std::uint64_t{1} << l) < d) ++l;
+    return {d, static_cast<unsigned>((std::uint64_t{1} << 32) * ((std::uint64_t{1} << l) - d) / d + 1), l};
+  }
+  FA_HOST_DEVICE unsigned quotient(unsigned n) const {
+#ifdef __CUDA_ARCH__
+    const std::uint64_t hi = __umulhi(n, m);
+#else
+    const std::uint64_t hi = std::uint64_t{n} * m >> 32;
+#endif
+    return static_cast<unsigned>((hi + n) >> l);
+  }
+};
+
+// longest_first for block x (x < tiles) of grid row `row`, n = x + tiles row, with no division:
+// where a section is a power of two of rows, n's section starts at row & -section, and the tile
+// and row within it come from one quotient by the section's height, a DivisionBy made at launch
+// (the last section's own where it is shorter). 11's [B, S, H, D] kernels take their block this way:
+// with longest_first's 64-bit divisions ptxas keeps the tile, the row and what the walk derives
+// from them in vector registers, and spills 52 bytes a thread.
+struct LongestFirstPow2 {
+  DivisionBy full, last;  // by the section's rows (full.d), and by the last section's height
+  unsigned last_row = 0;  // the shorter last section's first row (rows where every section is full)
+  static constexpr LongestFirstPow2 of(std::int64_t rows, int section) {
+    const auto s = static_cast<unsigned>(section), tail = static_cast<unsigned>(rows % section);
+    return {DivisionBy::of(s), DivisionBy::of(tail > 0 ? tail : s), static_cast<unsigned>(rows) - tail};
+  }
+  FA_HOST_DEVICE TileRow at(unsigned x, unsigned tiles, unsigned row) const {
+    const unsigned first_row = row & (0u - full.d);
+    const unsigned k = x + tiles * (row - first_row);  // n's place in its section
+    const bool in_last = first_row >= last_row;
+    // Both quotients, then a select: selecting between the two DivisionBy makes ptxas index the
+    // kernel's parameters, and the values go back to vector registers.
+    const unsigned q_full = full.quotient(k), q_last = last.quotient(k);
+    const unsigned tile = in_last ? q_last : q_full, height = in_last ? last.d : full.d;
+    return {static_cast<int>(tile), std::int64_t{first_row + (k - tile * height)}};
+  }
+};
+
 }  // namespace fa::cuda

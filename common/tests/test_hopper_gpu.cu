@@ -6,6 +6,8 @@
 //   RK: A from registers, B K-major                        (the same product, A as fragments)
 //   KN: A K-major, B MN-major (imm-trans-b = 1)             (O = P V, V stored keys x columns)
 //   NK: A MN-major (imm-trans-a = 1), B K-major            (A stored transposed: dS^T for dQ = dS K)
+// and, at D = 96 (09's O += P V), RN96: A from registers, B MN-major 96 columns wide: one whole
+// 64-column atom and half the next, whose other half must never be read.
 // And TMA (common/device/tma.cuh): a 64 x 64 box, in bounds and hanging over the tensor's edge,
 // lands in the layout kmajor_sw128_offset describes, zeros outside the tensor.
 // Built for sm_90a only; skipped without a GPU of compute capability 9.0.
@@ -172,6 +174,71 @@ TEST(HopperTma, BoxLandsInThe128ByteSwizzleWithZerosOutside) {
     FA_CUDA_CHECK(cudaMemcpy(&mismatches, bad.get(), sizeof(int), cudaMemcpyDeviceToHost));
     EXPECT_EQ(mismatches, 0) << "box at row " << row0 << ", column " << col0;
   }
+}
+
+// RN96: C (64 x 96) = A (64 x 64, from registers) B (64 x 96, MN-major: [kK, 96] row-major, like V_j
+// at D = 96). B lands in two 64-column atoms as TMA would put it, and the second atom's columns
+// 96-127 hold NaN: a wgmma of N = 96 that read them would make C NaN.
+constexpr int kN96 = 96;
+__global__ void __launch_bounds__(128) wgmma_rn96_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, float* c) {
+  __shared__ __align__(1024) unsigned char B_s[2 * kK * 128];  // (kK, 128) MN-major: two atoms of kK rows
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  for (int i = tid; i < kK * 128; i += 128) {
+    const int r = i / 128, col = i % 128;
+    *reinterpret_cast<__nv_bfloat16*>(B_s + kmajor_sw128_offset(r, col, kK)) =
+        col < kN96 ? b[r * kN96 + col] : __float2bfloat16(NAN);
+  }
+  fence_proxy_async();
+  __syncthreads();
+  std::uint32_t a_frag[kK / 16][4];
+  const int r0 = 16 * warp + g;
+  for (int ks = 0; ks < kK / 16; ++ks) {
+    const int k = 16 * ks + 2 * t;
+    for (int h = 0; h < 4; ++h) {  // a0: row r0, a1: r0 + 8, a2: r0 cols + 8, a3: r0 + 8 cols + 8
+      const int r = r0 + 8 * (h % 2), kk = k + 8 * (h / 2);
+      a_frag[ks][h] = pack2<__nv_bfloat16>(__bfloat162float(a[r * kK + kk]), __bfloat162float(a[r * kK + kk + 1]));
+    }
+  }
+  float d[kN96 / 2] = {};
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kK / 16; ++ks)
+    wgmma_rs<__nv_bfloat16, kN96, 1>(d, a_frag[ks], mnmajor_sw128_desc(smem_u32(B_s), kK, 16 * ks, 0), ks > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  for (int j = 0; j < kN96 / 8; ++j)
+    for (int e = 0; e < 4; ++e) c[(r0 + 8 * (e / 2)) * kN96 + 8 * j + 2 * t + e % 2] = d[4 * j + e];
+}
+
+TEST(HopperWgmma, RegistersTimesMNMajorN96) {
+  const std::string reason = unavailable_reason();
+  if (!reason.empty()) GTEST_SKIP() << "GPU test skipped: " << reason;
+  if (compute_capability() != 90) GTEST_SKIP() << "GPU test skipped: wgmma needs compute capability 9.0 (sm_90a)";
+  std::mt19937 rng(96);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<__nv_bfloat16> a(kM * kK), b(kK * kN96);
+  for (auto& x : a) x = __float2bfloat16(uni(rng));
+  for (auto& x : b) x = __float2bfloat16(uni(rng));
+  DeviceBuffer a_d(a.size() * sizeof(a[0])), b_d(b.size() * sizeof(b[0])), c_d(kM * kN96 * sizeof(float));
+  a_d.upload(a.data(), a_d.bytes());
+  b_d.upload(b.data(), b_d.bytes());
+  c_d.poison();
+  wgmma_rn96_kernel<<<1, 128>>>(a_d.as<__nv_bfloat16>(), b_d.as<__nv_bfloat16>(), c_d.as<float>());
+  FA_CUDA_CHECK(cudaGetLastError());
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> got(kM * kN96);
+  FA_CUDA_CHECK(cudaMemcpy(got.data(), c_d.get(), c_d.bytes(), cudaMemcpyDeviceToHost));
+  int bad = 0;  // the tolerance of check_form, for the same reasons
+  for (int m = 0; m < kM; ++m)
+    for (int n = 0; n < kN96; ++n) {
+      double want = 0.0;
+      for (int k = 0; k < kK; ++k)
+        want += static_cast<double>(__bfloat162float(a[m * kK + k])) * __bfloat162float(b[k * kN96 + n]);
+      const float x = got[m * kN96 + n];
+      if (!(std::isfinite(x) && std::abs(x - want) <= 1e-3) && ++bad <= 5)
+        ADD_FAILURE() << "C[" << m << "][" << n << "] = " << x << ", want " << want;
+    }
+  EXPECT_EQ(bad, 0);
 }
 
 TEST(HopperWgmma, KMajorTimesKMajor) { check_form<Form::KK>(); }

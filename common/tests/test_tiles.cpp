@@ -3,12 +3,14 @@
 // tile visits are exactly key_tile_begin .. key_tile_end - 1, the query tiles a key tile is seen by
 // exactly query_tile_begin .. query_tile_end - 1, and needs_mask says whether a visited tile holds
 // a (row < Sq, key) pair that is not visible or a key column past Sk; sequence_of, the
-// sequence of a packed batch an item belongs to; and longest_first, the causal backward's order.
+// sequence of a packed batch an item belongs to; longest_first, the causal backward's order, and
+// LongestFirstPow2 and DivisionBy, the same order without a division.
 #include "common/device/tiles.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include <algorithm>
@@ -107,6 +109,41 @@ TEST(LongestFirst, EveryTileOfEveryRowOnceLongestFirstInEachSection) {
       last_section = section, last_tile = tr.tile;
     }
     for (int count : seen) ASSERT_EQ(count, 1) << "every (tile, row) exactly once";
+  }
+}
+
+// LongestFirstPow2 (11's [B, S, H, D] kernels) is longest_first without a division: the same (tile,
+// row) for every block of every grid, sections of a power of two of rows, a shorter last one included.
+TEST(LongestFirst, WithoutADivisionMatchesLongestFirst) {
+  int checked = 0;
+  for (int section = 1; section <= 64; section *= 2)
+    for (int tiles : {1, 2, 3, 7, 16, 33})
+      for (int rows : {1, 2, 3, 5, 8, 31, 64, 65, 69, 200}) {
+        const LongestFirstPow2 lpt = LongestFirstPow2::of(rows, section);
+        for (int row = 0; row < rows; ++row)
+          for (int x = 0; x < tiles; ++x, ++checked) {
+            const TileRow want = longest_first(x + std::int64_t{tiles} * row, tiles, rows, section);
+            const TileRow got = lpt.at(x, tiles, row);
+            ASSERT_EQ(got.tile, want.tile) << "section " << section << ", tiles " << tiles << ", rows " << rows
+                                           << ", block " << x << " of row " << row;
+            ASSERT_EQ(got.row, want.row) << "section " << section << ", tiles " << tiles << ", rows " << rows
+                                         << ", block " << x << " of row " << row;
+          }
+      }
+  EXPECT_GT(checked, 100000);
+}
+
+// DivisionBy's quotient is n / d for every 32-bit n: checked at the edges (0, multiples of d and
+// their neighbours, the largest n) and on seeded random n, for small, odd, power-of-two and huge d.
+TEST(DivisionBy, QuotientIsTheDivision) {
+  std::mt19937 rng(11);
+  for (unsigned d : {1u, 2u, 3u, 5u, 7u, 8u, 10u, 63u, 64u, 65u, 641u, 1000u, 65535u, 65536u, 123456789u,
+                     0x7fffffffu, 0x80000000u, 0x80000001u, 0xfffffffeu, 0xffffffffu}) {
+    const DivisionBy div = DivisionBy::of(d);
+    std::vector<unsigned> ns = {0u, 1u, d - 1, d, d + 1, 2 * d - 1, 0xfffffffeu, 0xffffffffu,
+                                0xffffffffu / d * d, 0xffffffffu / d * d - 1};
+    for (int i = 0; i < 20000; ++i) ns.push_back(static_cast<unsigned>(rng()));
+    for (unsigned n : ns) ASSERT_EQ(div.quotient(n), n / d) << n << " / " << d;
   }
 }
 
