@@ -7,6 +7,8 @@
 #include <type_traits>
 
 #include "common/device/math.cuh"       // SoftcapConsts, NoSoftcap
+#include "common/device/tiles.h"       // ceil_div
+#include "common/device/wgmma_layout.h"  // kAtomCols
 #include "common/fa2_tiles/block.cuh"  // Params, Config
 
 namespace flash_v3 {
@@ -36,7 +38,8 @@ struct WsConfig {
   static constexpr int kQSlots = kPersistent ? 2 : 1;
   // A tile's row in shared memory: whole 64-column atoms (D = 96: two, the second half used; the
   // copy engine fills columns 96-127 with zeros, which no wgmma reads).
-  static constexpr int kSmemCols = (kD + 63) / 64 * 64;
+  static constexpr int kAtoms = fa::cuda::ceil_div(kD, fa::cuda::kAtomCols);
+  static constexpr int kSmemCols = kAtoms * fa::cuda::kAtomCols;
   static constexpr std::uint32_t kQBytes = Br * kSmemCols * 2;     // Q_i: (Br, kD), 64-column atoms
   static constexpr std::uint32_t kTileBytes = Bc * kSmemCols * 2;  // K_j or V_j: (Bc, kD)
   static constexpr std::uint32_t kQ = 0;                                          // + slot * kQBytes

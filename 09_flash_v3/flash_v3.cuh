@@ -215,7 +215,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       barrier_sync<3 + kGroup>(128);  // the slot is read before its release at the next tile
     } else if (storer) {
 #pragma unroll
-      for (int a = 0; a < C::kSmemCols / kAtomCols; ++a)  // D = 96: the last box stores columns 64-95
+      for (int a = 0; a < C::kAtoms; ++a)  // D = 96: the last box stores columns 64-95
         if constexpr (kBshd)
           tma_store_4d(o_map, a * kAtomCols, kVarlen ? first_query(wt, vl) + group_tile * 64 : group_tile * 64,
                        static_cast<int>(slice_of(wt)) % prm.heads, static_cast<int>(slice_of(wt)) / prm.heads,

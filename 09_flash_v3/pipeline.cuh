@@ -36,7 +36,7 @@ struct Barriers {
 template <int kRows, int kD, bool kBshd = false>
 __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* map, int row, std::int64_t slice,
                                           int heads, std::uint32_t bar) {
-  constexpr int kAtoms = (kD + kAtomCols - 1) / kAtomCols;
+  constexpr int kAtoms = ceil_div(kD, kAtomCols);
   if constexpr (kBshd) {
     const int h = static_cast<int>(slice) % heads, b = static_cast<int>(slice) / heads;
 #pragma unroll

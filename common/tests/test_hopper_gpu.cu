@@ -35,6 +35,31 @@ namespace {
 constexpr int kM = 64, kN = 64, kK = 64;  // C (kM x kN) = A (kM x kK) B (kK x kN)
 enum class Form { KK, RK, KN, NK };
 
+// The A fragments (mma.cuh's m16n8k16 layout) of rows r0 and r0 + 8 of a ([kM, kK] row-major), per
+// 16-wide k-step, for lane t = lane % 4: a0 row r0, a1 row r0 + 8, a2 and a3 the same 8 columns on.
+__device__ void a_fragments(const __nv_bfloat16* a, int r0, int t, std::uint32_t (&f)[kK / 16][4]) {
+  for (int ks = 0; ks < kK / 16; ++ks)
+    for (int h = 0; h < 4; ++h) {
+      const int r = r0 + 8 * (h % 2), k = 16 * ks + 2 * t + 8 * (h / 2);
+      f[ks][h] = pack2<__nv_bfloat16>(__bfloat162float(a[r * kK + k]), __bfloat162float(a[r * kK + k + 1]));
+    }
+}
+
+// got against the float64 product want ([rows, cols]), counting the elements that differ by more
+// than 1e-3 or are not finite, the first few reported. Each product of two bf16 is exact in fp32;
+// what differs from float64 is the accumulation of 64 of them (|sum| <= 64, typically ~5), a few
+// fp32 roundings of ~1e-6 each, and whatever the tensor core's internal adder truncates. 1e-3
+// absolute allows all of that and is still far below a wrong layout: a misplaced or swapped
+// element changes the sum by ~0.1-1.
+int mismatches(const std::vector<float>& got, const std::vector<double>& want, int cols) {
+  int bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool ok = std::isfinite(got[i]) && std::abs(got[i] - want[i]) <= 1e-3;
+    if (!ok && ++bad <= 5) ADD_FAILURE() << "C[" << i / cols << "][" << i % cols << "] = " << got[i] << ", want " << want[i];
+  }
+  return bad;
+}
+
 // a: [kM, kK] row-major. b: KK/RK/NK: [kN, kK] row-major (B^T, like K_j); KN: [kK, kN] row-major
 // (like V_j). c: [kM, kN] fp32. One block of 128 threads: one warpgroup.
 template <Form kForm>
@@ -57,13 +82,7 @@ __global__ void __launch_bounds__(128) wgmma_tile_kernel(const __nv_bfloat16* a,
   // RK: the warp's A fragments of rows 16 warp + g (+8), per 16-wide k-step (mma.cuh's layout).
   std::uint32_t a_frag[kK / 16][4];
   const int r0 = 16 * warp + g;
-  for (int ks = 0; ks < kK / 16; ++ks) {
-    const int k = 16 * ks + 2 * t;
-    a_frag[ks][0] = pack2<__nv_bfloat16>(__bfloat162float(a[r0 * kK + k]), __bfloat162float(a[r0 * kK + k + 1]));
-    a_frag[ks][1] = pack2<__nv_bfloat16>(__bfloat162float(a[(r0 + 8) * kK + k]), __bfloat162float(a[(r0 + 8) * kK + k + 1]));
-    a_frag[ks][2] = pack2<__nv_bfloat16>(__bfloat162float(a[r0 * kK + k + 8]), __bfloat162float(a[r0 * kK + k + 9]));
-    a_frag[ks][3] = pack2<__nv_bfloat16>(__bfloat162float(a[(r0 + 8) * kK + k + 8]), __bfloat162float(a[(r0 + 8) * kK + k + 9]));
-  }
+  a_fragments(a, r0, t, a_frag);
 
   float d[32] = {};
   wgmma_fence();  // d and a_frag were written by ordinary instructions
@@ -117,16 +136,7 @@ void check_form() {
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> got(kM * kN);
   FA_CUDA_CHECK(cudaMemcpy(got.data(), c_d.get(), c_d.bytes(), cudaMemcpyDeviceToHost));
-  // Each product of two bf16 is exact in fp32; what differs from float64 is the accumulation of
-  // 64 of them (|sum| <= 64, typically ~5), a few fp32 roundings of ~1e-6 each, and whatever the
-  // tensor core's internal adder truncates. 1e-3 absolute allows all of that and is still far
-  // below a wrong layout: a misplaced or swapped element changes the sum by ~0.1-1.
-  int bad = 0;
-  for (int i = 0; i < kM * kN; ++i) {
-    const bool ok = std::isfinite(got[i]) && std::abs(got[i] - want[i]) <= 1e-3;
-    if (!ok && ++bad <= 5) ADD_FAILURE() << "C[" << i / kN << "][" << i % kN << "] = " << got[i] << ", want " << want[i];
-  }
-  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(mismatches(got, want, kN), 0);
 }
 
 // One TMA box of 64 x 64 from `src` ([rows, cols] bf16) at (col0, row0), then every element of it
@@ -192,13 +202,7 @@ __global__ void __launch_bounds__(128) wgmma_rn96_kernel(const __nv_bfloat16* a,
   __syncthreads();
   std::uint32_t a_frag[kK / 16][4];
   const int r0 = 16 * warp + g;
-  for (int ks = 0; ks < kK / 16; ++ks) {
-    const int k = 16 * ks + 2 * t;
-    for (int h = 0; h < 4; ++h) {  // a0: row r0, a1: r0 + 8, a2: r0 cols + 8, a3: r0 + 8 cols + 8
-      const int r = r0 + 8 * (h % 2), kk = k + 8 * (h / 2);
-      a_frag[ks][h] = pack2<__nv_bfloat16>(__bfloat162float(a[r * kK + kk]), __bfloat162float(a[r * kK + kk + 1]));
-    }
-  }
+  a_fragments(a, r0, t, a_frag);
   float d[kN96 / 2] = {};
   wgmma_fence();
 #pragma unroll
@@ -228,17 +232,12 @@ TEST(HopperWgmma, RegistersTimesMNMajorN96) {
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> got(kM * kN96);
   FA_CUDA_CHECK(cudaMemcpy(got.data(), c_d.get(), c_d.bytes(), cudaMemcpyDeviceToHost));
-  int bad = 0;  // the tolerance of check_form, for the same reasons
+  std::vector<double> want(kM * kN96, 0.0);
   for (int m = 0; m < kM; ++m)
-    for (int n = 0; n < kN96; ++n) {
-      double want = 0.0;
+    for (int n = 0; n < kN96; ++n)
       for (int k = 0; k < kK; ++k)
-        want += static_cast<double>(__bfloat162float(a[m * kK + k])) * __bfloat162float(b[k * kN96 + n]);
-      const float x = got[m * kN96 + n];
-      if (!(std::isfinite(x) && std::abs(x - want) <= 1e-3) && ++bad <= 5)
-        ADD_FAILURE() << "C[" << m << "][" << n << "] = " << x << ", want " << want;
-    }
-  EXPECT_EQ(bad, 0);
+        want[m * kN96 + n] += static_cast<double>(__bfloat162float(a[m * kK + k])) * __bfloat162float(b[k * kN96 + n]);
+  EXPECT_EQ(mismatches(got, want, kN96), 0);
 }
 
 TEST(HopperWgmma, KMajorTimesKMajor) { check_form<Form::KK>(); }
