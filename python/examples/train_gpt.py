@@ -5,8 +5,10 @@ throughput in a JSON file (plot several with plot_gpt.py).
 
 On a GPU (from the repository root; build the extension first, python/README.md):
 
-    PYTHONPATH=python python3 python/examples/train_gpt.py --attn sdpa     --out gpt_sdpa.json
-    PYTHONPATH=python python3 python/examples/train_gpt.py --attn tutorial --out gpt_tutorial.json
+    PYTHONPATH=python python3 python/examples/train_gpt.py --attn sdpa tutorial --out gpt_{attn}.json
+
+trains one model with each attention in the same process, in turns (below), and writes
+gpt_sdpa.json and gpt_tutorial.json; `--attn tutorial --out gpt_tutorial.json` trains one alone.
 
 A CPU smoke test (seconds):
 
@@ -46,6 +48,14 @@ runs under autocast (--dtype); on the CPU everything is float32.
 Timing: training tokens/s over the steps after the first 20 (evaluation excluded, the GPU
 synchronised at each timed boundary); inference tokens/s over --bench-steps forward passes of a
 [batch, context] input under no_grad, after 5 warm-up passes.
+
+Turns: this model's step is bound by the CPU (the GPU is busy about half of it), so its tokens/s
+follow the host's speed, which drifts by more than the attentions differ: on one H200 machine
+SDPA alone measured 1.03 M to 1.39 M training tokens/s in four separate runs. With several --attn
+the models (the same weights and batches: each has its own generator with --seed) train in turns
+of --turn-steps steps, the order reversed every round (A B, B A, A B, ...), so that each
+attention's timed steps spread over the same stretch of time; inference alternates the same way,
+in INFER_ROUNDS rounds. Each JSON file also records its turns' tokens/s ("turns_tokens_per_s").
 """
 import argparse
 import functools
@@ -67,6 +77,7 @@ DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 LR_WARMUP_STEPS = 100
 TIMING_WARMUP_STEPS = 20   # training steps left out of the throughput
 INFER_WARMUP_PASSES = 5
+INFER_ROUNDS = 5           # with several --attn: inference passes in this many alternating rounds
 GRAD_CLIP = 1.0
 EVAL_SEED = 1234           # the validation batches: the same for every run
 
@@ -74,7 +85,8 @@ EVAL_SEED = 1234           # the validation batches: the same for every run
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--attn", choices=("sdpa", "tutorial"), required=True)
+    p.add_argument("--attn", dest="attns", nargs="+", choices=("sdpa", "tutorial"), required=True,
+                   help="one attention, or several trained in turns in this process (Turns, above)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--batch", type=int, default=64)
@@ -93,13 +105,21 @@ def parse_args(argv=None):
     p.add_argument("--eval-every", type=int, default=100)
     p.add_argument("--eval-batches", type=int, default=20)
     p.add_argument("--bench-steps", type=int, default=50)
+    p.add_argument("--turn-steps", type=int, default=100,
+                   help="with several --attn: training steps an attention takes in each turn")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", choices=tuple(DTYPES), default="bf16",
                    help="autocast dtype on CUDA (the CPU runs float32)")
-    p.add_argument("--out", required=True, help="the JSON file to write")
+    p.add_argument("--out", required=True,
+                   help="the JSON file to write; with several --attn a pattern with {attn}, e.g. gpt_{attn}.json")
     args = p.parse_args(argv)
-    if args.steps < 1 or args.eval_every < 1 or args.eval_batches < 1:
-        p.error("--steps, --eval-every and --eval-batches must be >= 1")
+    if args.steps < 1 or args.eval_every < 1 or args.eval_batches < 1 or args.turn_steps < 1:
+        p.error("--steps, --eval-every, --eval-batches and --turn-steps must be >= 1")
+    if len(set(args.attns)) != len(args.attns):
+        p.error(f"--attn names an attention twice: {' '.join(args.attns)}")
+    if len(args.attns) > 1 and "{attn}" not in args.out:
+        p.error(f"with several --attn, --out must contain {{attn}} (one file each), not {args.out!r}")
+    args.attn = args.attns[0]  # the model's attention; main() gives each of several its own copy
     if args.d_model % args.heads:
         p.error(f"--d-model ({args.d_model}) must be a multiple of --heads ({args.heads})")
     return args
@@ -327,21 +347,6 @@ def synchronize(device):
         torch.cuda.synchronize(device)
 
 
-class Timer:
-    """Adds up the seconds between start() and stop(), synchronising the GPU at both ends."""
-
-    def __init__(self, device):
-        self.device, self.total, self._t0 = device, 0.0, None
-
-    def start(self):
-        synchronize(self.device)
-        self._t0 = time.perf_counter()
-
-    def stop(self):
-        synchronize(self.device)
-        self.total += time.perf_counter() - self._t0
-
-
 def train_step(model, opt, scaler, x, y, step, args, device, amp_dtype, docs=None):
     for group in opt.param_groups:
         group["lr"] = lr_at(step, args)
@@ -368,63 +373,103 @@ def evaluate(model, data, args, device, amp_dtype):
     return torch.stack(losses).mean().item()
 
 
-def train(model, train_data, val_data, args, device, amp_dtype):
-    """Runs --steps steps; returns (curve, training tokens/s after the timing warm-up, the mean
-    document length in tokens: --context without --pack)."""
-    opt = make_optimizer(model, args, device)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
-    gen = torch.Generator().manual_seed(args.seed)
-    tokens_per_step = args.batch * args.context
-    warm = min(TIMING_WARMUP_STEPS, args.steps // 2)  # short smoke runs keep half their steps
-    timer, warm_total, window_total = Timer(device), 0.0, 0.0
-    loss_sum, window, curve, n_docs = torch.zeros((), device=device), 0, [], 0
-    t_begin = time.perf_counter()
-    timer.start()
-    for step in range(args.steps):
-        if step == warm:  # the timed steps start here
-            timer.stop()
-            warm_total = timer.total
-            timer.start()
-        x, y, docs = next_batch(train_data, args, gen, device)
-        n_docs += len(docs.cu_seqlens) - 1 if docs is not None else args.batch
-        loss_sum += train_step(model, opt, scaler, x, y, step, args, device, amp_dtype, docs)
-        window += 1
-        done = step + 1
-        if done % args.eval_every == 0 or done == args.steps:
-            timer.stop()
-            point = {"step": done, "train_loss": loss_sum.item() / window,
-                     "val_loss": evaluate(model, val_data, args, device, amp_dtype)}
-            curve.append(point)
-            rate = window * tokens_per_step / (timer.total - window_total)
-            print(f"step {done:5d} | train {point['train_loss']:.4f} | val {point['val_loss']:.4f} | "
-                  f"{time.perf_counter() - t_begin:7.1f} s | {rate:10,.0f} tok/s", flush=True)
-            loss_sum.zero_()
-            window, window_total = 0, timer.total
-            timer.start()
-    timer.stop()
-    timed_steps = args.steps - warm
-    train_tps = timed_steps * tokens_per_step / (timer.total - warm_total) if timed_steps else None
-    return curve, train_tps, args.steps * tokens_per_step / n_docs
+class Training:
+    """One model's training run of --steps steps, taken in turns of any number of steps (run())."""
+
+    def __init__(self, model, train_data, val_data, args, device, amp_dtype):
+        self.model, self.train_data, self.val_data = model, train_data, val_data
+        self.args, self.device, self.amp_dtype = args, device, amp_dtype
+        self.opt = make_optimizer(model, args, device)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)
+        self.gen = torch.Generator().manual_seed(args.seed)
+        self.tokens_per_step = args.batch * args.context
+        self.warm = min(TIMING_WARMUP_STEPS, args.steps // 2)  # short smoke runs keep half their steps
+        self.step, self.timed_seconds, self.turns = 0, 0.0, []
+        self.loss_sum, self.window, self.window_seconds = torch.zeros((), device=device), 0, 0.0
+        self.curve, self.n_docs = [], 0
+
+    @property
+    def done(self):
+        return self.step == self.args.steps
+
+    def run(self, n_steps):
+        """Trains up to n_steps more steps. The GPU is synchronised and the clock read at the turn's
+        ends, at the end of the warm-up and around evaluations; the timed stretches add to
+        timed_seconds, and the turn's tokens/s goes to turns."""
+        args = self.args
+        last = min(args.steps, self.step + n_steps)
+        turn_steps, turn_seconds = 0, 0.0
+        steps, t0 = 0, self._clock()
+        while self.step < last:
+            x, y, docs = next_batch(self.train_data, args, self.gen, self.device)
+            self.n_docs += len(docs.cu_seqlens) - 1 if docs is not None else args.batch
+            self.loss_sum += train_step(self.model, self.opt, self.scaler, x, y, self.step, args, self.device,
+                                        self.amp_dtype, docs)
+            self.step += 1
+            steps += 1
+            evaluation = self.step % args.eval_every == 0 or self.done
+            if evaluation or self.step == self.warm or self.step == last:  # the stretch ends here
+                seconds = self._clock() - t0
+                self.window += steps
+                self.window_seconds += seconds
+                if self.step > self.warm:  # stretches end at the warm-up's end: all timed or none
+                    self.timed_seconds += seconds
+                    turn_steps, turn_seconds = turn_steps + steps, turn_seconds + seconds
+                if evaluation:
+                    self._evaluate()
+                steps, t0 = 0, self._clock()
+        if turn_steps:
+            self.turns.append(turn_steps * self.tokens_per_step / turn_seconds)
+
+    def _clock(self):
+        synchronize(self.device)
+        return time.perf_counter()
+
+    def _evaluate(self):
+        point = {"step": self.step, "train_loss": self.loss_sum.item() / self.window,
+                 "val_loss": evaluate(self.model, self.val_data, self.args, self.device, self.amp_dtype)}
+        self.curve.append(point)
+        rate = self.window * self.tokens_per_step / self.window_seconds
+        print(f"{self.args.attn:8s} step {self.step:5d} | train {point['train_loss']:.4f} | "
+              f"val {point['val_loss']:.4f} | {rate:10,.0f} tok/s", flush=True)
+        self.loss_sum.zero_()
+        self.window, self.window_seconds = 0, 0.0
+
+    def result(self):
+        """(curve, training tokens/s after the timing warm-up, the mean document length in tokens:
+        --context without --pack)."""
+        timed_steps = self.args.steps - self.warm
+        train_tps = timed_steps * self.tokens_per_step / self.timed_seconds if timed_steps else None
+        return self.curve, train_tps, self.args.steps * self.tokens_per_step / self.n_docs
 
 
 @torch.no_grad()
-def bench_inference(model, vocab_size, args, device, amp_dtype):
-    """Forward passes of one [batch, context] input (with --pack, packed as the training batches):
-    tokens/s."""
-    model.eval()
+def bench_inference(models, vocab_size, args, device, amp_dtype):
+    """Forward passes of one [batch, context] input (with --pack, packed as the training batches)
+    through each model: {attention: tokens/s}. Several models take turns of --bench-steps passes
+    over INFER_ROUNDS rounds, the order reversed every round."""
+    if not args.bench_steps:
+        return {attn: None for attn in models}
     gen = torch.Generator().manual_seed(args.seed)
     x = torch.randint(vocab_size, (args.batch, args.context), generator=gen).to(device)
     docs = pack_documents(args.batch, args.context, gen, device) if args.pack else None
+    seconds, order = dict.fromkeys(models, 0.0), list(models)
+    rounds = INFER_ROUNDS if len(models) > 1 else 1
     with autocast(device, amp_dtype):
-        for _ in range(INFER_WARMUP_PASSES):
-            model(x, docs)
-        synchronize(device)
-        t0 = time.perf_counter()
-        for _ in range(args.bench_steps):
-            model(x, docs)
-        synchronize(device)
-    seconds = time.perf_counter() - t0
-    return args.batch * args.context * args.bench_steps / seconds if args.bench_steps else None
+        for model in models.values():
+            model.eval()
+            for _ in range(INFER_WARMUP_PASSES):
+                model(x, docs)
+        for _ in range(rounds):
+            for attn in order:
+                synchronize(device)
+                t0 = time.perf_counter()
+                for _ in range(args.bench_steps):
+                    models[attn](x, docs)
+                synchronize(device)
+                seconds[attn] += time.perf_counter() - t0
+            order.reverse()
+    return {attn: args.batch * args.context * args.bench_steps * rounds / s for attn, s in seconds.items()}
 
 
 # ---------------------------------------------------------------- the kernels' status
@@ -460,36 +505,55 @@ def main(argv=None):
     device = torch.device(args.device)
     amp_dtype = DTYPES[args.dtype] if device.type == "cuda" and args.dtype != "f32" else None
     compute_dtype = amp_dtype or torch.float32
-    status = kernel_status(args, device, compute_dtype)
-    warn_if_reference(status, args, device)
-    if args.pack and args.attn == "sdpa" and device.type == "cuda" and amp_dtype is not None:
+    if args.pack and "sdpa" in args.attns and device.type == "cuda" and amp_dtype is not None:
         causal_varlen_attn()  # fails here, before training, where this PyTorch has no usable varlen_attn
 
     train_data, val_data, vocab = load_text()
-    torch.manual_seed(args.seed)
-    model = GPT(len(vocab), args).to(device)
-    n_params = sum(p.numel() for p in model.parameters())
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"{args.attn}{' packed' if args.pack else ''} | seed {args.seed} | {n_params / 1e6:.2f}M params | "
-          f"vocab {len(vocab)} | {gpu} | compute {str(compute_dtype).removeprefix('torch.')} | "
-          f"kernels {status['kernels']} ({status['kernel_reason'] or 'they run'})", flush=True)
+    runs = {}  # attention -> (its arguments, kernel status, Training)
+    for attn in args.attns:
+        run_args = argparse.Namespace(**{**vars(args), "attn": attn})
+        status = kernel_status(run_args, device, compute_dtype)
+        warn_if_reference(status, run_args, device)
+        torch.manual_seed(args.seed)  # the same weights for every attention
+        model = GPT(len(vocab), run_args).to(device)
+        runs[attn] = run_args, status, Training(model, train_data, val_data, run_args, device, amp_dtype)
+        n_params = sum(p.numel() for p in model.parameters())
+        print(f"{attn}{' packed' if args.pack else ''} | seed {args.seed} | {n_params / 1e6:.2f}M params | "
+              f"vocab {len(vocab)} | {gpu} | compute {str(compute_dtype).removeprefix('torch.')} | "
+              f"kernels {status['kernels']} ({status['kernel_reason'] or 'they run'})", flush=True)
+    if len(runs) > 1:
+        print(f"{' and '.join(runs)} train in turns of {args.turn_steps} steps", flush=True)
 
-    curve, train_tps, mean_doc_len = train(model, train_data, val_data, args, device, amp_dtype)
-    infer_tps = bench_inference(model, len(vocab), args, device, amp_dtype)
-    result = {
-        "config": {**vars(args), "params": n_params, "vocab": len(vocab), "gpu": gpu,
-                   "compute_dtype": str(compute_dtype).removeprefix("torch."), "torch": torch.__version__,
-                   "cuda": torch.version.cuda, "grad_clip": GRAD_CLIP, "lr_warmup_steps": LR_WARMUP_STEPS,
-                   "timing_warmup_steps": min(TIMING_WARMUP_STEPS, args.steps // 2)},
-        "attn": args.attn, "seed": args.seed, "pack": args.pack, "mean_doc_len": mean_doc_len, **status,
-        "curve": curve, "final_val_loss": curve[-1]["val_loss"],
-        "train_tokens_per_s": train_tps, "infer_tokens_per_s": infer_tps,
-        "wall_s": time.perf_counter() - t_begin,
-    }
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    packed = f"packed, mean document {mean_doc_len:.1f} tokens | " if args.pack else ""
-    print(f"final val loss {result['final_val_loss']:.4f} | {packed}train {train_tps or float('nan'):,.0f} tok/s | "
-          f"inference {infer_tps or float('nan'):,.0f} tok/s | {result['wall_s']:.1f} s -> {args.out}", flush=True)
+    trainings = [training for _, _, training in runs.values()]
+    order = list(trainings)
+    while not all(t.done for t in trainings):
+        for training in order:
+            training.run(args.turn_steps if len(trainings) > 1 else args.steps)
+        order.reverse()  # no attention always goes first
+    infer_tps = bench_inference({attn: t.model for attn, (_, _, t) in runs.items()}, len(vocab), args, device,
+                                amp_dtype)
+
+    for attn, (run_args, status, training) in runs.items():
+        curve, train_tps, mean_doc_len = training.result()
+        out = args.out.format(attn=attn)
+        result = {
+            "config": {**vars(run_args), "params": sum(p.numel() for p in training.model.parameters()), "vocab": len(vocab), "gpu": gpu,
+                       "compute_dtype": str(compute_dtype).removeprefix("torch."), "torch": torch.__version__,
+                       "cuda": torch.version.cuda, "grad_clip": GRAD_CLIP, "lr_warmup_steps": LR_WARMUP_STEPS,
+                       "timing_warmup_steps": training.warm},
+            "attn": attn, "seed": args.seed, "pack": args.pack, "mean_doc_len": mean_doc_len, **status,
+            "in_turns_with": [a for a in runs if a != attn],
+            "curve": curve, "final_val_loss": curve[-1]["val_loss"],
+            "train_tokens_per_s": train_tps, "turns_tokens_per_s": training.turns,
+            "infer_tokens_per_s": infer_tps[attn],
+            "wall_s": time.perf_counter() - t_begin,
+        }
+        Path(out).write_text(json.dumps(result, indent=1) + "\n")
+        packed = f"packed, mean document {mean_doc_len:.1f} tokens | " if args.pack else ""
+        print(f"{attn}: final val loss {result['final_val_loss']:.4f} | {packed}train {train_tps or float('nan'):,.0f} "
+              f"tok/s | inference {infer_tps[attn] or float('nan'):,.0f} tok/s | {result['wall_s']:.1f} s -> {out}",
+              flush=True)
 
 
 if __name__ == "__main__":

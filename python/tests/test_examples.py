@@ -37,6 +37,39 @@ def test_train_gpt_pack_smoke(attn, tmp_path):
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses), losses
 
 
+def run_train_gpt(tmp_path, *argv):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PYTHON), os.environ.get("PYTHONPATH")]))}
+    run = subprocess.run([sys.executable, str(PYTHON / "examples" / "train_gpt.py"), *SMOKE, *argv], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
+def test_train_gpt_in_turns_trains_each_model_as_alone(tmp_path):
+    """--attn sdpa tutorial trains both models in turns of --turn-steps: each JSON file names the
+    other attention, holds one tokens/s per timed turn, and its loss curve is the one the attention
+    gives when it trains alone (each model has its own weights, optimizer and batch generator)."""
+    run_train_gpt(tmp_path, "--attn", "sdpa", "tutorial", "--turn-steps", "2", "--out", "turns_{attn}.json")
+    run_train_gpt(tmp_path, "--attn", "sdpa", "--out", "alone.json")
+    turns = {attn: json.loads((tmp_path / f"turns_{attn}.json").read_text()) for attn in ("sdpa", "tutorial")}
+    alone = json.loads((tmp_path / "alone.json").read_text())
+    assert turns["sdpa"]["in_turns_with"] == ["tutorial"] and turns["tutorial"]["in_turns_with"] == ["sdpa"]
+    assert alone["in_turns_with"] == []
+    # 6 steps, the first 3 untimed (half of a short run): turns of 2 steps are timed in steps 4 and 5-6
+    assert all(len(r["turns_tokens_per_s"]) == 2 for r in turns.values())
+    assert all(r["train_tokens_per_s"] > 0 and r["infer_tokens_per_s"] > 0 for r in (*turns.values(), alone))
+    assert turns["sdpa"]["curve"] == alone["curve"]  # bit for bit: the turns change nothing it computes
+    for a, b in zip(turns["sdpa"]["curve"], turns["tutorial"]["curve"]):
+        assert a["step"] == b["step"] and math.isclose(a["val_loss"], b["val_loss"], rel_tol=1e-4), (a, b)
+
+
+def test_train_gpt_refuses_one_out_file_for_several_attentions(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(PYTHON)}
+    run = subprocess.run([sys.executable, str(PYTHON / "examples" / "train_gpt.py"), "--attn", "sdpa", "tutorial",
+                          "--out", "gpt.json"], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "must contain {attn}" in run.stderr
+
+
 def test_pack_documents_cover_each_row():
     """Documents tile every row, never cross a row's end, and are at least context // 8 long except
     each row's last (cut to fit); the same generator state gives the same documents."""
