@@ -94,10 +94,10 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     window: (left, right), a sliding window: query i sees keys i' - left .. i' + right, with
     i' = i + Sk - Sq (aligned as causal); -1 leaves a side unbounded, as FlashAttention's
     window_size. The kernels that take one are 09's forward and 11's backward (Hopper, float16 and
-    bfloat16, head dims 64 and 128); elsewhere a window runs the reference, with a warning.
+    bfloat16, head dims 64, 96, 128, 192, 256); elsewhere a window runs the reference, with a warning.
     softcap: a logit softcap c > 0 (Gemma 2's) turns the scores x = scale q k^T into c tanh(x / c)
     before the mask and the softmax; 0 (the default) leaves them. The kernels that take one are
-    09's forward and 11's backward (Hopper, float16 and bfloat16, head dims 64 and 128); elsewhere
+    09's forward and 11's backward (Hopper, float16 and bfloat16, head dims 64 to 256); elsewhere
     a softcap runs the reference, with a warning.
     Returns O in q's layout, and with return_lse=True also LSE [B, H, Sq] (float32, natural log,
     +inf for a row that sees no key; for inspection, it carries no gradient).

@@ -109,7 +109,7 @@ def fast_path(q: torch.Tensor, has_mask: bool, window: bool, softcap: bool = Fal
 
 def chapters(q: torch.Tensor, has_mask: bool = False) -> Tuple[str, str]:
     """The chapters whose forward and backward run this call where the kernels can: ("09_flash_v3",
-    "11_backward_v3") on a Hopper GPU for float16/bfloat16 at head dims 64 and 128 without a block
+    "11_backward_v3") on a Hopper GPU for float16/bfloat16 at head dims 64, 96, 128, 192, 256 without a block
     mask; elsewhere 05, 06 or 07 and 08. ("", "") without the extension or off the GPU."""
     if _C is None:
         return "", ""

@@ -336,6 +336,14 @@ def kernels_or_skip(q, k, has_mask=False):
         pytest.skip(reason)
 
 
+HOPPER_HEAD_DIMS = (64, 96, 128, 192, 256)  # the head dims both 09 and 11 take
+
+
+def on_hopper(q, head_dim):
+    """Whether 09's forward and 11's backward run a float16/bfloat16 call at this head dim."""
+    return torch.cuda.get_device_capability(q.device) == (9, 0) and head_dim in HOPPER_HEAD_DIMS
+
+
 def close(got, want, tol, what):
     """Largest error against the largest reference value: the kernels round to their dtype."""
     err = (got.double().cpu() - want).abs().max().item()
@@ -351,7 +359,7 @@ KERNEL_TOL = {torch.bfloat16: 3e-2, torch.float16: 5e-3, torch.float32: 1e-4}
 @cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", HOPPER_HEAD_DIMS)
 def test_cuda_kernels_forward_and_backward(dtype, causal, head_dim):
     # [B, S, H, D] inputs (read in place by 06's forward and 08's f16/bf16 backward; copied to
     # [B, H, S, D] for 05, 08's fp32 kernel, and on Hopper 09 and 11), GQA, Sq != Sk.
@@ -405,7 +413,7 @@ def check_forward_and_backward(q, k, v, dtype, causal, window=(-1, -1)):
 @cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("window, causal", [((64, 0), True), ((100, 37), False), ((0, 130), False)])
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", HOPPER_HEAD_DIMS)
 def test_cuda_window_forward_and_backward(dtype, window, causal, head_dim):
     # On a Hopper GPU 09's forward and 11's backward take the window; elsewhere the call falls back
     # to the reference (skipped here: the CPU tests cover it). GQA, Sq != Sk.
@@ -438,7 +446,7 @@ def test_cuda_varlen_forward_and_backward(dtype):
 
 
 @cuda
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", HOPPER_HEAD_DIMS)
 @pytest.mark.parametrize("window", [None, (40, 0)])
 def test_cuda_varlen_one_launch(head_dim, window):
     # Without a gradient, on Hopper, one launch of 09 walks every sequence (ops.takes_varlen): its O
@@ -463,7 +471,7 @@ def test_cuda_varlen_one_launch(head_dim, window):
 
 
 @cuda
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("head_dim", HOPPER_HEAD_DIMS)
 @pytest.mark.parametrize("window", [None, (40, 0)])
 def test_cuda_varlen_backward_one_launch(head_dim, window):
     # With a gradient, on Hopper, one launch of 11 walks every sequence's key tiles
@@ -495,14 +503,14 @@ def test_cuda_varlen_backward_one_launch(head_dim, window):
 
 
 @cuda
-@pytest.mark.parametrize("head_dim", [64, 96, 128])
+@pytest.mark.parametrize("head_dim", [32, 64, 80, 96, 128, 192, 256])
 def test_cuda_chapters_per_gpu(head_dim):
-    # A Hopper GPU runs 09's forward and 11's backward at head dims 64 and 128 (f16, bf16, no block
-    # mask); other GPUs and head dims run 06 and 08, and a block mask 07 and 08.
+    # A Hopper GPU runs 09's forward and 11's backward at the head dims both take (f16, bf16, no
+    # block mask); other GPUs and head dims run 06 and 08, and a block mask 07 and 08.
     q = torch.zeros(1, 2, 8, head_dim, device="cuda", dtype=torch.bfloat16)
     if ops._C is None:
         pytest.skip(ops.kernel_unavailable_reason(q))
-    hopper = torch.cuda.get_device_capability(q.device) == (9, 0) and head_dim in (64, 128)
+    hopper = on_hopper(q, head_dim)
     assert ops.chapters(q) == (("09_flash_v3", "11_backward_v3") if hopper else ("06_tensor_core", "08_backward"))
     assert ops.chapters(q, has_mask=True) == ("07_block_sparse", "08_backward")
     assert ops.chapters(q.float()) == ("05_flash_v2", "08_backward")
@@ -550,21 +558,21 @@ def test_cuda_graph_capture(head_dim):
 
 @cuda
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("head_dim", [64, 128, 96])
+@pytest.mark.parametrize("head_dim", [64, 128, 96, 256, 80])
 @pytest.mark.parametrize("window", [(-1, -1), (40, 0)])
 def test_cuda_softcap(dtype, head_dim, window):
     # A logit softcap of 5 on logits scaled up 4x (most scores near the cap, the tanh far from
-    # linear): on a Hopper GPU at head dims 64 and 128, 09's forward and 11's backward run it, with no
-    # warning; O, LSE and the gradients match float64 (the backward by twice the forward's tolerance,
-    # as the other gradient tests), dK and dV are the same bits twice (dQ is summed by atomics), and
-    # the custom op (torch.compile's path) gives the fast path's O and LSE bits. Elsewhere (head dim
-    # 96, other GPUs) the reference runs it and warns once, naming what the kernels refuse (with a
-    # window at head dim 96 that is the window, which 06 refuses first).
+    # linear): on a Hopper GPU, 09's forward and 11's backward run it, with no warning; O, LSE and
+    # the gradients match float64 (the backward by twice the forward's tolerance, as the other
+    # gradient tests), dK and dV are the same bits twice (dQ is summed by atomics), and the custom
+    # op (torch.compile's path) gives the fast path's O and LSE bits. Elsewhere (head dim 80, other
+    # GPUs) the reference runs it and warns once, naming what the kernels refuse (with a window at
+    # head dim 80 that is the window, which 06 refuses first).
     q, k, v = (t.cuda() for t in make(2, 4, 2, 300, 333, head_dim, dtype=dtype, seed=3))
     kernels_or_skip(q, k)
     q, k = 4 * q, 4 * k
     q, k, v = (t.requires_grad_() for t in (q, k, v))
-    hopper = torch.cuda.get_device_capability(q.device) == (9, 0) and head_dim in (64, 128)
+    hopper = on_hopper(q, head_dim)
     has_window = window != (-1, -1)
     reason = ops.kernel_unavailable_reason(q, k, backward=True, window=has_window, softcap=True)
     assert (reason is None) == hopper, reason
@@ -629,7 +637,7 @@ def test_cuda_fast_path_equals_the_custom_ops(dtype, window):
 @pytest.mark.parametrize("head_dim", [96, 64, 128])
 @pytest.mark.parametrize("fused", [False, True])
 def test_cuda_bshd_read_in_place(dtype, causal, head_dim, fused):
-    # The forward (09 on a Hopper GPU at head dims 64 and 128, else 06) and the backward (11, or 08's
+    # The forward (09 on a Hopper GPU, else 06) and the backward (11, or 08's
     # tensor-core kernel) read [B, S, H, D] through their strides: O, dQ, dK and dV come back
     # contiguous in that layout, with the same bits as the same inputs copied to [B, H, S, D] first
     # (the same kernels, the same order of operations; only the addresses differ). dQ is summed by
