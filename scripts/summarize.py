@@ -296,7 +296,8 @@ def tokens_table(folder):
         return ""
     lines = ["", "## Training tokens/s: the op against SDPA", "",
              "The models of python/README.md, each timed against SDPA in the same run (train_gpt.py: the "
-             "median over its seeds; bench_hf.py: the median of rounds taking turns).", "",
+             "median over its seeds, the two attentions training in turns in one process a seed; bench_hf.py: "
+             "the median of rounds taking turns).", "",
              "| model | SDPA backend | SDPA tokens/s | tutorial tokens/s | tutorial / SDPA |", "|---|---|---:|---:|---:|"]
     lines += [f"| {m} | {b} | {s:,.0f} | {t:,.0f} | {t / s:.3f}x |" for m, b, s, t in rows]
     return "\n".join(lines) + "\n"

@@ -71,7 +71,7 @@ block_sparse::BlockMask mask_of(const fa::Problem& p, const Tensor& block_mask, 
 // Whether a call runs Hopper's chapters, 09's forward and 11's backward: the tensors' GPU is an
 // sm_90 one, both chapters' Support tables take the dtype and head dim (64, 96, 128, 192, 256),
 // and there is no block mask. At every one of those head dims the pair runs faster than 06 and 08
-// (python/README.md: Which chapters run).
+// (python/README.md: Which kernels run).
 bool hopper_path(const Tensor& q, fa::Dtype dt, int head_dim, bool has_mask) {
   if (has_mask || !q.is_cuda()) return false;
   const cudaDeviceProp* prop = at::cuda::getDeviceProperties(q.get_device());
