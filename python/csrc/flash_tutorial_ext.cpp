@@ -1,7 +1,7 @@
 // flash_tutorial._C: the chapters' kernels behind the Python op (python/flash_tutorial/ops.py).
 // On a Hopper GPU (compute capability 9.0), f16/bf16 without a block mask at the head dims both
-// chapters take (64, 96, 128, 192, 256): forward 09, backward 11. Elsewhere: forward 06 (f16, bf16) or 05 (f32), 07 under a block mask;
-// backward 08 (dense or block-sparse).
+// chapters take (64, 96, 128, 192, 256): forward 09, backward 11. Elsewhere: forward 06 (f16,
+// bf16) or 05 (f32), 07 under a block mask; backward 08 (dense or block-sparse).
 // Tensors arrive as contiguous [B, H, S, D] on one CUDA device, or with bshd as contiguous
 // [B, S, H, D] (the f16/bf16 forwards of 06, 07 and 09 and the dense f16/bf16 backwards of 08 and
 // 11 read them in place; the Python side sends bshd nowhere else, asking reads_bshd first); the

@@ -21,28 +21,31 @@ SMOKE = ["--device", "cpu", "--steps", "6", "--eval-every", "3", "--eval-batches
          "--context", "32", "--layers", "2", "--d-model", "64", "--heads", "2", "--bench-steps", "2"]
 
 
+def train_gpt_run(tmp_path, *argv):
+    """train_gpt.py with argv in tmp_path (where relative --out files land): the finished process."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PYTHON), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, str(PYTHON / "examples" / "train_gpt.py"), *argv], env=env,
+                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
+
+
+def run_train_gpt(tmp_path, *argv):
+    """The smoke command with argv, which must succeed."""
+    run = train_gpt_run(tmp_path, *SMOKE, *argv)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
 @pytest.mark.parametrize("attn", ["tutorial", "sdpa"])
 def test_train_gpt_pack_smoke(attn, tmp_path):
     """The smoke command with --pack runs, gives finite losses and records the packing."""
     out = tmp_path / "run.json"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PYTHON), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run([sys.executable, str(PYTHON / "examples" / "train_gpt.py"), "--attn", attn, *SMOKE,
-                          "--pack", "--out", str(out)], env=env, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = run_train_gpt(tmp_path, "--attn", attn, "--pack", "--out", str(out))
     assert "packed, mean document" in run.stdout
     result = json.loads(out.read_text())
     assert result["pack"] is True
     assert 32 // 8 <= result["mean_doc_len"] < 32
     losses = [p[key] for p in result["curve"] for key in ("train_loss", "val_loss")]
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses), losses
-
-
-def run_train_gpt(tmp_path, *argv):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(PYTHON), os.environ.get("PYTHONPATH")]))}
-    run = subprocess.run([sys.executable, str(PYTHON / "examples" / "train_gpt.py"), *SMOKE, *argv], env=env,
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
-    assert run.returncode == 0, run.stdout + run.stderr
-    return run
 
 
 def test_train_gpt_in_turns_trains_each_model_as_alone(tmp_path):
@@ -64,9 +67,7 @@ def test_train_gpt_in_turns_trains_each_model_as_alone(tmp_path):
 
 
 def test_train_gpt_refuses_one_out_file_for_several_attentions(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(PYTHON)}
-    run = subprocess.run([sys.executable, str(PYTHON / "examples" / "train_gpt.py"), "--attn", "sdpa", "tutorial",
-                          "--out", "gpt.json"], env=env, capture_output=True, text=True, timeout=120)
+    run = train_gpt_run(tmp_path, "--attn", "sdpa", "tutorial", "--out", "gpt.json")
     assert run.returncode == 2 and "must contain {attn}" in run.stderr
 
 
