@@ -80,7 +80,6 @@ def main():
                 print(f"{key:18s} " + " | ".join(
                     f"{method} ours {t['ours']:6.1f} cudnn {t['cudnn']:6.1f} flash {t['flash']:6.1f} "
                     f"ours/cudnn {t['ours'] / t['cudnn']:.3f}" for method, t in tf.items()), flush=True)
-                del q, k, v
     with open(args.out, "w") as f:
         json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "results": results}, f, indent=1)
 
