@@ -241,7 +241,6 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) Barriers<C::kStages> bars;
   const std::uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;  // the 128-byte swizzle's 1024-byte blocks
-  unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));      // the same address, generic
   if (threadIdx.x == 0) {
     for (int q = 0; q < 2; ++q) {
       mbarrier_init(smem_u32(&bars.full_q[q]), 1);  // the producer's arrive_expect_tx (+ the bytes)
@@ -249,13 +248,9 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     for (int s = 0; s < C::kStages; ++s) {
       mbarrier_init(smem_u32(&bars.full_k[s]), 1);
-      mbarrier_init(smem_u32(&bars.full_v[s]), C::kFp8 ? kTransposers : 1);  // FP8: transpose_v writes V^T
+      mbarrier_init(smem_u32(&bars.full_v[s]), 1);
       mbarrier_init(smem_u32(&bars.empty_k[s]), C::kConsumerWarps);
       mbarrier_init(smem_u32(&bars.empty_v[s]), C::kConsumerWarps);
-    }
-    for (int slot = 0; slot < 2; ++slot) {  // FP8's staging of V (unused otherwise)
-      mbarrier_init(smem_u32(&bars.full_staged_v[slot]), 1);
-      mbarrier_init(smem_u32(&bars.empty_staged_v[slot]), kTransposers);
     }
     mbarrier_init_fence();
   }
@@ -263,13 +258,12 @@ __global__ void __launch_bounds__(C::kThreads, 1)
 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // the producer: one thread issues every copy; the other 127 leave
-    setmaxnreg_dec<C::kProducerRegs>();  // (FP8: warps 1-3 stay and write V^T, transpose_v)
+    setmaxnreg_dec<C::kProducerRegs>();
     if (threadIdx.x == 0) produce<C, kBshd>(&q_map, &k_map, &v_map, bars, base, prm, vl);
-    if constexpr (C::kFp8)
-      if (threadIdx.x >= 32) transpose_v<C>(bars, base_p, prm, vl);
     return;
   }
   setmaxnreg_inc<C::kConsumerRegs>();
+  unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
   if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl, cap, fp8);
   else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl, cap, fp8);
 }

@@ -39,16 +39,18 @@ inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t r
   return map_of(o, p, p.heads, p.seqlen_q, p.dv(), p.o_strides(), rows);
 }
 
-// The FP8 step's operands (Fp8<C>, [B, H, S, D] only): Q, K and V as E4M3 bytes in boxes of q_rows
-// or kv_rows rows x 128 columns (V lands as it lies; the producer's warps transpose it in shared
-// memory, pipeline.cuh: transpose_v).
-inline Maps make_fp8_maps(const fa::Problem& p, const void* q, const void* k, const void* v, std::uint32_t q_rows,
+// The FP8 step's operands (Fp8<C>, [B, H, S, D] only): Q and K as E4M3 bytes in boxes of q_rows or
+// kv_rows rows x 128 columns, and V^T ([B * Hkv][D][fp8_vt_cols(Sk)], steps/fp8.cu) in boxes of D
+// rows x kv_rows keys.
+inline std::int64_t fp8_vt_cols(int seqlen_k) { return (std::int64_t{seqlen_k} + 31) / 32 * 32; }
+inline Maps make_fp8_maps(const fa::Problem& p, const void* q, const void* k, const void* vt, std::uint32_t q_rows,
                           std::uint32_t kv_rows) {
   const std::uint64_t kv = std::uint64_t(p.batch) * p.kv_heads;
   return {make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, q, std::uint64_t(p.batch) * p.heads, p.seqlen_q, p.head_dim,
                       q_rows, 128),
           make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, kv, p.seqlen_k, p.head_dim, kv_rows, 128),
-          make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, v, kv, p.seqlen_k, p.head_dim, kv_rows, 128)};
+          make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, vt, kv, p.head_dim, fp8_vt_cols(p.seqlen_k), p.head_dim,
+                      kv_rows)};
 }
 
 // A packed batch's offsets on the GPU, for VarlenTileWalk: VarlenTileWalk's unit offsets (int64),
@@ -74,7 +76,7 @@ inline std::pair<VarlenArgs, std::int64_t> upload_varlen(const fa::Problem& p, i
 // kVarlen: a packed batch of sequences (Problem::cu_seqlens_q, cu_seqlens_k; [1, total, H, D]
 // tensors): the sequences' offsets and the walk's unit offsets go to the GPU first, into the
 // workspace, and the kernel walks the sequences' tiles.
-// Fp8<C>: q, k and v are E4M3 bytes, fp8 the kernel's scale of V.
+// Fp8<C>: q, k and v are E4M3 bytes (v: V^T, steps/fp8.cu), fp8 the kernel's scale of V.
 template <class C, bool kBshd = false, bool kVarlen = false>
 void launch(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm, cudaStream_t stream,
             const Fp8Of<C>& fp8 = {}) {

@@ -22,25 +22,10 @@ using fa2::Params;
 
 // The block's mbarriers: Q_i landed and read; per stage, K_j and V_j landed ("full", the
 // producer's arrival plus the bytes) and K_j and V_j read ("empty", one arrival per consumer warp).
-// FP8 (Fp8<C>) adds the two staging slots of V_j as it lies: landed (the producer's arrival plus
-// the bytes) and read (by the transposing warps, transpose_v); its full_v then counts those warps'
-// threads, which write V_j^T into the ring.
 template <int kStages>
 struct Barriers {
   std::uint64_t full_q[2], empty_q[2], full_k[kStages], full_v[kStages], empty_k[kStages], empty_v[kStages];
-  std::uint64_t full_staged_v[2], empty_staged_v[2];
 };
-
-// The key tiles a work tile walks: all of them, the causal prefix, or a sliding window's band.
-struct KeyTiles {
-  int begin, end;
-};
-template <class C, class Tile, class Varlen>
-__device__ __forceinline__ KeyTiles key_tiles(const Tile& wt, const Params& prm, const Varlen& vl) {
-  const int queries = queries_of(wt, prm.seqlen_q, vl), keys = keys_of(wt, prm.seqlen_k, vl);
-  return {key_tile_begin(wt.i_tile, C::Br, C::Bc, queries, keys, prm.window_left),
-          key_tile_end(wt.i_tile, C::Br, C::Bc, queries, keys, prm.causal, prm.window_right)};
-}
 
 // TMA of one (kRows, kD) tile, box by box (kRows x 64 columns each), counted on `bar`: rows `row`
 // .. of slice `slice` (b * heads + h) of `map` (launch.cuh: make_maps). [B, H, S, D] tensors have a
@@ -69,8 +54,7 @@ __device__ __forceinline__ void load_tile(std::uint32_t dst, const CUtensorMap* 
 // waits for the (u-1)-th completion of the stage's empty barrier. kBshd: [B, S, H, D] tensors.
 // Varlen: VarlenArgs for a packed batch (whose tiles' rows start at their sequence's first row; a
 // box reaching past a sequence's end reads the next one's rows, which the consumers mask or never
-// store), NoVarlen otherwise. FP8: V_s goes to staging slot it % 2 instead, once transpose_v has
-// read the slot's previous tile; transpose_v fills the ring's V stage.
+// store), NoVarlen otherwise.
 template <class C, bool kBshd = false, class Varlen = NoVarlen>
 __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensorMap* k_map, const CUtensorMap* v_map,
                                         Barriers<C::kStages>& bars, std::uint32_t base, const Params& prm,
@@ -82,7 +66,10 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     const auto wt = walk.tile();
     const std::int64_t kv_bh = slice_of(wt) / prm.group_size;
     const int kv_heads = prm.heads / prm.group_size;
-    const KeyTiles kt = key_tiles<C>(wt, prm, vl);
+    const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, queries_of(wt, prm.seqlen_q, vl),
+                                        keys_of(wt, prm.seqlen_k, vl), prm.window_left);
+    const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, queries_of(wt, prm.seqlen_q, vl),
+                                    keys_of(wt, prm.seqlen_k, vl), prm.causal, prm.window_right);
     const int slot = n % C::kQSlots, q_use = n / C::kQSlots;
     if (q_use > 0) mbarrier_wait(smem_u32(&bars.empty_q[slot]), (q_use - 1) % 2);
     mbarrier_arrive_expect_tx(smem_u32(&bars.full_q[slot]), C::kQTxBytes);
@@ -92,7 +79,7 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
     else
       load_tile<C::Br, C::kD, kBshd>(base + C::kQ + slot * C::kQBytes, q_map, first_query(wt, vl) + wt.i_tile * C::Br,
                                      slice_of(wt), prm.heads, smem_u32(&bars.full_q[slot]));
-    for (int s = kt.begin; s < kt.end; ++s, ++it) {
+    for (int s = Tc_begin; s < Tc_end; ++s, ++it) {
       const int stage = it % C::kStages, use = it / C::kStages;
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_k[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_k[stage]), C::kTileBytes);
@@ -102,79 +89,14 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
       else
         load_tile<C::Bc, C::kD, kBshd>(base + C::kK + stage * C::kTileBytes, k_map, first_key(wt, vl) + s * C::Bc,
                                        kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
-      if constexpr (C::kFp8) {  // V_s as it lies, (Bc keys, 128 one-byte columns), one box
-        const int slot = it % 2, slot_use = it / 2;
-        if (slot_use > 0) mbarrier_wait(smem_u32(&bars.empty_staged_v[slot]), (slot_use - 1) % 2);
-        mbarrier_arrive_expect_tx(smem_u32(&bars.full_staged_v[slot]), C::kTileBytes);
-        tma_load_3d(base + C::kStagedV + slot * C::kTileBytes, v_map, 0, s * C::Bc, static_cast<int>(kv_bh),
-                    smem_u32(&bars.full_staged_v[slot]));
-      } else {
-        if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
-        mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
+      if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
+      mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
+      if constexpr (C::kFp8)  // V_s^T: the D rows of keys s Bc .. s Bc + Bc - 1, one 128-byte box
+        tma_load_3d(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, 0, static_cast<int>(kv_bh),
+                    smem_u32(&bars.full_v[stage]));
+      else
         load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, first_key(wt, vl) + s * C::Bc,
                                        kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
-      }
-    }
-  }
-}
-
-// FP8's V^T (Fp8<C>): the FP8 wgmma reads both operands K-major, and in P V the k index is the key,
-// so the ring's V stage must hold V_s^T, row d the keys of column d, each 16 keys in fp8_pv_key's
-// order (the order pack_e4m3 leaves P's keys in). The producer's warps 1-3 (kTransposers threads,
-// FlashAttention-3's way) walk the block's K/V tiles in produce's order. Tile `it`: they wait for
-// V_s in staging slot it % 2 and for ring stage it % kStages to be read, write V_s^T into the stage,
-// release the slot, fence their stores to the async proxy (wgmma reads shared memory through it)
-// and arrive on full_v, which counts them all.
-// The work of a tile: 8 chunks of 16 keys x 32 lanes, lane l the four columns 4 l .. 4 l + 3.
-// Warp w (0-2 here) takes chunk b ^ (l % 8 / 2) for b = w, w + 3, w + 6 (b < 8): over the three
-// warps every lane meets every chunk once. A chunk reads one 4-byte word of each of its 16 rows
-// (a warp reads a whole 128-byte row: no bank conflict), transposes 4 x 4 bytes in registers
-// (prmt), and stores 16 bytes to each of rows 4 l .. 4 l + 3. The swizzle moves a row's chunk by
-// row % 8, which is 4 (l % 2) + e for row 4 l + e; the chunk's turn by l % 8 / 2 gives the 8 lanes
-// of each store phase 8 different 16-byte positions (without it, 2 of 8: a 4-way conflict).
-constexpr int kTransposers = 96;
-template <class C>
-__device__ __forceinline__ void transpose_chunk_e4m3(const unsigned char* src, unsigned char* dst, int chunk,
-                                                     int lane) {
-  std::uint32_t w[16];  // w[c]: bytes 4 lane .. 4 lane + 3 of key 16 chunk + fp8_pv_key(c)
-#pragma unroll
-  for (int c = 0; c < 16; ++c)
-    w[c] = *reinterpret_cast<const std::uint32_t*>(src + swizzle_128b((16 * chunk + fp8_pv_key(c)) * 128 + 4 * lane));
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {  // keys 4 q .. 4 q + 3 of the chunk's order
-    const std::uint32_t* x = w + 4 * q;
-    const std::uint32_t lo01 = __byte_perm(x[0], x[1], 0x5140), hi01 = __byte_perm(x[0], x[1], 0x7362);
-    const std::uint32_t lo23 = __byte_perm(x[2], x[3], 0x5140), hi23 = __byte_perm(x[2], x[3], 0x7362);
-    w[4 * q + 0] = __byte_perm(lo01, lo23, 0x5410);  // column 4 lane: byte 0 of each of the four keys
-    w[4 * q + 1] = __byte_perm(lo01, lo23, 0x7632);  // column 4 lane + 1
-    w[4 * q + 2] = __byte_perm(hi01, hi23, 0x5410);
-    w[4 * q + 3] = __byte_perm(hi01, hi23, 0x7632);
-  }
-#pragma unroll
-  for (int e = 0; e < 4; ++e)
-    *reinterpret_cast<uint4*>(dst + swizzle_128b((4 * lane + e) * 128 + 16 * chunk)) =
-        make_uint4(w[e], w[4 + e], w[8 + e], w[12 + e]);
-}
-template <class C, class Varlen = NoVarlen>
-__device__ __forceinline__ void transpose_v(Barriers<C::kStages>& bars, unsigned char* base_p, const Params& prm,
-                                            const Varlen& vl = {}) {
-  static_assert(C::kFp8 && C::Bc == 128 && C::kD == 128, "one 128 x 128 byte tile a stage");
-  const int warp = threadIdx.x / 32 - 1, lane = threadIdx.x % 32;
-  int it = 0;
-  auto walk = block_walk(prm.seqlen_q, prm.batch_heads, prm.heads, prm.causal, C::Br, C::kPersistent, blockIdx.x,
-                         gridDim.x, vl);
-  for (; !walk.done(); walk.advance()) {
-    const KeyTiles kt = key_tiles<C>(walk.tile(), prm, vl);
-    for (int s = kt.begin; s < kt.end; ++s, ++it) {
-      const int slot = it % 2, stage = it % C::kStages, use = it / C::kStages;
-      mbarrier_wait(smem_u32(&bars.full_staged_v[slot]), (it / 2) % 2);
-      if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
-      for (int b = warp; b < 8; b += 3)
-        transpose_chunk_e4m3<C>(base_p + C::kStagedV + slot * C::kTileBytes, base_p + C::kV + stage * C::kTileBytes,
-                                b ^ (lane % 8 / 2), lane);
-      mbarrier_arrive(smem_u32(&bars.empty_staged_v[slot]));
-      fence_proxy_async();  // the stores, before the consumers' wgmmas read the stage
-      mbarrier_arrive(smem_u32(&bars.full_v[stage]));
     }
   }
 }

@@ -3,17 +3,10 @@
 //     8 and 32, seqlen_k 4k, 16k, 64k -- with the L2 cache flushed before every timed run (a 256 MiB
 //     memset, as triton.testing.do_bench does: at batch 1 and 4k all of K and V would otherwise sit
 //     in the 50 MB L2). Counters: GBps (K and V bytes read per second, from the median run), splits
-//     (the plan's pieces per key range), stages (the depth of the K/V ring that ran), ms_median.
-//     decode/10_decoding.stream_k/...: the same rows for the stream-K step (steps/; always 3 stages).
+//     (the plan's pieces per key range), ms_median.
+//     decode/10_decoding.stream_k/...: the same rows for the stream-K step (steps/).
 //     decode/plain_read/2GiB: the GPU's plain read (fa::cuda::read_every_byte), the rows' ceiling.
 //     --decode-head-dim 64|256 times the rows at that head dim instead of 128 (D in the name).
-//     --decode-stages 3,4,5,6 times the chapter's rows once per ring depth, side by side
-//     (decode/10_decoding.stages4/...; each row sets decoding::set_ring_stages_override for its
-//     runs). FA_DECODE_STAGES=N instead sets the depth of every plain forward (the fwd/ rows too),
-//     and the decode rows' names carry it (with both, the flag's depths run the decode rows). A
-//     depth that does not fit shared memory (D = 256: only 3) runs the deepest that does: the
-//     `stages` counter tells.
-//     ./10_decoding_bench --decode-stages 3,4,5,6 --benchmark_filter=decode/10_decoding.stages
 //   cache/...: one step of a cache of 16383 tokens + 1 new (bf16, H32/Hkv8, D128, batch 1 and 8), the
 //     contiguous cache (forward_with_cache) against the paged one (steps/paged_cache.h) at pages of
 //     16, 64 and 256 tokens in shuffled order; L2 flushed; GBps counts the K and V read.
@@ -26,12 +19,10 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
-#include <sstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "10_decoding/decoding.h"  // forward, plan, set_ring_stages_override
+#include "10_decoding/decoding.h"
 #include "10_decoding/steps/paged_cache.h"
 #include "10_decoding/steps/steps.h"
 #include "common/harness/bench_harness.h"
@@ -40,10 +31,7 @@
 
 namespace {
 
-// stages: the ring-depth override for the row's runs (0: none). planned: forward_fn's ring is the
-// plan's (decoding::forward), else decoding::kDefaultRingStages (the stream-K step).
-void run_decode(benchmark::State& state, fa::Problem p, fa::ForwardFn forward_fn, int stages, bool planned) {
-  const decoding::ScopedRingStages depth(stages);
+void run_decode(benchmark::State& state, fa::Problem p, fa::ForwardFn forward_fn) {
   const std::size_t elem = fa::dtype_size(p.dtype);
   fa::cuda::DeviceBuffer q(p.q_elems() * elem), k(p.kv_elems() * elem), v(p.kv_elems() * elem),
       o(p.o_elems() * elem), lse(p.lse_elems() * sizeof(float)), flush(256u << 20);
@@ -59,12 +47,11 @@ void run_decode(benchmark::State& state, fa::Problem p, fa::ForwardFn forward_fn
   state.counters["GBps"] = static_cast<double>(k.bytes() + v.bytes()) / median / 1e9;
   state.counters["ms_median"] = median * 1e3;
   state.counters["splits"] = decoding::plan(p).splits;  // the plain split's (stream-K rows too)
-  state.counters["stages"] = planned ? decoding::plan(p).stages : decoding::kDefaultRingStages;
   state.counters["batch"] = p.batch;
   state.counters["seqlen_k"] = p.seqlen_k;
 }
 
-void register_decode(const std::string& chapter, fa::ForwardFn forward_fn, int head_dim, int stages, bool planned) {
+void register_decode(const std::string& chapter, fa::ForwardFn forward_fn, int head_dim) {
   for (int batch : {1, 8, 32})
     for (int seqlen_k : {4096, 16384, 65536}) {
       fa::Problem p;
@@ -72,8 +59,7 @@ void register_decode(const std::string& chapter, fa::ForwardFn forward_fn, int h
       p.head_dim = head_dim, p.dtype = fa::Dtype::bf16;
       const std::string name = "decode/" + chapter + "/bf16/H32x8/D" + std::to_string(head_dim) + "/B" + std::to_string(batch) +
                                "/seqlen_k:" + std::to_string(seqlen_k);
-      benchmark::RegisterBenchmark(name.c_str(),
-                                   [=](benchmark::State& s) { run_decode(s, p, forward_fn, stages, planned); })
+      benchmark::RegisterBenchmark(name.c_str(), [p, forward_fn](benchmark::State& s) { run_decode(s, p, forward_fn); })
           ->UseManualTime()
           ->Unit(benchmark::kMillisecond)
           ->MinTime(0.3);
@@ -162,30 +148,15 @@ int main(int argc, char** argv) {
       argc -= 2;
       break;
     }
-  int env_stages = 0;        // FA_DECODE_STAGES's depth, 0 when unset (the plan's choice)
-  std::vector<int> depths;  // --decode-stages 3,4,5: the chapter's rows once per depth; else at env_stages
-  try {
-    env_stages = decoding::ring_stages_override();
-    std::stringstream list(fa::bench::take_flag(argc, argv, "--decode-stages", ""));
-    for (std::string d; std::getline(list, d, ',');)
-      depths.push_back(decoding::parse_ring_stages(d, "--decode-stages"));
-    if (depths.empty()) depths.push_back(env_stages);
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "10_decoding benchmark: %s\n", e.what());
-    return 2;
-  }
   if (fa::cuda::unavailable_reason().empty()) {
     benchmark::RegisterBenchmark("decode/plain_read/2GiB", run_plain_read)
         ->UseManualTime()
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.3);
-    for (int stages : depths) {
-      const std::string name = stages ? "10_decoding.stages" + std::to_string(stages) : "10_decoding";
-      register_decode(name, decoding::forward, head_dim, stages, true);
-    }
+    register_decode("10_decoding", decoding::forward, head_dim);
     for (const fa::Step& step : decoding::steps::all())  // the steps that take this head dim
       if (fa::supports_head_dim(step.chapter.support, head_dim))
-        register_decode("10_decoding." + step.name, step.chapter.forward, head_dim, env_stages, false);
+        register_decode("10_decoding." + step.name, step.chapter.forward, head_dim);
     register_cache_steps();
   }
   return fa::bench::main(decoding::chapter(), argc, argv);

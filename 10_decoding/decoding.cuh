@@ -12,9 +12,8 @@
 //     partial O (fp32, divided by its own sum) and LSE into a workspace, and combine_kernel merges
 //     the pieces by LSE (combine_row in split_plan.cpp is its CPU model).
 //   * The element mask works on packed rows: position i = r mod Sq sees key j <= i + Sk - Sq.
-//   * K and V stream through a ring of kStages stages (3 unless the host picks another:
-//     split_plan.h, ring_stages), kStages - 1 tiles in flight while one is computed (06
-//     double-buffers): with one CTA an SM, a decode step is a race to keep HBM busy.
+//   * K and V stream through a ring of three stages, two tiles in flight while one is computed
+//     (06 double-buffers): with one CTA an SM, a decode step is a race to keep HBM busy.
 //   * The combine is a programmatic dependent launch (common/device/launch.h): its blocks start
 //     while the split kernel's last blocks finish.
 //   * 06's tile_scores, softmax_step and accumulate_pv run unchanged.
@@ -23,7 +22,6 @@
 
 #include <cstdint>
 #include <limits>
-#include <utility>  // std::integer_sequence
 
 #include "common/fa2_tiles/block.cuh"  // Config, copy/score/softmax/pv steps
 #include "10_decoding/packed_rows.cuh"     // SplitParams, the packed rows' tile functions, KvRows
@@ -35,7 +33,7 @@ using namespace fa::cuda;
 using fa2::Params;
 
 // The block's copies: 4 warps, Bc = 64 keys a tile, 06's Config. Its own stage count is not used:
-// K/V go through the ring below (kStages). Its Br (64) is the packed rows of a block
+// K/V go through the three-stage ring below (kStages). Its Br (64) is the packed rows of a block
 // whose warps split the rows (kKeyWarps = 1, below).
 template <class T, int kD>
 using DecodeConfig = fa2::Config<T, kD, /*Bc=*/64, /*kMTiles=*/1>;
@@ -53,21 +51,13 @@ struct WarpShare {
   using W = fa2::Config<typename C::T, C::kD, C::Bc / kKeyWarps, 1>;
 };
 
-// K/V in a ring of kStages stages, kStages - 1 tiles in flight ahead of the one computed: decoding
-// is bound by memory, and a piece of a few tiles must not wait one round trip per tile. Q's tile,
-// then the ring, 32 KB a stage at D = 128: with 3 stages 112 KB at D = 128, 56 KB at D = 64, 224 KB
-// at D = 256 with 64 packed rows (of the H100's 227: one block an SM); 12 KB less at D = 128 with
-// 16. With 6 stages 196 KB at D = 128 with 16 rows; at D = 256 no ring deeper than 3 fits.
-constexpr int kMaxSmemBytes = 227 * 1024;  // a block's dynamic shared memory on sm_90 (opt-in)
-template <class C, int kKeyWarps = 1, int kStages = kDefaultRingStages>
+// K/V in a ring of three stages, two tiles in flight ahead of the one computed: decoding is bound
+// by memory, and a piece of a few tiles must not wait one round trip per tile. Q's tile, then the
+// ring: 112 KB at D = 128, 56 KB at D = 64, 224 KB at D = 256 with 64 packed rows (of the H100's
+// 227: one block an SM); 12 KB less at D = 128 with 16.
+constexpr int kStages = 3;
+template <class C, int kKeyWarps = 1>
 constexpr int smem_bytes() { return (WarpShare<C, kKeyWarps>::Br + 2 * kStages * C::Bc) * C::kCols * 2; }
-template <class C, int kKeyWarps, int kStages>
-constexpr bool ring_fits() { return smem_bytes<C, kKeyWarps, kStages>() <= kMaxSmemBytes; }
-
-// f(0), f(1), .., f(kN_last), spelled out at compile time: the ring's first tiles as if written
-// one by one (a `#pragma unroll` loop there cost 1-4 registers at 3 stages).
-template <class F, int... kN>
-__device__ __forceinline__ void call_each(F& f, std::integer_sequence<int, kN...>) { (f(kN), ...); }
 
 // kKeyWarps = 4: the 4 warps hold the same 16 rows over different keys. Warps 1-3 leave their m,
 // l and O in shared memory (`buf`: the K/V ring, free once every warp has left the loop) and warp
@@ -122,12 +112,10 @@ __device__ __forceinline__ void merge_key_warps(fa2::WarpRows<W>& w, unsigned ch
 // 16 w .. 16 w + 15 of each tile (kKeyWarps = 4, WarpShare). signal: let the programmatic dependent
 // (the combine or the fix-up) launch before the epilogue. The caller makes sure the block's
 // previous piece, if any, is done with shared memory (steps/stream_k.cuh walks several). Kv: where
-// K and V lie (KvRows above). kStages: the ring's depth (smem_bytes<C, kKeyWarps, kStages>()).
-template <class C, bool kExtras, template <class> class Kv = KvRows, int kKeyWarps = 1,
-          int kStages = kDefaultRingStages, class Part>
+// K and V lie (KvRows above).
+template <class C, bool kExtras, template <class> class Kv = KvRows, int kKeyWarps = 1, class Part>
 __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_t tile, int j_begin, int j_cap,
                                              bool whole, bool signal, Part part) {
-  static_assert(kStages >= 2 && ring_fits<C, kKeyWarps, kStages>(), "the ring fits shared memory");
   using W = typename WarpShare<C, kKeyWarps>::W;
   constexpr int Br = WarpShare<C, kKeyWarps>::Br, Bc = C::Bc, kCols = C::kCols, kTileBytes = Bc * kCols * 2;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -162,7 +150,8 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
   };
 
   gather_q<C, Br>(Q_s, prm, kv_bh, r0);
-  call_each(load_tile, std::make_integer_sequence<int, kStages - 1>{});  // tiles 0 .. kStages - 2; Q with tile 0
+  load_tile(0);  // Q and tile 0: one group
+  load_tile(1);
 
   const int lane_a = ldsm_lane_offset(lane, LdsmOrder::kRowsFirst, kCols, C::kSwizzle);  // Q, V
   const int lane_b = ldsm_lane_offset(lane, LdsmOrder::kColsFirst, kCols, C::kSwizzle);  // K
@@ -177,9 +166,9 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
   for (int n = 0; n < n_tiles; ++n) {
     const int j0 = j_begin + n * Bc, j_w = j0 + W::Bc * key_warp;
     const std::uint32_t stage = (n % kStages) * kTileBytes;
-    cp_async_wait<kStages - 2>();  // this thread's copies of tile n (and Q) have landed; n + 1 .. may fly
-    __syncthreads();               // ... and everyone's; and every warp is done with tile n - 1's stage
-    load_tile(n + kStages - 1);    // into tile n - 1's stage, free since the barrier
+    cp_async_wait<1>();  // this thread's copies of tile n (and Q) have landed; tile n + 1 may fly
+    __syncthreads();     // ... and everyone's; and every warp is done with tile n - 1's stage
+    load_tile(n + 2);    // into tile n - 1's stage, free since the barrier
     fa2::ScoreTile<W> S;
     fa2::tile_scores<W>(S, q_frag, Q_w, K_s + stage + keys_w, lane_a, lane_b);
     if (kExtras && prm.changes_scores()) apply_options<W>(S, row, j_w, t, prm, kv_bh, seqlen_k);
@@ -202,17 +191,14 @@ __device__ __forceinline__ void attend_piece(const SplitParams& prm, std::int64_
 // kExtras: the score options or a KV cache may be on (forward_with_options, forward_with_cache);
 // plain forward() runs the kernel without their code (measured 1-3% faster at batch 1 than one
 // kernel for both, which carries the options' registers and branches).
-// kStages: the K/V ring's depth; from 4 stages on at D = 128 the shared memory holds one block an SM.
-template <class C, bool kExtras, template <class> class Kv = KvRows, int kKeyWarps = 1,
-          int kStages = kDefaultRingStages>
+template <class C, bool kExtras, template <class> class Kv = KvRows, int kKeyWarps = 1>
 __global__ void __launch_bounds__(C::kThreads, 2) split_kv_kernel(const SplitParams prm) {
   const std::int64_t tile = grid_row();
   if (tile >= prm.tiles) return;  // a spare block of the grid
   const int j_begin = blockIdx.x * prm.keys_per_split;
   // Piece x of row qr goes to row qr * splits + x of the workspace.
-  attend_piece<C, kExtras, Kv, kKeyWarps, kStages>(prm, tile, j_begin, j_begin + prm.keys_per_split,
-                                                   prm.splits == 1, true,
-                                                   [&](int, std::int64_t qr) { return qr * prm.splits + blockIdx.x; });
+  attend_piece<C, kExtras, Kv, kKeyWarps>(prm, tile, j_begin, j_begin + prm.keys_per_split, prm.splits == 1, true,
+                           [&](int, std::int64_t qr) { return qr * prm.splits + blockIdx.x; });
 }
 
 // One warp per output row (b H + h) Sq + i: the pieces' LSE merged as in combine_row

@@ -3,7 +3,6 @@
 
 #include <vector>
 
-#include "10_decoding/split_plan.h"  // set_ring_stages_override (FA_DECODE_STAGES)
 #include "common/harness/chapter.h"
 #include "common/host/reference.h"  // ScoreOptions
 
@@ -42,14 +41,11 @@ struct KVCache {
 void forward_with_cache(const fa::Problem& p, const void* q, const void* k_new, const void* v_new, const KVCache& cache,
                         void* o, float* lse, const fa::ScoreOptions& options, cudaStream_t stream);
 
-// The plan forward uses for p on this GPU (split_plan.h): how many pieces each key range is cut
-// into, and the depth of the blocks' K/V ring (ring_stages; forward_with_options and the caches
-// run kDefaultRingStages whatever it says).
+// The plan forward uses for p on this GPU (split_plan.h): how many pieces each key range is cut into.
 struct Plan {
   int row_tiles;          // packed-row tiles per KV head
   std::int64_t tiles;     // blocks without a split: B Hkv row_tiles
   int splits, keys_per_split;
-  int stages;             // the K/V ring's depth
 };
 Plan plan(const fa::Problem& p);
 

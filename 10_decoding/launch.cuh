@@ -1,14 +1,11 @@
-// Chapter 10's launch, the host side of decoding.cuh's kernels: the plan on this GPU (the pieces and
-// the K/V ring's depth), the split-KV launch and (with several pieces) the combine. decoding.cu's
-// entry points and the steps (steps/steps.cu, steps/paged_cache.cu) call it.
+// Chapter 10's launch, the host side of decoding.cuh's kernels: the plan on this GPU, the split-KV
+// launch and (with several pieces) the combine. decoding.cu's entry points and the steps
+// (steps/steps.cu, steps/paged_cache.cu) call it.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -20,25 +17,17 @@
 
 namespace decoding {
 
-// What the plan reads of the GPU, once (from the device current at the first plan).
-struct GpuFacts {
-  int sms;                  // the plan's slots: one CTA an SM (split_plan.h says why)
-  int smem_limit;           // the most shared memory a block may opt in to
-  double peak_bytes_per_s;  // the memory's peak: clock (kHz) x bus width (bits) / 8 x 2 (double data rate)
-};
-inline const GpuFacts& gpu_facts() {
-  static const GpuFacts facts = [] {
-    int device = 0, sms = 0, smem = 0, clock_khz = 0, bus_bits = 0;
+
+// The plan's slots: the SM count, one CTA an SM (split_plan.h says why).
+inline int plan_slots() {
+  static const int n = [] {
+    int device = 0, sms = 0;
     FA_CUDA_CHECK(cudaGetDevice(&device));
     FA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, device));
-    FA_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
-    return GpuFacts{.sms = sms, .smem_limit = smem, .peak_bytes_per_s = 1e3 * clock_khz * (bus_bits / 8) * 2.0};
+    return sms;
   }();
-  return facts;
+  return n;
 }
-inline int plan_slots() { return gpu_facts().sms; }
 
 // How the block's warps share its tiles (decoding.cuh: WarpShare): the keys of each tile when one
 // warp's 16 rows hold every packed row of a KV head, else the rows.
@@ -47,22 +36,12 @@ inline int key_warps(const fa::Problem& p) { return packed_rows(p.group_size(), 
 template <class T, int kD>
 Plan plan_for(const fa::Problem& p) {
   using C = DecodeConfig<T, kD>;
-  const GpuFacts& gpu = gpu_facts();
-  const int br = C::Br / key_warps(p);  // WarpShare<C, key_warps(p)>::Br
   Plan pl{};
-  pl.row_tiles = ceil_div(packed_rows(p.group_size(), p.seqlen_q), br);
+  pl.row_tiles = ceil_div(packed_rows(p.group_size(), p.seqlen_q), C::Br / key_warps(p));
   pl.tiles = std::int64_t{p.batch} * p.kv_heads * pl.row_tiles;
-  const SplitPlan sp = plan_splits(pl.tiles, ceil_div(p.seqlen_k, C::Bc), gpu.sms);
+  const SplitPlan sp = plan_splits(pl.tiles, ceil_div(p.seqlen_k, C::Bc), plan_slots());
   pl.splits = sp.splits;
   pl.keys_per_split = sp.blocks_per_split * C::Bc;
-  pl.stages = ring_stages({.tiles = pl.tiles,
-                           .splits = pl.splits,
-                           .sms = gpu.sms,
-                           .stage_bytes = 2 * C::Bc * C::kCols * 2,
-                           .fixed_bytes = br * C::kCols * 2,
-                           .smem_limit = std::min(gpu.smem_limit, kMaxSmemBytes),  // what was compiled
-                           .head_dim = kD,
-                           .peak_bytes_per_s = gpu.peak_bytes_per_s});
   return pl;
 }
 
@@ -80,42 +59,18 @@ struct Extras {
 
 // One instantiation of the split kernel, launched; the first launch lets it have its shared memory
 // (above 48 KB a kernel must opt in).
-template <class C, bool kExtras, template <class> class Kv, int kKeyWarps, int kStages = kDefaultRingStages>
+template <class C, bool kExtras, template <class> class Kv, int kKeyWarps>
 void launch_split(dim3 grid, const SplitParams& prm, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<C, kKeyWarps, kStages>();
-  allow_shared_memory_once(split_kv_kernel<C, kExtras, Kv, kKeyWarps, kStages>, kSmem);
-  split_kv_kernel<C, kExtras, Kv, kKeyWarps, kStages><<<grid, C::kThreads, kSmem, stream>>>(prm);
+  constexpr int kSmem = smem_bytes<C, kKeyWarps>();
+  allow_shared_memory_once(split_kv_kernel<C, kExtras, Kv, kKeyWarps>, kSmem);
+  split_kv_kernel<C, kExtras, Kv, kKeyWarps><<<grid, C::kThreads, kSmem, stream>>>(prm);
   FA_CHECK_LAUNCH();
 }
 
-// The ring's depth, from the plan's value to an instantiation. Only the plain forward (kExtras
-// false, K/V in rows) has the deeper rings, and only those that fit kMaxSmemBytes (none at D =
-// 256): each depth is one more kernel for every dtype, head dim and warp share, so the options,
-// cache and paged paths keep kDefaultRingStages and the build stays short.
-template <class C, bool kExtras, template <class> class Kv, int kKeyWarps>
-void launch_ring(dim3 grid, const SplitParams& prm, int stages, cudaStream_t stream) {
-  auto deeper = [&](auto depth) {
-    constexpr int kStages = decltype(depth)::value;
-    if constexpr (!kExtras && std::is_same_v<Kv<C>, KvRows<C>> && ring_fits<C, kKeyWarps, kStages>())
-      launch_split<C, kExtras, Kv, kKeyWarps, kStages>(grid, prm, stream);
-    else
-      throw std::logic_error("10_decoding: this path has no split kernel with a ring of " + std::to_string(kStages) +
-                             " stages at D = " + std::to_string(C::kD));
-  };
-  static_assert(kMinRingStages == 3 && kDefaultRingStages == 3 && kMaxRingStages == 6, "one case per depth below");
-  switch (stages) {
-    case 3: return launch_split<C, kExtras, Kv, kKeyWarps>(grid, prm, stream);
-    case 4: return deeper(std::integral_constant<int, 4>{});
-    case 5: return deeper(std::integral_constant<int, 5>{});
-    case 6: return deeper(std::integral_constant<int, 6>{});
-    default: throw std::logic_error("10_decoding: no ring of " + std::to_string(stages) + " stages");
-  }
-}
-
 template <class C, bool kExtras, template <class> class Kv>
-void launch_split(dim3 grid, const SplitParams& prm, int key_warps, int stages, cudaStream_t stream) {
-  if (key_warps == C::kWarps) launch_ring<C, kExtras, Kv, C::kWarps>(grid, prm, stages, stream);
-  else launch_ring<C, kExtras, Kv, 1>(grid, prm, stages, stream);
+void launch_split(dim3 grid, const SplitParams& prm, int key_warps, cudaStream_t stream) {
+  if (key_warps == C::kWarps) launch_split<C, kExtras, Kv, C::kWarps>(grid, prm, stream);
+  else launch_split<C, kExtras, Kv, 1>(grid, prm, stream);
 }
 
 template <class T, int kD, template <class> class Kv = KvRows>
@@ -148,10 +103,10 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream, const Ex
   const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
   if constexpr (std::is_same_v<Kv<C>, KvRows<C>>) {
     const bool extras = x.kv_rows > 0 || x.seqlens_k || x.softcap > 0.0f || x.alibi_slopes || x.sink_logits;
-    if (extras) launch_split<C, true, Kv>(grid, prm, key_warps(p), kDefaultRingStages, stream);
-    else launch_split<C, false, Kv>(grid, prm, key_warps(p), pl.stages, stream);
+    if (extras) launch_split<C, true, Kv>(grid, prm, key_warps(p), stream);
+    else launch_split<C, false, Kv>(grid, prm, key_warps(p), stream);
   } else {  // another K/V layout is always a cache: the lengths are per sequence
-    launch_split<C, true, Kv>(grid, prm, key_warps(p), kDefaultRingStages, stream);
+    launch_split<C, true, Kv>(grid, prm, key_warps(p), stream);
   }
   if (pl.splits > 1) {  // its blocks start while the split kernel's last blocks finish
     launch_dependent(x.sink_logits ? combine_kernel<T, kD, true> : combine_kernel<T, kD, false>,

@@ -1,9 +1,7 @@
 #include "10_decoding/split_plan.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -41,47 +39,6 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
   plan.efficiency = wave_efficiency(tiles * plan.splits, slots);
   return plan;
   // END SOLUTION
-}
-
-int parse_ring_stages(const std::string& text, const std::string& what) {
-  const bool digit = text.size() == 1 && text[0] >= '0' && text[0] <= '9';
-  const int stages = digit ? text[0] - '0' : 0;
-  if (stages < kMinRingStages || stages > kMaxRingStages)
-    throw std::invalid_argument(what + " must be a ring depth from " + std::to_string(kMinRingStages) + " to " +
-                                std::to_string(kMaxRingStages) + ", not '" + text + "'");
-  return stages;
-}
-
-namespace {
-
-// The override: 0 for none. Its first value comes from FA_DECODE_STAGES, read on first use; a bad
-// value throws there, and again on every later use (the static is left unset).
-std::atomic<int>& override_stages() {
-  static std::atomic<int> stages{[] {
-    const char* env = std::getenv("FA_DECODE_STAGES");
-    return env && *env ? parse_ring_stages(env, "FA_DECODE_STAGES") : 0;
-  }()};
-  return stages;
-}
-
-}  // namespace
-
-void set_ring_stages_override(int stages) {
-  if (stages != 0) parse_ring_stages(std::to_string(stages), "set_ring_stages_override");
-  override_stages() = stages;
-}
-
-int ring_stages_override() { return override_stages(); }
-
-int ring_stages(const RingQuery& q) {
-  if (q.tiles < 1 || q.splits < 1 || q.sms < 1 || q.stage_bytes < 1 || q.fixed_bytes < 0 || q.smem_limit < 1 ||
-      q.head_dim < 1)
-    throw std::invalid_argument("ring_stages: needs tiles, splits, sms, stage_bytes, smem_limit and head_dim >= 1 "
-                                "and fixed_bytes >= 0");
-  const int forced = ring_stages_override();
-  if (forced == 0) return kDefaultRingStages;  // the rule over q comes with its measurements
-  const int fits = (q.smem_limit - q.fixed_bytes) / q.stage_bytes;  // the deepest ring in smem_limit
-  return std::max(kMinRingStages, std::min(forced, fits));
 }
 
 void combine_row(const std::vector<double>& o_parts, const std::vector<double>& lse_parts, int head_dim,

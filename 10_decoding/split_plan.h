@@ -1,5 +1,5 @@
-// Chapter 10's host side, in plain C++ (CPU-tested; decoding.cuh's kernels and launch.cuh use it):
-// how a decoding step's work is laid out over the GPU.
+// Chapter 10's host side, in plain C++ (CPU-tested; the kernels that use it come next, issue
+// "10_decoding"): how a decoding step's work is laid out over the GPU.
 //
 //   * GQA packing. In decoding, seqlen_q is 1-16, so a tile of 64 query rows of one head would be
 //     mostly empty, and each of the G = H / Hkv query heads that share a KV head would read that
@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "common/host/problem.h"  // FA_HOST_DEVICE
@@ -75,55 +74,6 @@ struct SplitPlan {
   double efficiency = 1;    // waves / ceil(waves) for the chosen splits: the busy share of the slots
 };
 SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_splits = 128);
-
-// The depth of the split kernel's K/V ring (decoding.cuh: attend_piece): kStages stages of
-// shared memory, kStages - 1 key tiles in flight while one is computed. A deeper ring keeps more
-// bytes in flight an SM, which a short piece or a GPU of higher bandwidth may need, and takes more
-// shared memory. launch.cuh instantiates the plain forward's kernel at every depth of
-// [kMinRingStages, kMaxRingStages] that fits 227 KB; the options, cache and paged paths and the
-// stream-K step run kDefaultRingStages only.
-constexpr int kDefaultRingStages = 3, kMinRingStages = 3, kMaxRingStages = 6;
-
-// What a choice of depth may look at: the plan and the GPU.
-struct RingQuery {
-  std::int64_t tiles = 1;       // CTAs without a split (SplitPlan's `tiles`)
-  int splits = 1;               // the plan's pieces: tiles x splits CTAs, one wave of one CTA an SM
-                                // when splits > 1, else as many as fit (the kernel's launch
-                                // bounds allow 2 an SM)
-  int sms = 1;                  // the GPU's SM count
-  int stage_bytes = 1;          // one stage of the ring: a K tile and a V tile, 2 x Bc x D x 2 bytes
-  int fixed_bytes = 0;          // the block's other shared memory: Q's packed rows
-  int smem_limit = 1;           // the most shared memory a block may opt in to on this GPU
-  int head_dim = 128;
-  double peak_bytes_per_s = 0;  // the device memory's peak bandwidth; 0: unknown
-};
-
-// The ring's depth for this launch: the override when one is set (below), lowered to the deepest
-// ring that fits smem_limit (never below kMinRingStages); else kDefaultRingStages. The rule that
-// picks a depth from the query is to be set from measurements (bench_decoding.cpp:
-// --decode-stages). Throws std::invalid_argument on a query with a count below 1.
-int ring_stages(const RingQuery& q);
-
-// The override, for measurement: a depth in [kMinRingStages, kMaxRingStages] that ring_stages
-// returns (where it fits) whatever the query, or 0 for none. Its first value is the environment
-// variable FA_DECODE_STAGES, read once; set_ring_stages_override replaces it. A value outside the
-// range throws std::invalid_argument (naming FA_DECODE_STAGES when it came from there).
-void set_ring_stages_override(int stages);
-int ring_stages_override();
-// "3" .. "6" as a depth; anything else throws std::invalid_argument naming `what`.
-int parse_ring_stages(const std::string& text, const std::string& what);
-
-// The override for one scope (a benchmark row, a test): set to `stages` (0: none), then put back.
-class ScopedRingStages {
- public:
-  explicit ScopedRingStages(int stages) : before_(ring_stages_override()) { set_ring_stages_override(stages); }
-  ~ScopedRingStages() { set_ring_stages_override(before_); }
-  ScopedRingStages(const ScopedRingStages&) = delete;
-  ScopedRingStages& operator=(const ScopedRingStages&) = delete;
-
- private:
-  int before_;
-};
 
 // The combine step's CPU model, for one output row of D columns. Split s saw the keys of its
 // piece and wrote o_parts[s * D .. s * D + D) = its own softmax-weighted sum (normalized by its own

@@ -2,11 +2,9 @@
 // decode shapes -- seqlen_q 1-16, long and odd seqlen_k, GQA ratios 1, 4, 8, batch 1-64 -- chosen so
 // that the plan splits the key range (several pieces and the combine) as well as not, and that the
 // warps split the keys of a tile (at most 16 packed rows, 16 included) as well as its rows. The stream-K
-// step (steps/) runs the same shared shapes and decode shapes. Rings: some decode shapes again with
-// the K/V ring forced to 4, 5 and 6 stages (set_ring_stages_override; at D = 256 only 3 fit).
+// step (steps/) runs the same shared shapes and decode shapes.
 // ctest -L 10_decoding
 #include <cstdint>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,12 +18,17 @@ FA_STEP_TESTS(decoding::steps::all());
 
 namespace {
 
-struct Shape {
-  int batch, heads, kv_heads, seqlen_q, seqlen_k;
-  bool causal;
-};
-
-std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch, const std::vector<Shape>& shapes) {
+std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch) {
+  struct Shape {
+    int batch, heads, kv_heads, seqlen_q, seqlen_k;
+    bool causal;
+  };
+  const std::vector<Shape> shapes = {
+      {1, 32, 8, 1, 4096, false}, {1, 32, 8, 1, 4097, true},  {1, 8, 8, 1, 1, false},
+      {1, 8, 1, 1, 131073, false}, {2, 16, 2, 3, 999, true},  {4, 32, 4, 16, 2049, true},
+      {8, 32, 8, 1, 16384, false}, {64, 8, 1, 1, 300, true},  {3, 8, 8, 5, 70, true},
+      {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},  {2, 32, 8, 4, 1000, true},
+  };
   // The core tier (common/harness/test_cases.h) leaves out the shapes whose float64 reference takes
   // seconds (more than 2M query-row x key pairs); the full tier runs them all.
   const bool full = fa::testing::test_tier() == fa::testing::Tier::full;
@@ -47,47 +50,10 @@ std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch, const 
   return cases;
 }
 
-std::vector<fa::testing::ForwardCase> decode_cases(const fa::Chapter& ch) {
-  const std::vector<Shape> shapes = {
-      {1, 32, 8, 1, 4096, false}, {1, 32, 8, 1, 4097, true},  {1, 8, 8, 1, 1, false},
-      {1, 8, 1, 1, 131073, false}, {2, 16, 2, 3, 999, true},  {4, 32, 4, 16, 2049, true},
-      {8, 32, 8, 1, 16384, false}, {64, 8, 1, 1, 300, true},  {3, 8, 8, 5, 70, true},
-      {1, 64, 8, 16, 16, true},   {2, 32, 8, 7, 65, false},  {2, 32, 8, 4, 1000, true},
-  };
-  return decode_cases(ch, shapes);
-}
-
 class Decode : public ::testing::TestWithParam<fa::testing::ForwardCase> {};
 TEST_P(Decode, MatchesReference) { fa::testing::check_forward(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(Shapes, Decode, ::testing::ValuesIn(decode_cases(decoding::chapter())), fa::testing::CaseName{});
 INSTANTIATE_TEST_SUITE_P(StreamK, Decode, ::testing::ValuesIn(decode_cases(decoding::steps::all().at(0).chapter)),
                          fa::testing::CaseName{});
-
-// A decode case run with the ring's depth forced: pieces of 5 key tiles (Sk 4097 in 13 pieces) and
-// of one (Sk 70 in 2), fewer than the ring's stages, with the warps sharing the keys; and 24 and 128
-// packed rows, the warps sharing the rows (the 128 in the full tier only).
-struct RingCase {
-  fa::testing::ForwardCase forward;
-  int stages;
-  std::string name;
-};
-void PrintTo(const RingCase& c, std::ostream* os) { *os << c.name; }
-
-std::vector<RingCase> ring_cases() {
-  const std::vector<Shape> shapes = {
-      {1, 32, 8, 1, 4097, true}, {3, 8, 8, 5, 70, true}, {2, 16, 2, 3, 999, true}, {4, 32, 4, 16, 2049, true}};
-  std::vector<RingCase> cases;
-  for (const fa::testing::ForwardCase& c : decode_cases(decoding::chapter(), shapes))
-    for (int stages = decoding::kDefaultRingStages + 1; stages <= decoding::kMaxRingStages; ++stages)
-      cases.push_back({.forward = c, .stages = stages, .name = "stages" + std::to_string(stages) + "_" + c.name});
-  return cases;
-}
-
-class Ring : public ::testing::TestWithParam<RingCase> {};
-TEST_P(Ring, MatchesReference) {
-  const decoding::ScopedRingStages depth(GetParam().stages);
-  fa::testing::check_forward(GetParam().forward);  // forward() plans the forced depth (where it fits)
-}
-INSTANTIATE_TEST_SUITE_P(Rings, Ring, ::testing::ValuesIn(ring_cases()), fa::testing::CaseName{});
 
 }  // namespace

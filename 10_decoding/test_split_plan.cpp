@@ -1,6 +1,5 @@
-// Chapter 10's host side on the CPU (ctest -L 10_decoding): the packed rows, the split plan, the
-// K/V ring's depth (ring_stages and its override), and the combine step checked against the
-// float64 reference (common/host/reference.h), options included.
+// Chapter 10's host side on the CPU (ctest -L 10_decoding): the packed rows, the split plan, and
+// the combine step checked against the float64 reference (common/host/reference.h), options included.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +7,6 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -99,71 +97,6 @@ TEST(SplitPlan, RefusesNonsense) {
   EXPECT_THROW(decoding::plan_splits(8, -1, 132), std::invalid_argument);
   EXPECT_THROW(decoding::plan_splits(8, 64, 0), std::invalid_argument);
   EXPECT_THROW(decoding::plan_splits(8, 64, 132, 0), std::invalid_argument);
-}
-
-// The K/V ring's depth. Queries as launch.cuh builds them on an H100 / H200 (227 KB a block), at
-// batch 1 with 8 KV heads split 16 ways: D = 128 (stages of 32 KB, Q's 16 packed rows 4 KB) and
-// D = 256 (64 KB stages, 8 KB of Q: only 3 fit).
-decoding::RingQuery ring_query(int head_dim) {
-  return {.tiles = 8,
-          .splits = 16,
-          .sms = 132,
-          .stage_bytes = 2 * 64 * head_dim * 2,
-          .fixed_bytes = 16 * head_dim * 2,
-          .smem_limit = 227 * 1024,
-          .head_dim = head_dim,
-          .peak_bytes_per_s = 4.8e12};
-}
-
-TEST(RingStages, DefaultWithoutOverride) {
-  const decoding::ScopedRingStages none(0);
-  for (int d : {64, 128, 256}) EXPECT_EQ(decoding::ring_stages(ring_query(d)), decoding::kDefaultRingStages) << d;
-}
-
-TEST(RingStages, OverrideHonouredWhereItFits) {
-  for (int stages = decoding::kMinRingStages; stages <= decoding::kMaxRingStages; ++stages) {
-    const decoding::ScopedRingStages forced(stages);
-    EXPECT_EQ(decoding::ring_stages_override(), stages);
-    EXPECT_EQ(decoding::ring_stages(ring_query(64)), stages);
-    EXPECT_EQ(decoding::ring_stages(ring_query(128)), stages);  // 6 stages: 196 KB
-    EXPECT_EQ(decoding::ring_stages(ring_query(256)), 3);       // 4 stages would be 264 KB
-  }
-  const decoding::ScopedRingStages forced(6);
-  decoding::RingQuery a100 = ring_query(128);
-  a100.smem_limit = 163 * 1024;  // 4 stages of 32 KB and Q's 4 KB fit, 5 do not
-  EXPECT_EQ(decoding::ring_stages(a100), 4);
-  a100.smem_limit = 1024;  // not even the default fits: never below it (the launch refuses)
-  EXPECT_EQ(decoding::ring_stages(a100), decoding::kMinRingStages);
-}
-
-// The message names where the value came from and the range.
-std::string refusal(const std::string& text) {
-  try {
-    decoding::parse_ring_stages(text, "FA_DECODE_STAGES");
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
-}
-
-TEST(RingStages, RefusesBadDepths) {
-  for (const char* text : {"3", "4", "5", "6"}) EXPECT_EQ(decoding::parse_ring_stages(text, "x"), text[0] - '0');
-  for (const char* text : {"", "2", "7", "0", "-4", "04", " 4", "4 ", "4x", "four", "3.5", "44"}) {
-    const std::string what = refusal(text);
-    EXPECT_NE(what.find("FA_DECODE_STAGES"), std::string::npos) << "'" << text << "': " << what;
-    EXPECT_NE(what.find("from 3 to 6"), std::string::npos) << "'" << text << "': " << what;
-  }
-  const decoding::ScopedRingStages forced(4);
-  for (int stages : {-1, 1, 2, 7, 64}) {
-    EXPECT_THROW(decoding::set_ring_stages_override(stages), std::invalid_argument) << stages;
-    EXPECT_EQ(decoding::ring_stages_override(), 4) << "a refused value leaves the override as it was";
-  }
-  decoding::RingQuery q = ring_query(128);
-  q.sms = 0;
-  EXPECT_THROW(decoding::ring_stages(q), std::invalid_argument);
-  q = ring_query(128);
-  q.stage_bytes = 0;
-  EXPECT_THROW(decoding::ring_stages(q), std::invalid_argument);
 }
 
 // Split the keys of a problem into pieces, take the float64 reference of each piece alone (its keys

@@ -24,7 +24,7 @@ const fa::Support& fp8_support();
 
 // q, k, v: E4M3 bytes on the device; o: [B, H, Sq, D] f16; lse: [B, H, Sq] float, natural log.
 // Throws std::invalid_argument naming what it refuses (fp8_support, the scales, a GPU other than
-// Hopper). The kernel transposes V in shared memory (the FP8 wgmma reads V^T): no workspace.
+// Hopper). V is transposed into the workspace first (the FP8 wgmma reads V^T), within the call.
 void forward_fp8(const fa::Problem& p, const void* q, const void* k, const void* v, Fp8Scales scales, void* o,
                  float* lse, cudaStream_t stream);
 
