@@ -80,7 +80,8 @@ TEST_P(Fp8Forward, MatchesTheReferenceByTheFp8Rule) {
 
 // Tiles cut by the ends (77 x 131), rows and whole tiles that see no key (300 x 77 causal), one
 // query, GQA and MQA, a K/V longer than its queries, V^T's padding (Sk not a multiple of 32), a
-// long causal row walk, and the hard inputs whose running max jumps late or whose scores are large.
+// long causal row walk, blocks that walk many tiles (the ring's stages reused across tiles), and
+// the hard inputs whose running max jumps late or whose scores are large.
 INSTANTIATE_TEST_SUITE_P(
     V6Fp8, Fp8Forward,
     ::testing::Values(Fp8Case{"mha_128", 1, 2, 2, 128, 128, false},
@@ -90,6 +91,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Fp8Case{"one_query_300", 1, 2, 2, 1, 300, false},
                       Fp8Case{"no_keys_300x77_causal", 1, 2, 2, 300, 77, true},
                       Fp8Case{"long_4096_causal", 1, 1, 1, 4096, 4096, true},
+                      Fp8Case{"many_tiles_4x16x1100", 4, 16, 8, 1100, 1100, false},
                       Fp8Case{"rare_spikes_1013", 1, 2, 2, 1013, 1013, false, fa::InputKind::rare_spikes},
                       Fp8Case{"large_logits_256_causal", 1, 2, 2, 256, 256, true, fa::InputKind::large_logits}),
     [](const ::testing::TestParamInfo<Fp8Case>& info) { return info.param.name; });
