@@ -213,22 +213,39 @@ __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std
   if (row >= out_rows) return;
   // BEGIN SOLUTION: split_plan.cpp's combine_row for one row, a warp per row: weigh each piece's O_s by its share of the row's softmax mass, taken from its LSE_s; a piece that saw no key weighs nothing (README: The split plan)
   // STUB: float m = -kInf, total = 0.0f, o[kD / 32] = {};  // the stub merges nothing: O = 0, LSE = +inf
+  // The pieces' LSE go across the lanes, 32 at a time (lane l holds piece s0 + l): one load
+  // for all of them and a butterfly for their max, instead of one round trip to L2 per piece.
   const float* lse = prm.lse_part + row * prm.splits;
   float m = -kInf;
-  for (int s = 0; s < prm.splits; ++s)
+  for (int s = lane; s < prm.splits; s += 32)
     if (lse[s] != kInf) m = fmaxf(m, lse[s]);  // +inf: the piece saw no key, it weighs nothing
+  for (int d = 16; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
   float o[kD / 32] = {};
-  float total = 0.0f;
+  float total = 0.0f;  // this lane's pieces' weights, summed over the lanes below
   if (m != -kInf) {
-    for (int s = 0; s < prm.splits; ++s) {
-      if (lse[s] == kInf) continue;
-      const float w = __expf(lse[s] - m);  // <= 1
-      total += w;
-      const float* O_p = prm.o_part + (row * prm.splits + s) * kD;
+    for (int s0 = 0; s0 < prm.splits; s0 += 32) {
+      const float l = s0 + lane < prm.splits ? lse[s0 + lane] : kInf;
+      const float w_lane = l == kInf ? 0.0f : __expf(l - m);  // <= 1
+      total += w_lane;
+      const int n = prm.splits - s0 < 32 ? prm.splits - s0 : 32;
+      const float* O_p = prm.o_part + (row * prm.splits + s0) * kD + lane;
+      // Eight pieces at a time: their loads first, all in flight together, then the sums.
+      for (int k0 = 0; k0 < n; k0 += 8) {
+        float x[8][kD / 32];
 #pragma unroll
-      for (int c = 0; c < kD / 32; ++c) o[c] += w * O_p[lane + 32 * c];
+        for (int k = 0; k < 8; ++k)
+#pragma unroll
+          for (int c = 0; c < kD / 32; ++c) x[k][c] = k0 + k < n ? O_p[(k0 + k) * kD + 32 * c] : 0.0f;
+#pragma unroll
+        for (int k = 0; k < 8; ++k) {
+          const float w = __shfl_sync(0xffffffffu, w_lane, (k0 + k) % 32);  // piece s0 + k0 + k's weight
+#pragma unroll
+          for (int c = 0; c < kD / 32; ++c) o[c] += w > 0.0f ? w * x[k][c] : 0.0f;
+        }
+      }
     }
   }
+  for (int d = 16; d > 0; d /= 2) total += __shfl_xor_sync(0xffffffffu, total, d);
   // END SOLUTION
   if (kSinks && prm.sink_logits) {
     // The row's sink (query head (row / Sq) mod H) joins the denominator once, as one more piece
