@@ -213,8 +213,9 @@ __global__ void __launch_bounds__(256) combine_kernel(const SplitParams prm, std
   if (row >= out_rows) return;
   // BEGIN SOLUTION: split_plan.cpp's combine_row for one row, a warp per row: weigh each piece's O_s by its share of the row's softmax mass, taken from its LSE_s; a piece that saw no key weighs nothing (README: The split plan)
   // STUB: float m = -kInf, total = 0.0f, o[kD / 32] = {};  // the stub merges nothing: O = 0, LSE = +inf
-  // The pieces' LSE go across the lanes, 32 at a time (lane l holds piece s0 + l): one load
-  // for all of them and a butterfly for their max, instead of one round trip to L2 per piece.
+  // The pieces' LSE go across the lanes, 32 at a time (lane l holds piece s0 + l), and a
+  // butterfly gives their max; the O rows of eight pieces are loaded before they are summed, so
+  // the warp does not wait on L2 piece by piece (README: How we got here).
   const float* lse = prm.lse_part + row * prm.splits;
   float m = -kInf;
   for (int s = lane; s < prm.splits; s += 32)
