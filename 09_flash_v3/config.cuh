@@ -50,7 +50,6 @@ struct WsConfig {
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
   static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
   static constexpr bool kFp8 = false;      // steps/fp8.cu's Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
-  static constexpr std::uint32_t kOnes = 0;  // FP8's tile of ones (Fp8<C>); no other kernel has one
   static constexpr std::uint32_t kQTxBytes = kQBytes;  // the bytes a Q_i copy lands
 };
 

@@ -31,7 +31,6 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 #include <tuple>
 #include <type_traits>
 
@@ -104,12 +103,6 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // softmax writes P_{s+1} where that wgmma may still read P_s, so the two alternate between
     // registers P[0] and P[1] (the loop below takes turns in pairs); without it, P[0] serves all.
     PFrags<C> P[C::kOverlap ? 2 : 1];
-    // FP8: the sums of P's rows g (sums[0], sums[1]) and g + 8 (sums[2], sums[3]) over the tile's
-    // keys, in fp32, scaled by alpha with O_i. A wgmma beside P V adds a turn's 128 keys up
-    // (turn_sums, from zero: issue_pv) and the consumer adds that to sums. Accumulating every turn
-    // in the wgmma instead would drift low: FP8 wgmmas accumulate with fewer bits than fp32
-    // (DeepSeek-V3's promotion, fp8.md).
-    RowSums<C> sums{}, turn_sums;
     // With the overlap, softmax_step comes before the wait for P_{s-1} V_{s-1}, which may still
     // accumulate into w.O: it must not touch w.O. So it is handed rows of its own (a Config with a 16-column O, set to
     // ones): they carry m and l, and the O they return holds alpha, by which w.O is scaled once
@@ -133,21 +126,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         issue_scores<C>(S_ij, Q_w, K_s(it));
         if constexpr (C::kOverlap) wgmma_commit();  // a group of its own: S_s lands first
       }
-      if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1), turn_sums, base + C::kOnes);
+      if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1));
       wgmma_commit();
       if (C::kPingPong && (kGroup == 0 || kScores || !last_tile)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
       // With the overlap: wait for S_s alone (the older group), and the softmax comes before the
       // wait for P V in the source (ptxas moves that wait up: steps.md).
       if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
       else wgmma_wait<0>();  // without: S_s and O_i are both in the registers
-      auto add_turn_sums = [&] {  // FP8: the turn's row sums, landed, into the fp32 ones
-        if constexpr (C::kFp8) {
-          wgmma_fence_operands(turn_sums);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) sums[e] += turn_sums[e];
-        }
-      };
-      if constexpr (C::kFp8 && kPV && !C::kOverlap) add_turn_sums();
       if constexpr (kScores) wgmma_fence_operands(*reinterpret_cast<float(*)[Bc / 2]>(&S_ij[0][0][0]));
       if (lane == 0) {  // this warp is done with the stages: the producer may refill them
         if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[it % C::kStages]));
@@ -168,24 +153,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
           for (int nt = 0; nt < 2; ++nt) ml.O[0][nt][0] = ml.O[0][nt][1] = ml.O[0][nt][2] = ml.O[0][nt][3] = 1.0f;
           fa2::softmax_step<StatsTile>(S_ij, P_soft, ml, prm.scale_log2);
         } else {
-          [[maybe_unused]] const float m_old[2] = {w.m[0][0], w.m[0][1]};
           fa2::softmax_step<Tile>(S_ij, P_soft, w, prm.scale_log2);
-          if constexpr (C::kFp8) {  // softmax_step scaled O_i by alpha; the row sums take the same alpha
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const float m_new = w.m[0][h] == -std::numeric_limits<float>::infinity() ? 0.0f : w.m[0][h];
-              const float alpha = fast_exp2(m_old[h] - m_new);
-              sums[2 * h] *= alpha;
-              sums[2 * h + 1] *= alpha;
-            }
-          }
         }
         if constexpr (C::kFp8) pack_e4m3<C>(P_pairs, P_out);
       }
       if constexpr (C::kOverlap && kPV) {
         if constexpr (kScores) wgmma_wait<0>();  // O_i is in the registers; V_{s-1} and P_in are read
         wgmma_fence_operands(*reinterpret_cast<float(*)[C::kD / 2]>(&w.O[0][0][0]));
-        if constexpr (C::kFp8) add_turn_sums();
         if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
         // alpha = 1 exactly where a row's max did not grow (softmax_step: the same float is
         // subtracted), and O_i *= 1 changes no bit: the warp skips its kD / 2 FMULs when none of its
@@ -196,9 +170,6 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
           for (int nt = 0; nt < C::kD / 8; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) w.O[0][nt][e] *= ml.O[0][0][e];  // alpha of row g (e < 2), g + 8
-          if constexpr (C::kFp8)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) sums[e] *= ml.O[0][0][e];
         }
       }
     };
@@ -237,17 +208,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     }
     // O_i into the slot (Q_i is read), then the group's boxes by TMA; the slot is released at the
     // top of the group's next tile, once the copy engine has read it.
-    if constexpr (C::kFp8) {
-      // l_i from the tensor cores' row sums: every lane of a quad holds the whole row's sum, and
-      // stage_o adds the quad's four values up, so lane t = 0 brings it and the others 0. The
-      // softmax's own sums (stats.l) are never read, and the compiler drops the adds that made them.
-      auto with_sums = stats;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) with_sums.l[0][h] = t == 0 ? sums[2 * h] : 0.0f;
-      stage_o<C>(w, with_sums, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
-    } else {
-      stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
-    }
+    stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
     fence_proxy_async();                 // the stores, before the copy engine reads them
     barrier_sync<3 + kGroup>(128);       // the group's 4 warps have stored their rows
     if (kVarlen && group_tile * 64 + 64 > tp.seqlen_q) {
@@ -297,13 +258,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
     }
     mbarrier_init_fence();
   }
-  if constexpr (C::kFp8) {  // the tile of ones that P V's row sums multiply P by (Fp8<C>::kOnes)
-    unsigned char* ones = smem_raw + (base - smem_u32(smem_raw)) + C::kOnes;
-    for (int i = threadIdx.x; i < 1024 / 16; i += blockDim.x)
-      *reinterpret_cast<uint4*>(ones + 16 * i) = make_uint4(0x38383838u, 0x38383838u, 0x38383838u, 0x38383838u);
-    fence_proxy_async();  // the stores, before wgmma reads them through the async proxy
-  }
-  __syncthreads();  // the barriers are initialized (and FP8's ones written) before anyone waits on them
+  __syncthreads();  // the barriers are initialized before anyone waits on them
 
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {  // the producer: one thread issues every copy; the other 127 leave

@@ -146,24 +146,15 @@ __device__ __forceinline__ void pack_e4m3(const fa2::PTile<typename C::Tile>& pa
 // O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
 // MN-major, keys x columns as TMA landed it), kN = kD up to 128 (96 included), else column chunks
 // of 128 (D = 256) or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
-// FP8 (Fp8<C>): per 32 keys one wgmma of 64 x 128 x 32, V_s^T (D rows of keys) K-major, and one of
-// 64 x 8 x 32 on the same P and a tile of ones (Fp8<C>::kOnes): its accumulators, row_sums, are the
-// sums of P's rows over the turn's keys (every column the same). The tensor cores add P up, so the
-// softmax's adds go unused; row_sums starts from zero at each turn (the first wgmma does not
-// accumulate), and the consumer adds it to fp32 sums of its own (consume).
+// FP8 (Fp8<C>): per 32 keys one wgmma of 64 x 128 x 32, V_s^T (D rows of keys) K-major.
 template <class C>
-using RowSums = std::conditional_t<C::kFp8, float[4], char>;
-template <class C>
-__device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, const PFrags<C>& P, std::uint32_t V_s,
-                                         RowSums<C>& row_sums, std::uint32_t ones) {
+__device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, const PFrags<C>& P, std::uint32_t V_s) {
   float* o = &w.O[0][0][0];
   if constexpr (C::kFp8) {
 #pragma unroll
-    for (int kk = 0; kk < C::Bc / 32; ++kk) {
+    for (int kk = 0; kk < C::Bc / 32; ++kk)
       wgmma_rs_m64n128k32_e4m3(*reinterpret_cast<float(*)[64]>(o), P[kk], kmajor_sw128_desc_fp8(V_s, C::kD, 32 * kk),
                                true);
-      wgmma_rs_m64n8k32_e4m3(row_sums, P[kk], kmajor_sw128_desc_fp8(ones, 8, 32 * kk), kk > 0);
-    }
   } else {
     constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;
 #pragma unroll

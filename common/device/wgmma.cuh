@@ -363,16 +363,4 @@ __device__ __forceinline__ void wgmma_rs_m64n128k32_e4m3(float (&d)[64], const s
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
 }
 
-// FP8's P times a tile of ones: m64n8k32, the sums of P's rows (rows g: d[0], d[1]; g + 8: d[2],
-// d[3]; all eight columns alike). 09's FP8 step issues it beside each wgmma of P V.
-__device__ __forceinline__ void wgmma_rs_m64n8k32_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint64_t desc_b,
-                                                       bool accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, %8, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(static_cast<int>(accumulate)));
-}
-
 }  // namespace fa::cuda

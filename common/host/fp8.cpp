@@ -88,8 +88,9 @@ ReferenceForward fp8_plain_forward(const Problem& p, const std::vector<float>& q
           float l = 0.0f;
           std::fill(acc.begin(), acc.end(), 0.0f);
           for (int j = 0; j < p.seqlen_k; ++j) {
-            const float rounded = round_to_e4m3(std::exp(s[j] - m));  // as P goes into P V
-            l += rounded;  // l too: the step takes it from P V's columns of ones (fp8.h)
+            const float p_ij = std::exp(s[j] - m);
+            l += p_ij;
+            const float rounded = round_to_e4m3(p_ij);  // as P goes into P V
             for (int c = 0; c < d; ++c) acc[c] += rounded * v[kv0 + static_cast<std::size_t>(j) * d + c];
           }
           for (int c = 0; c < d; ++c) out.o[row * d + c] = round_to_dtype(acc[c] / l, Dtype::f16);

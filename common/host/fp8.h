@@ -39,11 +39,8 @@ std::vector<float> dequantize(const E4m3Tensor& t);
 // same-precision rule of compare.h with FP8's own plain implementation): q, k, v are the values
 // the E4M3 tensors stand for (dequantize), S and the softmax in float32, each P = exp(S - max)
 // rounded to E4M3 as it goes into P V, O = (sum of P v) / l in float32 with l the sum of the
-// same rounded P (the step's tensor cores add P's rows up in P V's wgmma: 09_flash_v3/fp8.md),
-// rounded to f16 (the step's O); LSE = max + log l in float32, so it carries P's rounding too (a
-// relative error of l up to 2^-4, less as the row spreads: about 2^-4 / sqrt(3 n) over n keys of
-// even weight). [B, H, S, D] problems, causal or not, GQA; no window, softcap or packed batch
-// (std::invalid_argument).
+// unrounded P, rounded to f16 (the step's O); LSE float32. [B, H, S, D] problems, causal or not,
+// GQA; no window, softcap or packed batch (std::invalid_argument).
 //
 // Why a measured yardstick rather than a fixed tolerance: three mantissa bits put each P off by up
 // to 2^-4 of itself (below 2^-6, by up to 2^-10 absolutely), and how much of that reaches O depends
