@@ -29,6 +29,10 @@ struct WsConfig {
   // group's own P V (FlashAttention-3's intra-warpgroup overlap; consume says how, steps.md what
   // ptxas keeps of it).
   static constexpr bool kOverlap = kOverlap_;
+  // The softmax tries each tile against the running max first (kept_max.cuh). The
+  // warp votes on the whole tile with the overlap, once a row without it: the faster of the two on
+  // an H200 for each (steps.md).
+  static constexpr bool kRowVote = !kOverlap_;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
   // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one

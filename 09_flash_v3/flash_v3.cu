@@ -5,8 +5,8 @@
 // the intra-warpgroup overlap (step v4), which measured
 // faster there on an H200 (README, "Which kernel for which head dim"). D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
-// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 94 registers a
-// thread), so five share an SM, and the warp schedulers interleave their GEMMs and softmaxes
+// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 114 registers a
+// thread), so four share an SM, and the warp schedulers interleave their GEMMs and softmaxes
 // without any hand-made schedule; it takes a sliding window, a packed batch of sequences (varlen)
 // and the logit softcap as the other kernel does. A softcap runs kernels of its own (Softcap<C>,
 // v1's kSoftcap), so that the others keep their code.

@@ -4,8 +4,8 @@
 //   * v1 (steps/one_warpgroup.cuh): the tensor cores are fed by wgmma.mma_async, issued by a
 //     warpgroup (4 warps) and reading Q_i and K_j straight from shared memory through descriptors
 //     (common/device/wgmma.cuh); P_ij goes back in from registers (the RS form); Q_i, K_j, V_j
-//     arrive by TMA (common/device/tma.cuh), counted on mbarriers. 06's softmax_step, mask_scores
-//     and write_rows run unchanged on the wgmma accumulators.
+//     arrive by TMA (common/device/tma.cuh), counted on mbarriers. 06's mask_scores, write_rows
+//     and online softmax (as the kept max, below) run on the wgmma accumulators.
 //   * v2 (this kernel with kPingPong = false): warp specialization. One warpgroup only copies: a
 //     single thread issues the TMA boxes of Q_i and of K_j, V_j into a ring of kStages stages,
 //     guarded by "full" barriers (the copy engine counts the bytes in) and "empty" barriers (the
@@ -22,9 +22,10 @@
 //   * v5 (this kernel, the chapter's from D = 96): FlashAttention-3's intra-warpgroup overlap, as
 //     far as ptxas lets it. S_s and P_{s-1} V_{s-1} are committed as two groups; the consumer waits
 //     for S_s alone, releases K_s and masks, runs the softmax on rows of its own (m, l, alpha) and
-//     scales O_i by alpha once P V has landed; P alternates between two sets of registers. In the
-//     SASS, ptxas puts the wait for P V ahead of the softmax's exponentials, so they do not run
-//     under the group's own P V (steps.md: Notes on the rows).
+//     scales O_i by alpha once P V has landed; P alternates between two sets of registers.
+//   * kept max (every step): the softmax tries each key tile against the running max as it stands
+//     (kept_max.cuh: softmax_step_kept_max): no row max on the common path, and a vote that keeps ptxas's
+//     wait for P V below the exponentials, which then run under the group's own P V (steps.md).
 // Expected effect: the tensor cores always have one warpgroup's wgmmas queued while the other does
 // its exp2, max and shuffles, and no consumer ever waits for a copy it could have seen coming.
 // Run:  ./build/09_flash_v3/09_flash_v3 --seqlen 4096 --head-dim 128 --dtype bf16
@@ -34,8 +35,9 @@
 #include <tuple>
 #include <type_traits>
 
-#include "common/fa2_tiles/block.cuh"  // Params, Config, WarpRows, softmax_step, mask_scores
+#include "common/fa2_tiles/block.cuh"  // Params, Config, WarpRows, mask_scores, cap_scores
 #include "09_flash_v3/config.cuh"     // WsConfig, Softcap, ChapterConfig
+#include "09_flash_v3/kept_max.cuh"   // softmax_step_kept_max
 #include "09_flash_v3/pipeline.cuh"   // Barriers, produce, issue_scores, issue_pv, stage_o
 #include "09_flash_v3/tile_walk.h"  // TileWalk: which tiles a block computes, in which order
 #include "common/device/tma.cuh"
@@ -103,7 +105,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // softmax writes P_{s+1} where that wgmma may still read P_s, so the two alternate between
     // registers P[0] and P[1] (the loop below takes turns in pairs); without it, P[0] serves all.
     PFrags<C> P[C::kOverlap ? 2 : 1];
-    // With the overlap, softmax_step comes before the wait for P_{s-1} V_{s-1}, which may still
+    // With the overlap, the softmax comes before the wait for P_{s-1} V_{s-1}, which may still
     // accumulate into w.O: it must not touch w.O. So it is handed rows of its own (a Config with a 16-column O, set to
     // ones): they carry m and l, and the O they return holds alpha, by which w.O is scaled once
     // the wgmma has landed.
@@ -129,8 +131,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1));
       wgmma_commit();
       if (C::kPingPong && (kGroup == 0 || kScores || !last_tile)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
-      // With the overlap: wait for S_s alone (the older group), and the softmax comes before the
-      // wait for P V in the source (ptxas moves that wait up: steps.md).
+      // With the overlap: wait for S_s alone (the older group); the softmax comes before the wait
+      // for P V.
       if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
       else wgmma_wait<0>();  // without: S_s and O_i are both in the registers
       if constexpr (kScores) wgmma_fence_operands(*reinterpret_cast<float(*)[Bc / 2]>(&S_ij[0][0][0]));
@@ -142,20 +144,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if constexpr (C::kSoftcap) fa2::cap_scores<Tile>(S_ij, cap);
         if (needs_mask(group_tile, s, 64, Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_left, prm.window_right))
           fa2::mask_scores<Tile>(S_ij, row, s * Bc, t, tp);
-        // FP8: P leaves the softmax as E4M3 pairs and goes on to P V's fragments (pack_e4m3).
-        [[maybe_unused]] fa2::PTile<Tile> P_pairs;
-        fa2::PTile<Tile>* P_soft_at;
-        if constexpr (C::kFp8) P_soft_at = &P_pairs;
-        else P_soft_at = &P_out;
-        fa2::PTile<Tile>& P_soft = *P_soft_at;
         if constexpr (C::kOverlap) {
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) ml.O[0][nt][0] = ml.O[0][nt][1] = ml.O[0][nt][2] = ml.O[0][nt][3] = 1.0f;
-          fa2::softmax_step<StatsTile>(S_ij, P_soft, ml, prm.scale_log2);
+          softmax_step_kept_max<StatsTile, C::kRowVote>(S_ij, StoreP<C>{P_out}, ml, prm.scale_log2, /*try_kept=*/kPV);
         } else {
-          fa2::softmax_step<Tile>(S_ij, P_soft, w, prm.scale_log2);
+          softmax_step_kept_max<Tile, C::kRowVote>(S_ij, StoreP<C>{P_out}, w, prm.scale_log2, /*try_kept=*/kPV);
         }
-        if constexpr (C::kFp8) pack_e4m3<C>(P_pairs, P_out);
       }
       if constexpr (C::kOverlap && kPV) {
         if constexpr (kScores) wgmma_wait<0>();  // O_i is in the registers; V_{s-1} and P_in are read

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "09_flash_v3/kept_max.cuh"   // WriteP
 #include "09_flash_v3/tile_walk.h"  // TileWalk
 #include "common/device/tiles.h"    // key_tile_begin, key_tile_end
 #include "common/device/tma.cuh"
@@ -128,20 +129,21 @@ using Fp8PTile = std::uint32_t[C::Bc / 32][4];
 template <class C>
 using PFrags = std::conditional_t<C::kFp8, Fp8PTile<C>, fa2::PTile<typename C::Tile>>;
 
-// P's E4M3 pairs (softmax_step's fragments with T = E4M3: two keys in a register's low half) to
-// P V's A fragments. A thread's four keys of each 16 (2t, 2t + 1 in register a0 or a1, 2t + 8,
-// 2t + 9 in a2 or a3) become columns 4t .. 4t + 3 of that half of the 32-key block: the fragment's
-// column c is key fp8_pv_key(c), the order V^T's keys are in.
+// The softmax's keys 16 kk + 2t, +1 and 16 kk + 8 + 2t, +1 in row g + 8 h (p[0..3],
+// kept_max.cuh: softmax_step_kept_max's store_p) into P as P V's A operand. bf16 / f16: 06's fragments
+// (WriteP). FP8 (Fp8<C>): the four become E4M3 bytes 4t .. 4t + 3 of one register, 2 (kk % 2) + h of
+// the 32-key block kk / 2, that half's columns 4t .. 4t + 3: the fragment's column c is key
+// fp8_pv_key(c), the order V^T's keys are in.
 template <class C>
-__device__ __forceinline__ void pack_e4m3(const fa2::PTile<typename C::Tile>& pairs, Fp8PTile<C>& P8) {
-#pragma unroll
-  for (int b = 0; b < C::Bc / 32; ++b)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      P8[b][2 * half] = pairs[0][2 * b + half][0] | pairs[0][2 * b + half][2] << 16;      // row g
-      P8[b][2 * half + 1] = pairs[0][2 * b + half][1] | pairs[0][2 * b + half][3] << 16;  // row g + 8
-    }
-}
+struct StoreP {
+  PFrags<C>& P;
+  __device__ __forceinline__ void operator()(int mt, int kk, int h, const float (&p)[4]) const {
+    if constexpr (C::kFp8)  // two E4M3 pairs, each in a register's low half, into one register
+      P[kk / 2][2 * (kk % 2) + h] = pack2<__nv_fp8_e4m3>(p[0], p[1]) | pack2<__nv_fp8_e4m3>(p[2], p[3]) << 16;
+    else
+      WriteP<typename C::Tile>{P}(mt, kk, h, p);
+  }
+};
 
 // O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
 // MN-major, keys x columns as TMA landed it), kN = kD up to 128 (96 included), else column chunks

@@ -74,8 +74,11 @@ template <class C>
 struct Fp8 : C {
   static_assert(C::kD == 128 && C::Bc == 128, "the FP8 step: D = 128, Bc = 128");
   static constexpr bool kFp8 = true;
-  // The consumers' fragments, with P leaving the softmax as E4M3 (pack2's FP8 form), two keys to
-  // a register's low half, which pack_e4m3 pairs up into P V's A fragments.
+  // With the overlap a vote on the whole tile keeps every score and every E4M3 key live at once,
+  // and ptxas spills inside the turn (96 bytes): one vote a row there. Without it, one a tile.
+  static constexpr bool kRowVote = C::kOverlap;
+  // The consumers' fragments (06's, for the scores and the mask); P leaves the softmax straight into
+  // P V's E4M3 A fragments (pipeline.cuh: StoreP).
   using Tile = fa2::Config<__nv_fp8_e4m3, C::kD, C::Bc, /*kMTiles=*/1>;
   static constexpr std::uint32_t kQTxBytes = C::Br * C::kD;  // Q_i in E4M3
   static constexpr std::uint32_t kTileBytes = C::Bc * C::kD;  // K_j or V_j^T in E4M3

@@ -9,7 +9,9 @@
 //   * O_i += P_ij V_j is a wgmma with A = P_ij from registers (the RS form) and B = V_j from
 //     shared memory, read MN-major (imm-trans-b = 1): V_j stays keys x columns, as TMA lands it.
 //   * The accumulators of a wgmma are laid out, warp by warp, like 06's mma.sync C fragments:
-//     06's softmax_step, mask_scores and write_rows run on them unchanged.
+//     06's mask_scores and write_rows run on them unchanged, and so does 06's online softmax in
+//     the form every step of the chapter uses, the kept max (09_flash_v3/kept_max.cuh: each
+//     key tile tried against the running max first; README: The kept max).
 //   * Q_i, K_j, V_j arrive by TMA (common/device/tma.cuh): one thread issues a box copy per
 //     64-column atom, the copy engine writes it in the 128-byte swizzle wgmma reads, and an
 //     mbarrier counts the bytes in; rows past the sequence land as zeros. K/V double buffered.
@@ -39,8 +41,9 @@ struct V1Smem {
 };
 
 // grid: Tr along x by B*H rows over y and z; block: one warpgroup. Warp w owns rows 16 w .. of Q_i.
-// kBshd: [B, S, H, D] tensors (launch.cuh: make_maps); its strided epilogue would take 103
-// registers a thread, one block fewer an SM than the 101 of [B, H, S, D]: held to five blocks.
+// kBshd: [B, S, H, D] tensors (launch.cuh: make_maps). At D = 64 the kernel takes 114 registers
+// a thread, four blocks an SM: held to five (96 registers), ptxas spills and the kernel measured
+// 0.75-0.91x of the four (H200, bf16, [B, H, S, D]).
 // Varlen: VarlenArgs for a packed batch of sequences (the grid's x runs over VarlenTileWalk's
 // units, one query tile of one head each; the block loads, masks and writes by its sequence's rows
 // and lengths), NoVarlen otherwise. kWindow: a sliding window, whose key tiles start at
@@ -48,7 +51,7 @@ struct V1Smem {
 // kSoftcap: the logit softcap (fa2::cap_scores on each tile's scores, before the mask; a window
 // too, as kWindow).
 template <class C, bool kBshd = false, class Varlen = NoVarlen, bool kWindow = false, bool kSoftcap = false>
-__global__ void __launch_bounds__(128, kBshd ? 5 : 2)
+__global__ void __launch_bounds__(128, 2)
     one_warpgroup_kernel(const __grid_constant__ CUtensorMap q_map, const __grid_constant__ CUtensorMap k_map,
                     const __grid_constant__ CUtensorMap v_map, const Params prm, const Varlen vl,
                     const std::conditional_t<kSoftcap, SoftcapConsts, NoSoftcap> cap) {
@@ -132,7 +135,9 @@ __global__ void __launch_bounds__(128, kBshd ? 5 : 2)
     if (needs_mask(i_tile, j_tile, Br, Bc, tp.seqlen_q, tp.seqlen_k, tp.causal, window_left, window_right))
       fa2::mask_scores<C>(S_ij, row, j_tile * Bc, t, tp);
     fa2::PTile<C> P_ij;  // (16, Bc) a warp, in T: the A fragments of the next wgmma
-    fa2::softmax_step<C>(S_ij, P_ij, w, prm.scale_log2);
+    // The chapter's softmax (flash_v3.cuh's too): each tile tried against the running max first.
+    softmax_step_kept_max<C, /*kRowVote=*/false>(S_ij, WriteP<C>{P_ij}, w, prm.scale_log2,
+                                                      /*try_kept=*/j_tile > Tc_begin);
 
     // O_i += P_ij V_j: per 16 keys, one wgmma per 64 columns of O_i (RS form, V_j MN-major).
     wgmma_fence();  // O_i was rescaled and P_ij written by ordinary instructions
