@@ -1,5 +1,7 @@
-// Chapter 11's backward, its deterministic mode and its fp32-gradient mode: the chapter's configuration through
-// launch.cuh's entry point (the checks, the preparation, the main kernel, the dQ conversion).
+// Chapter 11's backward and its fp32-gradient mode: the chapter's configuration through launch.cuh's
+// entry point (the checks, the preparation, the main kernel, the dQ conversion). The deterministic
+// mode is backward_deterministic.cu's, a file of its own so that a parallel build compiles its
+// kernels beside these (the two are the chapter's longest compiles).
 #include "11_backward_v3/backward_v3.h"
 
 #include "09_flash_v3/flash_v3.h"  // the forward
@@ -40,11 +42,6 @@ const fa::BackwardChapter& chapter() {
 void backward(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,
               const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
   backward_with<ChapterConfig, false, true>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
-}
-
-void backward_deterministic(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o,
-                            const float* lse, const void* dout, void* dq, void* dk, void* dv, cudaStream_t stream) {
-  backward_with<ChapterConfig, true, true>(chapter().support, p, q, k, v, o, lse, dout, dq, dk, dv, stream);
 }
 
 void backward_f32(const fa::Problem& p, const void* q, const void* k, const void* v, const void* o, const float* lse,

@@ -1,0 +1,81 @@
+// Which of the chapter's kernels runs a problem, and its launch.
+// D = 96, 128, 192 and 256: the warp-specialized, ping-pong kernel of flash_v3.cuh (ChapterConfig
+// says which tiles at which head dim; D = 96 keeps the D = 128 tiles in shared memory, its columns
+// 96-127 zeros, and multiplies 96 columns only); at D = 96 and 128 a causal mask runs it without
+// the intra-warpgroup overlap (step v4), which measured
+// faster there on an H200 (README, "Which kernel for which head dim"). D = 64: step v1's one
+// warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
+// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 114 registers a
+// thread), so four share an SM, and the warp schedulers interleave their GEMMs and softmaxes
+// without any hand-made schedule; it takes a sliding window, a packed batch of sequences (varlen)
+// and the logit softcap as the other kernel does. A softcap runs kernels of its own (Softcap<C>,
+// v1's kSoftcap), so that the others keep their code.
+// Its instantiations are compiled in two files, forward_bf16.cu and forward_f16.cu, one per dtype,
+// so that a parallel build compiles the two halves of the chapter's kernels at once (they are the
+// longest compile of the repository).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "09_flash_v3/launch.cuh"  // launch, and through it the kernel (flash_v3.cuh)
+#include "09_flash_v3/steps/one_warpgroup.cuh"
+
+namespace flash_v3 {
+
+// One launch of the kernel for p's head dim, layout, mask and softcap, on T = p's dtype (flash_v3.cu
+// has checked p and made prm).
+// kBshd: [B, S, H, D] tensors, read and written through 4-D tensor maps (launch.cuh: make_maps)
+// by kernels of their own, so that the [B, H, S, D] kernels keep their 3-D maps' code. kVarlen:
+// a packed batch of sequences, [1, total, H, D], by kernels of its own as well; a softcap too
+// (not with a packed batch: flash_v3.cu refuses it).
+template <class T, bool kBshd>
+void forward_softcap(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
+                     cudaStream_t stream) {
+  switch (p.head_dim) {
+    case 64: steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, false, false, true>(p, q, k, v, prm, stream); break;
+    case 192: launch<Softcap<ChapterConfig<T, 192>>, kBshd>(p, q, k, v, prm, stream); break;
+    case 256: launch<Softcap<ChapterConfig<T, 256>>, kBshd>(p, q, k, v, prm, stream); break;
+    default: launch<Softcap<ChapterConfig<T, 128>>, kBshd>(p, q, k, v, prm, stream);  // 96: zero-filled to 128
+  }
+}
+
+template <class T, bool kBshd, bool kVarlen>
+void forward_layout(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
+                    cudaStream_t stream) {
+  if (!kVarlen && p.has_softcap()) return forward_softcap<T, kBshd>(p, q, k, v, prm, stream);
+  switch (p.head_dim) {
+    case 64:  // v1, one warpgroup a block: at D = 64 the fastest step (README: How we got here)
+      if (!kVarlen && p.has_window())
+        steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, false, true>(p, q, k, v, prm, stream);
+      else steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+      break;
+    case 192: launch<ChapterConfig<T, 192>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
+    case 256: launch<ChapterConfig<T, 256>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
+    case 96:  // causal without the intra-warpgroup overlap (v4), as at D = 128
+      if (p.causal) launch<ChapterConfig<T, 96, /*kOverlap=*/false>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+      else launch<ChapterConfig<T, 96>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+      break;
+    default:  // 128; causal without the intra-warpgroup overlap (v4)
+      if (p.causal) launch<ChapterConfig<T, 128, /*kOverlap=*/false>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+      else launch<ChapterConfig<T, 128>, kBshd, kVarlen>(p, q, k, v, prm, stream);
+  }
+}
+
+// One launch of the kernel for p's head dim, layout, mask and softcap, on T = p's dtype (flash_v3.cu
+// has checked p and made prm).
+template <class T>
+void forward_for(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
+                 cudaStream_t stream) {
+  if (p.is_varlen()) forward_layout<T, true, true>(p, q, k, v, prm, stream);  // validate(): varlen is bshd
+  else if (p.layout == fa::Layout::bshd) forward_layout<T, true, false>(p, q, k, v, prm, stream);
+  else forward_layout<T, false, false>(p, q, k, v, prm, stream);
+}
+
+// forward_bf16.cu and forward_f16.cu: forward_for for each dtype.
+void forward_bf16(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
+                  cudaStream_t stream);
+void forward_f16(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
+                 cudaStream_t stream);
+
+}  // namespace flash_v3
