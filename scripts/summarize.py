@@ -213,6 +213,10 @@ def main():
     if not fwd and not mem:  # a run of other stages only (the multi-GPU one: the ring's tables below)
         lines = []
     text = "\n".join(lines) + "\n"
+    summary = head_dim_summary(fwd, torch_fwd, "09_flash_v3")
+    if summary:
+        text += ("\n09_flash_v3 against PyTorch, a line a head dim (bf16 and f16, seqlen 1k-16k; its ratios "
+                 "as in the table above):\n\n" + summary)
     print(text)
     decode = decode_table(folder, context.get("decode", {}), context.get("decode_rounds", 1), context.get("decode_read"))
     step_torch = {c: torch_bwd if context.get("step_direction", {}).get(c) == "bwd" else torch_fwd for c in steps}
@@ -267,6 +271,9 @@ def main():
         if decode:
             replace_between_markers(os.path.join(args.readmes, "10_decoding", "README.md"), decode,
                                     marker="results-decode")
+        if summary:
+            replace_between_markers(os.path.join(args.readmes, "09_flash_v3", "README.md"), summary,
+                                    marker="results-head-dims")
 
 
 def tokens_table(folder):
@@ -465,6 +472,39 @@ def grid_table(rows, torch_rows, chapter, seqlens=(2048, 4096, 8192, 16384), bac
             theirs = [(b, torch_rows.get((dtype, d, causal, s), {}).get(b, {}).get("tflops")) for b in backends]
             ratios = [f"{ours / t:.2f}x {b}" for b, t in theirs if ours and t]
             cells.append("-" if ours is None else fmt(ours) + (f" ({', '.join(ratios)})" if ratios else ""))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def head_dim_summary(rows, torch_rows, chapter, min_seqlen=1024, backends=("flash", "cudnn")):
+    """The forward table in one line a head dim, for `chapter` from `min_seqlen` (f16 and bf16
+    together): the range of its ratio to PyTorch's FLASH, to cuDNN without a mask and under a causal
+    one, and in how many of the cells PyTorch's last backend ran it is at least as fast (its
+    ratio, unrounded, at 1 or above: a 0.996x that prints as 1.00x does not count). `rows` maps (dtype, D, causal, seqlen) to {chapter: record}. Empty where
+    the chapter or the backends did not run."""
+    names = {"flash": "FLASH", "cudnn": "cuDNN", "efficient": "efficient", "math": "math"}
+    ratios = {}  # (D, backend, causal) -> [ratio, ...]
+    for (dtype, d, causal, seqlen), row in rows.items():
+        ours = row.get(chapter, {}).get("TFLOPS")
+        if dtype not in ("f16", "bf16") or seqlen < min_seqlen or not ours:
+            continue
+        for b in backends:
+            theirs = torch_rows.get((dtype, d, causal, seqlen), {}).get(b, {}).get("tflops")
+            if theirs:
+                ratios.setdefault((d, b, causal), []).append(ours / theirs)
+    if not ratios:
+        return ""
+    last = backends[-1]
+    span = lambda r: "-" if not r else f"{min(r):.2f}-{max(r):.2f}x"  # noqa: E731
+    head = ["D", f"/ {names[backends[0]]}"] + [f"/ {names[b]}, {m}" for b in backends[1:] for m in ("full", "causal")]
+    head.append(f"cells at or above {names[last]}")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for d in sorted({k[0] for k in ratios}):
+        first = ratios.get((d, backends[0], False), []) + ratios.get((d, backends[0], True), [])
+        cells = [str(d), span(first)]
+        cells += [span(ratios.get((d, b, c), [])) for b in backends[1:] for c in (False, True)]
+        every = ratios.get((d, last, False), []) + ratios.get((d, last, True), [])
+        cells.append(f"{sum(r >= 1.0 for r in every)} of {len(every)}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

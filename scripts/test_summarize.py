@@ -6,7 +6,8 @@ the chapter and for PyTorch alike; the bench stage's run of 10_decoding_bench
 one round reads as before (no rounds sentence); the chapter's plain read (decode/plain_read), when the
 bench has it, is the last column's ceiling and never a row. The backward tables: one per chapter family (08's
 rows and 11's apart, each with its own ratios), 11's README grid (a seqlen a column, the ratios
-in brackets), and a backward chapter's steps next to PyTorch's backward, not its forward. Run: python3 scripts/test_summarize.py"""
+in brackets), and a backward chapter's steps next to PyTorch's backward, not its forward. 09's forward a line
+a head dim: the ratio ranges and the cells at or above cuDNN, unrounded. Run: python3 scripts/test_summarize.py"""
 import json
 import os
 import sys
@@ -228,6 +229,24 @@ def main():
         check("the header names both GPUs: " + gpu, gpu == "2 x NVIDIA H200" and "# Results on the 2 x NVIDIA H200" in header)
         write_text("env.txt", "GPU 0: NVIDIA H200 (UUID: GPU-a)\n")
         check("one GPU named as it is", summarize.results_header(d, {}, {})[0] == "NVIDIA H200")
+
+    # The forward in a line a head dim: ratio ranges over both dtypes from 1k, cells at or above
+    # cuDNN counted unrounded (0.996, printed 1.00x, does not count); 512 and f32 left out.
+    ours = lambda t: {"09_flash_v3": {"TFLOPS": t}}  # noqa: E731
+    theirs = lambda f, c: {"flash": {"tflops": f}, "cudnn": {"tflops": c}}  # noqa: E731
+    rows = {("bf16", 128, False, 1024): ours(99.6), ("f16", 128, False, 2048): ours(120.0),
+            ("bf16", 128, True, 1024): ours(99.4), ("bf16", 128, False, 512): ours(10.0),
+            ("f32", 128, False, 1024): ours(10.0), ("bf16", 64, True, 4096): ours(50.0)}
+    torch_rows = {("bf16", 128, False, 1024): theirs(50.0, 100.0), ("f16", 128, False, 2048): theirs(60.0, 100.0),
+                  ("bf16", 128, True, 1024): theirs(80.0, 100.0), ("bf16", 128, False, 512): theirs(5.0, 100.0),
+                  ("f32", 128, False, 1024): theirs(5.0, 100.0), ("bf16", 64, True, 4096): theirs(25.0, 100.0)}
+    text = summarize.head_dim_summary(rows, torch_rows, "09_flash_v3")
+    line128 = next((x for x in text.splitlines() if x.startswith("| 128 |")), "")
+    check("D = 128's line: FLASH over both masks, cuDNN by mask, 1 of 3 cells: " + line128,
+          line128 == "| 128 | 1.24-2.00x | 1.00-1.20x | 0.99-0.99x | 1 of 3 |")
+    line64 = next((x for x in text.splitlines() if x.startswith("| 64 |")), "")
+    check("D = 64's line, no full cell: " + line64, line64 == "| 64 | 2.00-2.00x | - | 0.50-0.50x | 0 of 1 |")
+    check("no line without the chapter", summarize.head_dim_summary(rows, torch_rows, "06_tensor_core") == "")
 
     for f in failures:
         print("FAILED:", f)
