@@ -85,8 +85,8 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 // Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
 // D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The
 // intra-warpgroup overlap (v5) at every head dim: at D = 256 its second P and the softmax's own
-// rows no longer fit beside O_i, and ptxas spills 340 bytes a thread, yet it measures 0.99-1.05x
-// of v4 there (steps.md).
+// rows barely fit beside O_i (ptxas -v, CUDA 13.0: 28 bytes of spill stores a thread, 256-264
+// with the softcap), and it measured 0.99-1.05x of v4 there (steps.md).
 template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
                                /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
