@@ -80,7 +80,7 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 // of shared memory), and at D = 96 with the same tiles in shared memory but 96 columns of arithmetic:
 // S takes 6 k-steps of Q_i K_s^T instead of 8, and O_i += P V is one wgmma of N = 96 per 16 keys
 // (48 accumulators a thread), so the zero columns 96-127 cost no tensor-core time.
-// At D = 64 it launches step v1 instead (flash_v3.cu says why); the steps run this one there with
+// At D = 64 it launches step v1 instead (dispatch.cuh says why); the steps run this one there with
 // four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so the key tiles shrink to
 // Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
 // D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The

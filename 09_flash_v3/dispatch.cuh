@@ -23,12 +23,10 @@
 
 namespace flash_v3 {
 
-// One launch of the kernel for p's head dim, layout, mask and softcap, on T = p's dtype (flash_v3.cu
-// has checked p and made prm).
 // kBshd: [B, S, H, D] tensors, read and written through 4-D tensor maps (launch.cuh: make_maps)
 // by kernels of their own, so that the [B, H, S, D] kernels keep their 3-D maps' code. kVarlen:
 // a packed batch of sequences, [1, total, H, D], by kernels of its own as well; a softcap too
-// (not with a packed batch: flash_v3.cu refuses it).
+// (not with a packed batch: flash_v3.cu refuses it). forward_softcap: the kernels with the softcap.
 template <class T, bool kBshd>
 void forward_softcap(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                      cudaStream_t stream) {
@@ -40,6 +38,7 @@ void forward_softcap(const fa::Problem& p, const void* q, const void* k, const v
   }
 }
 
+// forward_layout: the kernel for the head dim and the mask, in one layout.
 template <class T, bool kBshd, bool kVarlen>
 void forward_layout(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                     cudaStream_t stream) {

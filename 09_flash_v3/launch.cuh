@@ -1,5 +1,5 @@
 // Chapter 09's host side: the tensor maps and the launch of flash_v3_kernel (flash_v3.cuh) on
-// the grid its tile walk asks for. flash_v3.cu and the steps (steps/) launch through it.
+// the grid its tile walk asks for. dispatch.cuh and the steps (steps/) launch through it.
 #pragma once
 
 #include <cstdint>

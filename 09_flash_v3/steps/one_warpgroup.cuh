@@ -1,5 +1,5 @@
 // Chapter 09, step v1 -- FlashAttention-2's algorithm with Hopper's instructions: wgmma and TMA,
-// one warpgroup a block. The chapter launches it at D = 64, where it is the fastest step (flash_v3.cu);
+// one warpgroup a block. The chapter launches it at D = 64, where it is the fastest step (dispatch.cuh);
 // at D = 128 flash_v3.cuh adds warp specialization, ping-pong and a persistent walk.
 //
 // New since 06 (06_tensor_core/tensor_core.cuh):
