@@ -2,8 +2,8 @@
 // D = 96, 128, 192 and 256: the warp-specialized, ping-pong kernel of flash_v3.cuh (ChapterConfig
 // says which tiles at which head dim; D = 96 keeps the D = 128 tiles in shared memory, its columns
 // 96-127 zeros, and multiplies 96 columns only); at D = 96 and 128 a causal mask runs it without
-// the intra-warpgroup overlap (step v4), which measured
-// faster there on an H200 (README, "Which kernel for which head dim"). D = 64: step v1's one
+// the intra-warpgroup overlap (step v4), which measured faster there on an H200 (README, "Which
+// kernel for which head dim"). D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 114 registers a
 // thread), so four share an SM, and the warp schedulers interleave their GEMMs and softmaxes

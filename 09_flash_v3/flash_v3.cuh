@@ -156,10 +156,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
         if constexpr (kScores) wgmma_wait<0>();  // O_i is in the registers; V_{s-1} and P_in are read
         wgmma_fence_operands(*reinterpret_cast<float(*)[C::kD / 2]>(&w.O[0][0][0]));
         if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
-        // alpha = 1 exactly where a row's max did not grow (softmax_step: the same float is
-        // subtracted), and O_i *= 1 changes no bit: the warp skips its kD / 2 FMULs when none of its
-        // 16 rows grew (one vote), as 06's lazy rescale does. Past the first few key tiles of random
-        // data that is most turns (FP8 at 8k tokens: 1-2% faster on an H200).
+        // alpha = 1 exactly where the tile kept the max (ml.O stays at its ones) or raise_max found
+        // it unchanged (the same float is subtracted), and O_i *= 1 changes no bit: the warp skips
+        // its kD / 2 FMULs when none of its 16 rows has another alpha (one vote), as 06's lazy
+        // rescale does (FP8 at 8k tokens, before the kept max: 1-2% faster on an H200). Past a row's
+        // first key tile of random data that is nearly every turn.
         if (kScores && __any_sync(0xffffffffu, ml.O[0][0][0] != 1.0f || ml.O[0][0][2] != 1.0f)) {
 #pragma unroll
           for (int nt = 0; nt < C::kD / 8; ++nt)
