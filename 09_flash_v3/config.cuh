@@ -81,14 +81,24 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 // S takes 6 k-steps of Q_i K_s^T instead of 8, and O_i += P V is one wgmma of N = 96 per 16 keys
 // (48 accumulators a thread), so the zero columns 96-127 cost no tensor-core time.
 // At D = 64 it launches step v1 instead (dispatch.cuh says why); the steps run this one there with
-// four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so the key tiles shrink to
-// Bc = 64 (S_ij and P_ij take half as many) and the ring still holds two stages: persistent at
-// D = 192 (two Q_i slots, 193 KiB), one block a tile at D = 256 (one Q_i slot, 193 KiB). The
-// intra-warpgroup overlap (v5) at every head dim: at D = 256 its second P and the softmax's own
-// rows barely fit beside O_i (ptxas -v, CUDA 13.0: 28 bytes of spill stores a thread, 256-264
-// with the softcap), and it measured 0.99-1.05x of v4 there (steps.md).
+// four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so S_ij and P_ij must shrink
+// beside it, and the K/V stages grow with D. The chapter takes FlashAttention-3's key tiles there,
+// Bc = 112 at D = 192 and Bc = 80 at D = 256 (wgmma N = 112 and 80), with one block a tile (one Q_i
+// slot: 216 and 225 KiB with two stages) and without the intra-warpgroup overlap, whose second P
+// does not fit beside them (ptxas -v, CUDA 13.0: 68 and 164 bytes of spill stores a thread with it,
+// none without). Against the Bc = 64 tiles with the overlap they measured 1.04-1.13x at D = 192 and
+// 0.99-1.10x at D = 256 (README, "Which kernel for which head dim").
 template <class T, int kD, bool kOverlap = true>
-using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 192,
-                               /*kBc=*/kD <= 128 ? 128 : 64, kOverlap>;
+using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 128,
+                               /*kBc=*/kD <= 128 ? 128 : kD == 192 ? 112 : 80, /*kOverlap=*/kOverlap && kD <= 128>;
+
+// The logit softcap's kernel at D = 192 (dispatch.cuh: forward_softcap): key tiles of 64 with the
+// overlap, persistent (two Q_i slots, 193 KiB). The softcap's tanh and its constants take registers
+// that the 112-wide tile does not leave: ptxas -v (CUDA 13.0) spills 340 bytes a thread there,
+// 140 with these tiles. At D = 256 the softcap takes the chapter's tiles, which spill less (204
+// bytes against 256 with 64-wide tiles).
+template <class T, int kD>
+using NarrowConfig = WsConfig<T, kD, /*kStages=*/2, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/64,
+                              /*kOverlap=*/true>;
 
 }  // namespace flash_v3

@@ -3,7 +3,8 @@
 // says which tiles at which head dim; D = 96 keeps the D = 128 tiles in shared memory, its columns
 // 96-127 zeros, and multiplies 96 columns only); at D = 96 and 128 a causal mask runs it without
 // the intra-warpgroup overlap (step v4), which measured faster there on an H200 (README, "Which
-// kernel for which head dim"). D = 64: step v1's one
+// kernel for which head dim"); at D = 192 and 256 it runs with FlashAttention-3's wider key tiles
+// and without the overlap, the softcap at D = 192 with 64-wide ones (config.cuh). D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 114 registers a
 // thread), so four share an SM, and the warp schedulers interleave their GEMMs and softmaxes
@@ -32,7 +33,7 @@ void forward_softcap(const fa::Problem& p, const void* q, const void* k, const v
                      cudaStream_t stream) {
   switch (p.head_dim) {
     case 64: steps::launch_one_warpgroup<steps::V1Config<T, 64>, kBshd, false, false, true>(p, q, k, v, prm, stream); break;
-    case 192: launch<Softcap<ChapterConfig<T, 192>>, kBshd>(p, q, k, v, prm, stream); break;
+    case 192: launch<Softcap<NarrowConfig<T, 192>>, kBshd>(p, q, k, v, prm, stream); break;
     case 256: launch<Softcap<ChapterConfig<T, 256>>, kBshd>(p, q, k, v, prm, stream); break;
     default: launch<Softcap<ChapterConfig<T, 128>>, kBshd>(p, q, k, v, prm, stream);  // 96: zero-filled to 128
   }

@@ -126,6 +126,7 @@ for exe in "$bdir"/[0-9][0-9]_*/[0-9][0-9]_*[a-z0-9]; do
   # step instead of 128): both head dims there; 11's deterministic mode (its own kernel, with the
   # turn counters) at D = 128 too.
   runs=("--head-dim 64"); [[ $name == 09_flash_v3 || $name == 11_backward_v3 ]] && runs+=("--head-dim 128")
+  [[ $name == 09_flash_v3 ]] && runs+=("--head-dim 192" "--head-dim 256")  # 09's wide key tiles (Bc = 112, 80)
   [[ $name == 11_backward_v3 ]] && runs+=("--head-dim 128 --deterministic")
   problem=("${small[@]}")
   # 12's ring takes Sq = Sk, a multiple of 2R x 128: two ranks sharing this GPU (the copy transport),

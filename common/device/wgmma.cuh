@@ -291,12 +291,70 @@ __device__ __forceinline__ void wgmma_rs_m64n96k16(float (&d)[48], const std::ui
 }
 #undef FA_WGMMA_RS_M64N96K16
 
-// The width as a parameter: d (64 x kN) = A B (+ d), kN = 64 or 128 (and 96 with A
+// The N = 80 and N = 112 forms with A and B in shared memory (S = Q K^T over key tiles of 80 or 112:
+// chapter 09's wide key tiles at D = 256 and 192, FlashAttention-3's): 40 and 56 accumulators, the
+// layout above with j < 10 and j < 14. TYPE: the PTX element type, the same for A and B.
+#define FA_WGMMA_SS_M64N80K16(TYPE)                                                                             \
+  asm volatile(                                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TYPE "." TYPE " "                                           \
+      "{%0, %1, %2, %3, %4, %5, %6, %7,"                                                                        \
+      " %8, %9, %10, %11, %12, %13, %14, %15,"                                                                  \
+      " %16, %17, %18, %19, %20, %21, %22, %23,"                                                                \
+      " %24, %25, %26, %27, %28, %29, %30, %31,"                                                                \
+      " %32, %33, %34, %35, %36, %37, %38, %39}, "                                                              \
+      "%40, %41, p, 1, 1, %44, %43;\n}\n"                                                                       \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39])  \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB), "n"(kTransA))
+template <class T, int kTransB, int kTransA = 0>
+__device__ __forceinline__ void wgmma_ss_m64n80k16(float (&d)[40], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                   bool accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) FA_WGMMA_SS_M64N80K16("bf16");
+  else FA_WGMMA_SS_M64N80K16("f16");
+}
+#undef FA_WGMMA_SS_M64N80K16
+#define FA_WGMMA_SS_M64N112K16(TYPE)                                                                            \
+  asm volatile(                                                                                                 \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n"                                                              \
+      "wgmma.mma_async.sync.aligned.m64n112k16.f32." TYPE "." TYPE " "                                          \
+      "{%0, %1, %2, %3, %4, %5, %6, %7,"                                                                        \
+      " %8, %9, %10, %11, %12, %13, %14, %15,"                                                                  \
+      " %16, %17, %18, %19, %20, %21, %22, %23,"                                                                \
+      " %24, %25, %26, %27, %28, %29, %30, %31,"                                                                \
+      " %32, %33, %34, %35, %36, %37, %38, %39,"                                                                \
+      " %40, %41, %42, %43, %44, %45, %46, %47,"                                                                \
+      " %48, %49, %50, %51, %52, %53, %54, %55}, "                                                              \
+      "%56, %57, p, 1, 1, %60, %59;\n}\n"                                                                       \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),         \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),   \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55])  \
+      : "l"(desc_a), "l"(desc_b), "r"(static_cast<int>(accumulate)), "n"(kTransB), "n"(kTransA))
+template <class T, int kTransB, int kTransA = 0>
+__device__ __forceinline__ void wgmma_ss_m64n112k16(float (&d)[56], std::uint64_t desc_a, std::uint64_t desc_b,
+                                                   bool accumulate) {
+  static_assert(std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>);
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) FA_WGMMA_SS_M64N112K16("bf16");
+  else FA_WGMMA_SS_M64N112K16("f16");
+}
+#undef FA_WGMMA_SS_M64N112K16
+
+// The width as a parameter: d (64 x kN) = A B (+ d), kN = 64, 80, 112 or 128 (and 96 with A
 // from registers), one instruction.
 template <class T, int kN, int kTransB, int kTransA = 0>
 __device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], std::uint64_t desc_a, std::uint64_t desc_b, bool accumulate) {
-  static_assert(kN == 64 || kN == 128);
+  static_assert(kN == 64 || kN == 80 || kN == 112 || kN == 128);
   if constexpr (kN == 64) wgmma_ss_m64n64k16<T, kTransB, kTransA>(d, desc_a, desc_b, accumulate);
+  else if constexpr (kN == 80) wgmma_ss_m64n80k16<T, kTransB, kTransA>(d, desc_a, desc_b, accumulate);
+  else if constexpr (kN == 112) wgmma_ss_m64n112k16<T, kTransB, kTransA>(d, desc_a, desc_b, accumulate);
   else wgmma_ss_m64n128k16<T, kTransB, kTransA>(d, desc_a, desc_b, accumulate);
 }
 template <class T, int kN, int kTransB>
