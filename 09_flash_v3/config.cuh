@@ -87,7 +87,7 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 // slot: 216 and 225 KiB with two stages) and without the intra-warpgroup overlap, whose second P
 // does not fit beside them (ptxas -v, CUDA 13.0: 68 and 164 bytes of spill stores a thread with it,
 // none without). Against the Bc = 64 tiles with the overlap they measured 1.04-1.13x at D = 192 and
-// 0.99-1.10x at D = 256 (README, "Which kernel for which head dim").
+// 0.99-1.10x at D = 256 (H200, bf16; steps.md).
 template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 128,
                                /*kBc=*/kD <= 128 ? 128 : kD == 192 ? 112 : 80, /*kOverlap=*/kOverlap && kD <= 128>;
