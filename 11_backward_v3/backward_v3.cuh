@@ -235,12 +235,15 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     fence_proxy_async();  // the stores, before wgmma reads them
     if constexpr (!kEarlyDV) issue_dv();  // dP^T's registers are free now
 
-    // dK_w += dS^T Q_i, like dV.
-    wgmma_fence();
+    // dK_w += dS^T Q_i, like dV: here, or after the dQ product (kDqFirst).
+    auto issue_dk = [&] {
+      wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kQSteps; ++kk)
-      wgmma_rs<T, kD, 1>(dk, dsa[kk], desc_advance(Q_mn, stage_bytes + 16 * 128 * kk), true);
-    wgmma_commit();
+      for (int kk = 0; kk < kQSteps; ++kk)
+        wgmma_rs<T, kD, 1>(dk, dsa[kk], desc_advance(Q_mn, stage_bytes + 16 * 128 * kk), true);
+      wgmma_commit();
+    };
+    if constexpr (!C::kDqFirst) issue_dk();
 
     __syncwarp();
     barrier_sync<1>(256);  // both halves of dS^T are stored
@@ -259,13 +262,20 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     for (int kk = 0; kk < (kOwnKeys ? 4 : Bc / 16); ++kk)
       wgmma_ss<T, 64, 1, 1>(dq, desc_advance(dS_desc, 16 * 128 * kk), desc_advance(Kn_desc, 16 * 128 * kk), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
+    if constexpr (C::kDqFirst) {
+      issue_dk();
+      wgmma_wait<1>();  // dV and dQ are done; dK runs while dQ goes to the writer
+      hand_dq_chunk<C>(base_p, w, tid, dq);
+      wgmma_wait<0>();
+    } else {
+      wgmma_wait<0>();
+    }
     __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
     if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i and dO_i are read
 
-    // The partial dQ to the dQ writer, which hands it to the copy engine; a long walk's flush (the
-    // wait for dQ above has completed this step's dV and dK wgmmas).
-    hand_dq_chunk<C>(base_p, w, tid, dq);
+    // The partial dQ to the dQ writer, which hands it to the copy engine (kDqFirst: above); a long
+    // walk's flush (the wait above has completed this step's dV and dK wgmmas).
+    if constexpr (!C::kDqFirst) hand_dq_chunk<C>(base_p, w, tid, dq);
     flush_after_step<C>(prm, kv_bh, j, w, tid, step, dk, dv);
     at = next;
   }

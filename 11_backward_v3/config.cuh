@@ -80,7 +80,7 @@ __device__ __forceinline__ const BshdParams& bshd_params(const Params& prm) {
 // Walk: every query tile that sees the key tile (08's DenseWalk), or the block-sparse step's
 // listed ones (ListedWalk).
 template <class T_, int kD_, int kBr_ = (kD_ == 64 ? 128 : 64), bool kOverlap_ = true,
-          class Walk_ = backward::tc::DenseWalk, bool kLongestFirst_ = false>
+          class Walk_ = backward::tc::DenseWalk, bool kLongestFirst_ = false, bool kDqFirst_ = false>
 struct Config {
   using T = T_;
   using Walk = Walk_;
@@ -95,6 +95,10 @@ struct Config {
   // Br = 128, P^T's fragments would not fit in the registers beside P^T, dP^T, dV and dK, so dV
   // waits until dS^T is done.
   static constexpr bool kOverlap = kOverlap_, kEarlyDV = kOverlap_ && Br == 64;
+  // kDqFirst: a step's dQ product is issued before dK's, and the step waits for dQ alone, so that
+  // the hand-off of dQ to the writer runs while dK is on the tensor cores (FlashAttention-3's
+  // order). Otherwise dK is issued before the groups meet and the hand-off waits for both.
+  static constexpr bool kDqFirst = kDqFirst_;
   static constexpr int kStages = 2;
   static constexpr int kThreads = 3 * 128;
   static constexpr int kConsumerWarps = 8;

@@ -185,9 +185,11 @@ using detail::run;
 
 // The chapter's kernel: at D = 96 and 128 a causal grid goes longest first (the step
 // v6_longest_first, 1.03-1.10x the row order on an H200); at D = 64, where the row order measured
-// the same within 2%, it keeps the row order (the step v3_tall_d64).
+// the same within 2%, it keeps the row order (the step v3_tall_d64). Every head dim issues a step's
+// dQ product before dK's (the step v7_dq_first).
 template <class T, int kD>
-using ChapterConfig = Config<T, kD, (kD == 64 ? 128 : 64), true, backward::tc::DenseWalk, /*kLongestFirst=*/kD != 64>;
+using ChapterConfig = Config<T, kD, (kD == 64 ? 128 : 64), true, backward::tc::DenseWalk, /*kLongestFirst=*/kD != 64,
+                             /*kDqFirst=*/true>;
 
 // An entry point of the chapter or of a step: the checks every backward makes, then run() for the
 // problem's dtype and head dim with configuration Cfg<T, D>. kTurns: the deterministic mode.

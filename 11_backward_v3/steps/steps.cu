@@ -51,8 +51,10 @@ const std::vector<fa::BackwardStep>& all() {
        step_chapter(step_backward<RowOrderConfig, false>)},
       {"v4_deterministic", "dQ's adds in a fixed key-tile order (the chapter's deterministic mode)",
        step_chapter(step_backward<ChapterConfig, true>)},
-      {"v6_longest_first", "v3 with a causal grid in the longest-first order, in L2-sized sections of rows (the chapter's at D = 96, 128)",
+      {"v6_longest_first", "v3 with a causal grid in the longest-first order, in L2-sized sections of rows (the chapter's order at D = 96, 128)",
        step_chapter(step_backward<LongestFirstConfig, false>)},
+      {"v7_dq_first", "dQ's product before dK's: dQ goes to the writer while dK runs (the chapter's kernel)",
+       step_chapter(step_backward<ChapterConfig, false>)},
   };
   return steps;
 }

@@ -8,7 +8,10 @@
 //                   the grid row by row
 //   v4_deterministic the chapter's kernel with dQ's adds in a fixed key-tile order (its deterministic mode)
 //   v6_longest_first v3 with a causal grid in the longest-first order (common/device/tiles.h:
-//                   longest_first), rows in sections that share L2: the chapter's at D = 96 and 128
+//                   longest_first), rows in sections that share L2
+//   v7_dq_first     a step's dQ product issued before dK's, so that dQ goes to the dQ writer while
+//                   dK is on the tensor cores: the chapter's kernel (v6's order at D = 96 and 128,
+//                   v3's at D = 64)
 // Each is a BackwardChapter, so the shared tests (FA_BACKWARD_STEP_TESTS) and benchmark rows run
 // it like the chapter.
 //   v5_block_sparse  v2's configuration walking only the (query tile, key tile) pairs chapter 07's
