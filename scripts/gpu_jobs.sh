@@ -60,7 +60,7 @@ gc="bash scripts/gpu_check.sh $run"
 jobs=(
   "build|200|build"
   "pytorch|380|$gc --stages pytorch --chapters 09_flash_v3"
-  "python|200|$gc --stages python"
+  "python|240|$gc --stages python"
   "bench_09|130|$gc --stages bench --chapters 09_flash_v3"
   "bench_11|190|$gc --stages bench --chapters 11_backward_v3"
   "bench_10|160|$gc --stages bench,decode --chapters 10_decoding"

@@ -10,7 +10,9 @@ registry (flash_tutorial.hf). Random weights from a config, random tokens: nothi
 Each attention gets its own copy of one model (same weights, same seed), its own AdamW and the same
 batches. After --warmup steps each, --rounds rounds time --steps training steps of every attention
 in turn (forward, backward, optimizer step; CUDA synchronised at both ends), so that a drift of the
-machine's speed falls on all alike; the table gives the median round. The losses of the first and
+machine's speed falls on all alike, and each round starts one attention later than the round
+before, so that none always runs first or always after the same other; the table gives the median
+round. The losses of the first and
 the last timed step show that the attentions train the same model: in bf16 they agree to about a
 percent, as two runs of different but equally exact kernels do.
 
@@ -95,8 +97,10 @@ def run(args, device, dtype):
         for attn, (model, opt) in runs.items():
             losses[attn].append(train_step(model, opt, batches[i], attn))
     times = {attn: [] for attn in runs}
+    names = list(runs)
     for r in range(args.rounds):
-        for attn, (model, opt) in runs.items():
+        for attn in names[r % len(names):] + names[:r % len(names)]:  # the order rotated each round
+            model, opt = runs[attn]
             synchronize(device)
             t0 = time.perf_counter()
             for i in range(args.steps):
@@ -164,7 +168,8 @@ def report(results, args, device):
         lines.append(f"| {attn} | {r['step_ms']:.1f} | {r['tokens_per_s']:,.0f} | {ratio} | "
                      f"{r['first_loss']:.4f} | {r['last_loss']:.4f} |")
     lines += ["", f"Step: the median of {args.rounds} rounds of {args.steps} training steps (forward, backward, "
-              f"AdamW), the attentions in turn in each round, after {args.warmup} warm-up steps each. Rounds (ms a "
+              f"AdamW), the attentions in turn in each round, the order rotated by one each round, after "
+              f"{args.warmup} warm-up steps each. Rounds (ms a "
               "step): " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in r["rounds_ms"]) for a, r in results.items())]
     profiled = {attn: r["profile"] for attn, r in results.items() if "profile" in r}
     if profiled:
@@ -204,7 +209,7 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--dtype", choices=("bf16", "f16"), default="bf16")
     p.add_argument("--steps", type=int, default=3, help="training steps a round and attention")
-    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=8)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--lr", type=float, default=1e-4)
     p.add_argument("--seed", type=int, default=0)
