@@ -96,10 +96,14 @@ def make_step(attn, args, device):
 
 def time_rounds(steps, args, device):
     """ms a step of each attention: --rounds rounds, each timing --steps steps of every attention in
-    turn (so that a drift of the machine's speed falls on all alike); the median round and all."""
+    turn (so that a drift of the machine's speed falls on all alike), each round starting one
+    attention later than the round before (so that none always runs first); the median round and
+    all."""
     times = {attn: [] for attn in steps}
+    names = list(steps)
     for r in range(args.rounds):
-        for attn, step in steps.items():
+        for attn in names[r % len(names):] + names[:r % len(names)]:
+            step = steps[attn]
             train_gpt.synchronize(device)
             t0 = time.perf_counter()
             for i in range(args.steps):
@@ -162,7 +166,8 @@ def report(results, args):
                      f"{r['attn_ms']:.3f} | {r['copy_ms']:.3f} | {r['other_ms']:.3f} | {r['attn_cpu_fwd_ms']:.3f} | "
                      f"{r['attn_cpu_bwd_ms']:.3f} |")
     lines += ["", "Wall time a step: the median of " + str(args.rounds) + " rounds of " + str(args.steps) +
-              " steps, the attentions timed in turn in each round, without the profiler; the rest of the "
+              " steps, the attentions timed in turn in each round (the order rotated by one each round), without "
+              "the profiler; the rest of the "
               "table from one profiled run of " + str(args.steps) + " steps. Rounds (ms a step): " +
               "; ".join(f"{r['attn']} " + ", ".join(f"{x:.2f}" for x in r["rounds_ms"]) for r in results)]
     if len(results) == 2:
