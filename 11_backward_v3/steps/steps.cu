@@ -47,7 +47,7 @@ const std::vector<fa::BackwardStep>& all() {
        step_chapter(step_backward<SerialConfig, false>)},
       {"v2_overlap", "S^T, dP^T in two commit groups: P^T and dV overlap dP^T and dS^T",
        step_chapter(step_backward<OverlapConfig, false>)},
-      {"v3_tall_d64", "128 query rows a step at D = 64 (the chapter's kernel at D = 64), the grid row by row",
+      {"v3_tall_d64", "128 query rows a step at D = 64 (at D = 128, v2's), the grid row by row",
        step_chapter(step_backward<RowOrderConfig, false>)},
       {"v4_deterministic", "dQ's adds in a fixed key-tile order (the chapter's deterministic mode)",
        step_chapter(step_backward<ChapterConfig, true>)},

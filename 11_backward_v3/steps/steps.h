@@ -4,8 +4,7 @@
 //                   group, every product waiting for the one before it
 //   v2_overlap      S^T and dP^T in two commit groups: P^T is computed while dP^T runs, and dV's
 //                   wgmma (at Br = 64) runs while dS^T is computed
-//   v3_tall_d64     128 query rows a step at D = 64: the chapter's kernel at D = 64 (at D = 128, v2's);
-//                   the grid row by row
+//   v3_tall_d64     128 query rows a step at D = 64 (at D = 128, v2's); the grid row by row
 //   v4_deterministic the chapter's kernel with dQ's adds in a fixed key-tile order (its deterministic mode)
 //   v6_longest_first v3 with a causal grid in the longest-first order (common/device/tiles.h:
 //                   longest_first), rows in sections that share L2
