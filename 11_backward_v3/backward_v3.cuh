@@ -266,10 +266,8 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       issue_dk();
       wgmma_wait<1>();  // dV and dQ are done; dK runs while dQ goes to the writer
       hand_dq_chunk<C>(base_p, w, tid, dq);
-      wgmma_wait<0>();
-    } else {
-      wgmma_wait<0>();
     }
+    wgmma_wait<0>();
     __syncwarp();  // every lane's reads of the stage come before lane 0 frees it
     if (lane == 0) mbarrier_arrive(smem_u32(&bars.empty[stage]));  // Q_i and dO_i are read
 
