@@ -97,9 +97,8 @@ def run(args, device, dtype):
         for attn, (model, opt) in runs.items():
             losses[attn].append(train_step(model, opt, batches[i], attn))
     times = {attn: [] for attn in runs}
-    names = list(runs)
     for r in range(args.rounds):
-        for attn in names[r % len(names):] + names[:r % len(names)]:  # the order rotated each round
+        for attn in profile_gpt.round_order(list(runs), r):
             model, opt = runs[attn]
             synchronize(device)
             t0 = time.perf_counter()

@@ -94,15 +94,20 @@ def make_step(attn, args, device):
     return step
 
 
+def round_order(names, r):
+    """The attentions in round r's order: each round starts one later than the round before, so
+    that none always runs first or always after the same other."""
+    k = r % len(names)
+    return names[k:] + names[:k]
+
+
 def time_rounds(steps, args, device):
     """ms a step of each attention: --rounds rounds, each timing --steps steps of every attention in
-    turn (so that a drift of the machine's speed falls on all alike), each round starting one
-    attention later than the round before (so that none always runs first); the median round and
-    all."""
+    turn (so that a drift of the machine's speed falls on all alike), in round_order; the median
+    round and all."""
     times = {attn: [] for attn in steps}
-    names = list(steps)
     for r in range(args.rounds):
-        for attn in names[r % len(names):] + names[:r % len(names)]:
+        for attn in round_order(list(steps), r):
             step = steps[attn]
             train_gpt.synchronize(device)
             t0 = time.perf_counter()
