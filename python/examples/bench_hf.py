@@ -12,9 +12,8 @@ batches. After --warmup steps each, --rounds rounds time --steps training steps 
 in turn (forward, backward, optimizer step; CUDA synchronised at both ends), so that a drift of the
 machine's speed falls on all alike, and each round starts one attention later than the round
 before, so that none always runs first or always after the same other; the table gives the median
-round. The losses of the first and
-the last timed step show that the attentions train the same model: in bf16 they agree to about a
-percent, as two runs of different but equally exact kernels do.
+round. The losses of the first and the last timed step show that the attentions train the same
+model: in bf16 they agree to about a percent, as two runs of different but equally exact kernels do.
 
 Attentions: sdpa_flash (F.scaled_dot_product_attention held to its FlashAttention-2 backend, the
 anchor), sdpa_cudnn (held to its cuDNN backend, where the GPU and shape allow it), sdpa (PyTorch's
@@ -168,8 +167,7 @@ def report(results, args, device):
                      f"{r['first_loss']:.4f} | {r['last_loss']:.4f} |")
     lines += ["", f"Step: the median of {args.rounds} rounds of {args.steps} training steps (forward, backward, "
               f"AdamW), the attentions in turn in each round, the order rotated by one each round, after "
-              f"{args.warmup} warm-up steps each. Rounds (ms a "
-              "step): " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in r["rounds_ms"]) for a, r in results.items())]
+              f"{args.warmup} warm-up steps each. Rounds (ms a step): " + "; ".join(f"{a} " + ", ".join(f"{x:.1f}" for x in r["rounds_ms"]) for a, r in results.items())]
     profiled = {attn: r["profile"] for attn, r in results.items() if "profile" in r}
     if profiled:
         lines += ["", f"Under the profiler ({args.profile} steps each, ms a step): the GPU's kernels, split into "

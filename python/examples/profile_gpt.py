@@ -172,8 +172,7 @@ def report(results, args):
                      f"{r['attn_cpu_bwd_ms']:.3f} |")
     lines += ["", "Wall time a step: the median of " + str(args.rounds) + " rounds of " + str(args.steps) +
               " steps, the attentions timed in turn in each round (the order rotated by one each round), without "
-              "the profiler; the rest of the "
-              "table from one profiled run of " + str(args.steps) + " steps. Rounds (ms a step): " +
+              "the profiler; the rest of the table from one profiled run of " + str(args.steps) + " steps. Rounds (ms a step): " +
               "; ".join(f"{r['attn']} " + ", ".join(f"{x:.2f}" for x in r["rounds_ms"]) for r in results)]
     if len(results) == 2:
         a, b = results
