@@ -49,8 +49,12 @@ namespace flash_v3 {
 using namespace fa::cuda;
 using fa2::Params;
 
-// A consumer warpgroup (kGroup 0 or 1: rows 64 kGroup .. of Q_i), over the block's tiles. Its
-// turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
+// A consumer warpgroup (group 0 or 1: rows 64 group .. of Q_i), over the block's tiles. The group
+// is a run-time value, so both groups run one copy of the code. With the group as a template
+// argument the kernel held two copies (10,600 SASS instructions at D = 128 with the overlap,
+// against 5,312), more than the instruction cache keeps: at 1k tokens 18% of Nsight Compute's
+// warp samples waited on an instruction fetch ("no instruction"; cuDNN's kernel almost none).
+// Its turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
 // softmax of S_s follows, outside the turn (with kOverlap, before the wait for the turn's own
 // P V). Ping-pong: group g waits on named barrier 1 + g for its turn and hands over by arriving
 // on 2 - g. The turns alternate across tiles as well: group 1 lets
@@ -61,13 +65,13 @@ using fa2::Params;
 // has its arrival, tile after tile. Varlen: VarlenArgs for a packed batch of sequences (each tile
 // masks, and writes O and LSE, by its own sequence's lengths), else NoVarlen. cap: the logit
 // softcap's constants where C::kSoftcap (SoftcapOf<C>).
-template <class C, int kGroup, bool kBshd, class Varlen = NoVarlen>
-__device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
+template <class C, bool kBshd, class Varlen = NoVarlen>
+__device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C::kStages>& bars, std::uint32_t base,
                                         unsigned char* base_p, const CUtensorMap* o_map, const Varlen& vl = {},
                                         const SoftcapOf<C>& cap = {}, const Fp8Of<C>& fp8 = {}) {
   constexpr bool kVarlen = std::is_same_v<Varlen, VarlenArgs>;
   using Tile = typename C::Tile;
-  constexpr int Bc = C::Bc, kGroupThreads = 256;  // both consumers: a turn barrier's count
+  constexpr int Bc = C::Bc, kTurnThreads = 256;  // both consumers: a turn barrier's count
   const int warp = threadIdx.x / 32 % 4, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   auto K_s = [&](int it) { return base + C::kK + it % C::kStages * C::kTileBytes; };
   auto V_s = [&](int it) { return base + C::kV + it % C::kStages * C::kTileBytes; };
@@ -75,7 +79,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   const bool storer = threadIdx.x % 128 == 0;  // the thread of the group that issues the O stores
   auto walk = block_walk(prm.seqlen_q, prm.batch_heads, prm.heads, prm.causal, C::Br, C::kPersistent, blockIdx.x,
                          gridDim.x, vl);
-  if (C::kPingPong && kGroup == 1 && !walk.done()) barrier_arrive<1>(kGroupThreads);  // group 0 goes first
+  if (C::kPingPong && group == 1 && !walk.done()) barrier_arrive<1>(kTurnThreads);  // group 0 goes first
   for (; !walk.done(); walk.advance(), ++n) {
     if (n > 0 && storer) {  // the previous tile's O boxes have left its Q slot: the slot may be refilled
       bulk_wait_read<0>();
@@ -96,10 +100,10 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // Key tiles Tc_begin .. Tc_end - 1 (all of them, or the causal prefix, or a sliding window's band).
     const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, tp.seqlen_q, tp.seqlen_k, prm.window_left);
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_right);
-    const int group_tile = 2 * wt.i_tile + kGroup;  // the group's 64 rows as a tile of their own
+    const int group_tile = 2 * wt.i_tile + group;  // the group's 64 rows as a tile of their own
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
     const int slot = n % C::kQSlots;
-    const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + kGroup * 64 * 128;  // the group's rows: 8 KiB into each atom
+    const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + group * 64 * 128;  // the group's rows: 8 KiB into each atom
     fa2::WarpRows<Tile> w;
     // P_s leaves the softmax of turn s and is read by turn s + 1's P V. With the overlap, turn s + 1's
     // softmax writes P_{s+1} where that wgmma may still read P_s, so the two alternate between
@@ -121,7 +125,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       const int it = it0 + s - Tc_begin;  // K_s's place in the ring; V_{s-1} is at it - 1
       if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
       if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
-      if (C::kPingPong) barrier_sync<1 + kGroup>(kGroupThreads);  // our turn on the tensor cores
+      if (C::kPingPong) barrier_sync(1 + group, kTurnThreads);  // our turn on the tensor cores
       fa2::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
       wgmma_fence();  // O_i was rescaled and P_in written by ordinary instructions
       if constexpr (kScores) {
@@ -130,7 +134,7 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
       }
       if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1));
       wgmma_commit();
-      if (C::kPingPong && (kGroup == 0 || kScores || !last_tile)) barrier_arrive<2 - kGroup>(kGroupThreads);  // the other's turn
+      if (C::kPingPong && (group == 0 || kScores || !last_tile)) barrier_arrive(2 - group, kTurnThreads);  // the other's turn
       // With the overlap: wait for S_s alone (the older group); the softmax comes before the wait
       // for P V.
       if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
@@ -206,13 +210,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     // top of the group's next tile, once the copy engine has read it.
     stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
     fence_proxy_async();                 // the stores, before the copy engine reads them
-    barrier_sync<3 + kGroup>(128);       // the group's 4 warps have stored their rows
+    barrier_sync(3 + group, 128);        // the group's 4 warps have stored their rows
     if (kVarlen && group_tile * 64 + 64 > tp.seqlen_q) {
       // The group's rows reach past its sequence's end, where the next sequence's O lies: a TMA box
       // would overwrite it. The group's 128 threads copy the rows inside, 16 bytes at a time.
       copy_rows_out<C>(prm, base_p + (Q_w - base), first_query(wt, vl) + group_tile * 64, tp.seqlen_q - group_tile * 64,
                        slice_of(wt));
-      barrier_sync<3 + kGroup>(128);  // the slot is read before its release at the next tile
+      barrier_sync(3 + group, 128);  // the slot is read before its release at the next tile
     } else if (storer) {
 #pragma unroll
       for (int a = 0; a < C::kAtoms; ++a)  // D = 96: the last box stores columns 64-95
@@ -264,8 +268,7 @@ __global__ void __launch_bounds__(C::kThreads, 1)
   }
   setmaxnreg_inc<C::kConsumerRegs>();
   unsigned char* base_p = smem_raw + (base - smem_u32(smem_raw));  // the same address, generic
-  if (warpgroup == 1) consume<C, 0, kBshd>(prm, bars, base, base_p, &o_map, vl, cap, fp8);
-  else consume<C, 1, kBshd>(prm, bars, base, base_p, &o_map, vl, cap, fp8);
+  consume<C, kBshd>(warpgroup - 1, prm, bars, base, base_p, &o_map, vl, cap, fp8);  // both groups, one copy of the code
 }
 
 }  // namespace flash_v3
