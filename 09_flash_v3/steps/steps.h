@@ -2,12 +2,11 @@
 //   v1_one_warpgroup      06's algorithm on wgmma + TMA, one warpgroup a block (one_warpgroup.cuh)
 //   v2_warp_specialized   flash_v3.cuh's kernel, one block a tile, without ping-pong (WsConfig switches)
 //   v3_pingpong           flash_v3.cuh's kernel, one block a tile
-//   v4_persistent         flash_v3.cuh's kernel, persistent, without the intra-warpgroup overlap (the
-//                         chapter's kernel at D = 128 under a causal mask)
-//   v5_overlap            the chapter's kernel at D = 128 without a mask (at D = 64 the chapter runs
+//   v4_persistent         flash_v3.cuh's kernel, persistent, without the intra-warpgroup overlap
+//   v5_overlap            the chapter's kernel at D = 128 (at D = 64 the chapter runs
 //                         v1_one_warpgroup)
 // Each is a Chapter, so the shared benchmark and test code run it like any chapter.
-//   v6_fp8                v5 (v4 under a causal mask) on E4M3 inputs: an entry point of its own
+//   v6_fp8                v4's turns on E4M3 inputs: an entry point of its own
 //                         (fp8.h), with its own tests (test_fp8.cpp) and benchmark rows
 #pragma once
 
