@@ -51,9 +51,9 @@ using fa2::Params;
 
 // A consumer warpgroup (group 0 or 1: rows 64 group .. of Q_i), over the block's tiles. The group
 // is a run-time value, so both groups run one copy of the code. With the group as a template
-// argument the kernel held two copies (10,600 SASS instructions at D = 128 with the overlap,
+// argument the kernel holds two copies (10,600 SASS instructions at D = 128 with the overlap,
 // against 5,312), more than the instruction cache keeps: at 1k tokens 18% of Nsight Compute's
-// warp samples waited on an instruction fetch ("no instruction"; cuDNN's kernel almost none).
+// warp samples then wait on an instruction fetch ("no instruction"; cuDNN's kernel almost none).
 // Its turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
 // softmax of S_s follows, outside the turn (with kOverlap, before the wait for the turn's own
 // P V). Ping-pong: group g waits on named barrier 1 + g for its turn and hands over by arriving
