@@ -172,7 +172,7 @@ __device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, con
 // rows of the tile's Q slot, which the tile's last S has read and which the producer refills only
 // after the group releases it, in the 128-byte swizzle the O map writes from (a quad's 8 bytes a
 // row land in one 16-byte chunk, the 8 rows of a lane group in 8 chunks: no bank conflict); LSE
-// straight to global memory (06's row_sum and row_lse). O_p: the group's rows (64 kGroup) of the slot, as a generic pointer.
+// straight to global memory (06's row_sum and row_lse). O_p: the group's rows (64 group) of the slot, as a generic pointer.
 // stats: the rows' m and l (w itself, or with the overlap consume's own).
 template <class C, class Stats>
 __device__ __forceinline__ void stage_o(const fa2::WarpRows<typename C::Tile>& w, const Stats& stats,
