@@ -1,11 +1,10 @@
 // Which of the chapter's kernels runs a problem, and its launch.
 // D = 96, 128, 192 and 256: the warp-specialized, ping-pong kernel of flash_v3.cuh (ChapterConfig
 // says which tiles at which head dim; D = 96 keeps the D = 128 tiles in shared memory, its columns
-// 96-127 zeros, and multiplies 96 columns only). At D = 128 it runs with the intra-warpgroup overlap
-// (step v5) with or without a mask: under a causal mask v5 measures 1.00-1.11x v4 on an H200 (bf16,
-// 1k-16k; README, "Which kernel for which head dim"). At D = 96 a causal mask runs v4, measured faster
-// there with a copy of the consumers' code per group (flash_v3.cuh: consume) and not measured
-// with the shared copy. At D = 192 and 256 it runs with FlashAttention-3's wider key tiles
+// 96-127 zeros, and multiplies 96 columns only). At D = 96 and 128 it runs with the
+// intra-warpgroup overlap (step v5) with or without a mask: under a causal mask v5 measures
+// 1.00-1.11x v4 at D = 128 and 1.00-1.08x at D = 96 on an H200 (1k-16k; README, "Which kernel for
+// which head dim"). At D = 192 and 256 it runs with FlashAttention-3's wider key tiles
 // and without the overlap, the softcap at D = 192 with 64-wide ones (config.cuh). D = 64: step v1's one
 // warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
 // kernel for which head dim"): its blocks are small (41 KiB of shared memory, 114 registers a
@@ -54,11 +53,8 @@ void forward_layout(const fa::Problem& p, const void* q, const void* k, const vo
       break;
     case 192: launch<ChapterConfig<T, 192>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
     case 256: launch<ChapterConfig<T, 256>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
-    case 96:  // causal without the intra-warpgroup overlap (v4)
-      if (p.causal) launch<ChapterConfig<T, 96, /*kOverlap=*/false>, kBshd, kVarlen>(p, q, k, v, prm, stream);
-      else launch<ChapterConfig<T, 96>, kBshd, kVarlen>(p, q, k, v, prm, stream);
-      break;
-    default:  // 128, with the intra-warpgroup overlap (v5) with and without a mask
+    case 96: launch<ChapterConfig<T, 96>, kBshd, kVarlen>(p, q, k, v, prm, stream); break;
+    default:  // 128
       launch<ChapterConfig<T, 128>, kBshd, kVarlen>(p, q, k, v, prm, stream);
   }
 }

@@ -19,7 +19,7 @@
 //     Q_i and first K/V, and the other consumer starts the next tile's S, while a consumer finishes
 //     its last P V and writes O_i. O_i leaves through the copy engine (stage_o, a TMA store), as in
 //     FlashAttention-3, instead of v1's write_rows.
-//   * v5 (this kernel, the chapter's at D = 96 and 128 without a mask): FlashAttention-3's overlap, as
+//   * v5 (this kernel, the chapter's at D = 96 and 128): FlashAttention-3's overlap, as
 //     far as ptxas lets it. S_s and P_{s-1} V_{s-1} are committed as two groups; the consumer waits
 //     for S_s alone, releases K_s and masks, runs the softmax on rows of its own (m, l, alpha) and
 //     scales O_i by alpha once P V has landed; P alternates between two sets of registers.
