@@ -3,7 +3,8 @@
 one folder and writes summary.md (TFLOP/s per chapter per shape next to the PyTorch backends,
 and memory against seqlen; chapter 10's decode rows in GB/s next to compare_pytorch_decode.py's)
 plus PNG plots when matplotlib is available. With --readmes REPO it also rewrites the results
-tables of REPO's READMEs between their <!-- results:begin --> and <!-- results:end --> markers.
+tables of REPO's READMEs between their <!-- results:begin --> and <!-- results:end --> markers
+(the root README's chapter table only when the run has every chapter that runs on any GPU, 01-08).
 
   python3 scripts/summarize.py OUTDIR [--readmes .] [--results docs]   (docs/results_<gpu>.md)
 """
@@ -650,6 +651,13 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=No
             tf = fwd[ref][chapter]["TFLOPS"]
             rows[chapter] = (ref[0], tf, [torch_fwd.get(ref, {}).get(t, {}).get("tflops") for t in backends])
     rows.update(extra_rows or {})
+    # The table has a row per chapter: a run without the chapters every GPU runs (01-08, e.g. one of
+    # the Hopper chapters alone) leaves it as it is rather than dropping their rows.
+    missing = [c for c in CHAPTER_INFO if c[:2] < "09" and c not in rows]
+    root = os.path.join(repo, "README.md")
+    if missing:
+        print(f"{root}: the run has no row of {', '.join(missing)}, its chapter table left alone")
+        return
     for chapter in sorted(rows):
         dtype, tf, theirs = rows[chapter]
         idea, technique = CHAPTER_INFO.get(chapter, ("", ""))
@@ -658,7 +666,7 @@ def update_readmes(repo, fwd, torch_fwd, chapters, backends, meta, extra_rows=No
     lines += ["", "![TFLOP/s against seqlen, fp32, D=128](docs/tflops_f32_D128_full.png)",
               "![TFLOP/s against seqlen, bf16, D=128](docs/tflops_bf16_D128_full.png)",
               "![peak device memory against seqlen](docs/memory_vs_seqlen.png)"]
-    replace_between_markers(os.path.join(repo, "README.md"), "\n".join(lines) + "\n")
+    replace_between_markers(root, "\n".join(lines) + "\n")
 
 
 def plot(folder, fwd, torch_fwd, mem, chapters, backends, meta):

@@ -7,7 +7,8 @@ one round reads as before (no rounds sentence); the chapter's plain read (decode
 bench has it, is the last column's ceiling and never a row. The backward tables: one per chapter family (08's
 rows and 11's apart, each with its own ratios), 11's README grid (a seqlen a column, the ratios
 in brackets), and a backward chapter's steps next to PyTorch's backward, not its forward. 09's forward a line
-a head dim: the ratio ranges and the cells at or above cuDNN, unrounded. Run: python3 scripts/test_summarize.py"""
+a head dim: the ratio ranges and the cells at or above cuDNN, unrounded. The root README's chapter table:
+rewritten by a run of every chapter, left alone by one without chapters 01-08. Run: python3 scripts/test_summarize.py"""
 import json
 import os
 import sys
@@ -247,6 +248,28 @@ def main():
     line64 = next((x for x in text.splitlines() if x.startswith("| 64 |")), "")
     check("D = 64's line, no full cell: " + line64, line64 == "| 64 | 2.00-2.00x | - | 0.50-0.50x | 0 of 1 |")
     check("no line without the chapter", summarize.head_dim_summary(rows, torch_rows, "06_tensor_core") == "")
+
+    # The root README's chapter table: rewritten by a run with every chapter 01-08 (one row each),
+    # left as it is by a run without them (a run of the Hopper chapters alone).
+    with tempfile.TemporaryDirectory() as repo:
+        root = os.path.join(repo, "README.md")
+        old = "intro\n<!-- results:begin -->\nold table\n<!-- results:end -->\n"
+        with open(root, "w") as f:
+            f.write(old)
+        meta = {"gpu": "NVIDIA H200", "cuda": "13.0", "torch": "2.11"}
+        key = ("bf16", 128, False, 4096)
+        hopper = {key: {"09_flash_v3": {"TFLOPS": 600.0, "ms_median": 1.0}}}
+        summarize.update_readmes(repo, hopper, {}, ["09_flash_v3"], ["cudnn"], meta)
+        with open(root) as f:
+            check("a run of 09 alone leaves the root table", f.read() == old)
+        every = sorted(c for c in summarize.CHAPTER_INFO if c[:2] < "09") + ["09_flash_v3"]
+        full = {key: {c: {"TFLOPS": 100.0 + n, "ms_median": 1.0} for n, c in enumerate(every)}}
+        summarize.update_readmes(repo, full, {}, every, ["cudnn"], meta)
+        with open(root) as f:
+            text = f.read()
+        rows = [x for x in text.splitlines() if x.startswith("| [")]
+        check(f"a run of every chapter rewrites it, a row each ({len(rows)} rows)",
+              "old table" not in text and len(rows) == len(every))
 
     for f in failures:
         print("FAILED:", f)
