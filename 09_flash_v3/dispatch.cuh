@@ -4,14 +4,14 @@
 // 96-127 zeros, and multiplies 96 columns only). At D = 96 and 128 it runs with the
 // intra-warpgroup overlap (step v5) with or without a mask: under a causal mask v5 measures
 // 1.00-1.11x v4 at D = 128 and 1.00-1.08x at D = 96 on an H200 (1k-16k; README, "Which kernel for
-// which head dim"). At D = 192 and 256 it runs with FlashAttention-3's wider key tiles
-// and without the overlap, the softcap at D = 192 with 64-wide ones (config.cuh). D = 64: step v1's one
-// warpgroup a block (steps/one_warpgroup.cuh), measured faster there on every shape (README, "Which
-// kernel for which head dim"): its blocks are small (41 KiB of shared memory, 114 registers a
-// thread), so four share an SM, and the warp schedulers interleave their GEMMs and softmaxes
-// without any hand-made schedule; it takes a sliding window, a packed batch of sequences (varlen)
-// and the logit softcap as the other kernel does. A softcap runs kernels of its own (Softcap<C>,
-// v1's kSoftcap), so that the others keep their code.
+// which head dim"). At D = 192 and 256 it runs with FlashAttention-3's wider key tiles and without
+// the overlap, the softcap at D = 192 with 64-wide ones (config.cuh). D = 64: step v1's one
+// warpgroup a block (steps/one_warpgroup.cuh), the fastest there on most shapes (v5 measures
+// 0.94-1.02x of it; README, "Which kernel for which head dim"): its blocks are small (41 KiB of
+// shared memory, 114 registers a thread), so four share an SM, and the warp schedulers interleave
+// their GEMMs and softmaxes without any hand-made schedule; it takes a sliding window, a packed
+// batch of sequences (varlen) and the logit softcap as the other kernel does. A softcap runs
+// kernels of its own (Softcap<C>, v1's kSoftcap), so that the others keep their code.
 // Its instantiations are compiled in two files, forward_bf16.cu and forward_f16.cu, one per dtype,
 // so that a parallel build compiles the two halves of the chapter's kernels at once (they are the
 // longest compile of the repository).
