@@ -69,6 +69,7 @@ jobs=(
   "bench_08|400|$gc --stages bench --chapters 08_backward"
   "bench_12|90|$gc --stages bench --chapters 12_ring_attention"
   "bench_01_05|300|$gc --stages bench --chapters 01_naive,02_tiled,03_online_softmax,04_flash_v1,05_flash_v2"
+  "pytest|220|$gc --stages pytest"
 )
 [[ -f $state/first ]] || { date +%s >"$state/first"; log "queue started $(date -u +%FT%TZ)"; }
 while :; do

@@ -147,6 +147,10 @@ def results_header(folder, meta, context, readmes=True):
             ("PyTorch", meta.get("torch", "?")),
             ("command", f"`{read('command.txt') or 'bash scripts/gpu_check.sh OUTDIR'}`, then "
                         f"`python3 scripts/summarize.py OUTDIR{' --readmes .' if readmes else ''} --results docs`")]
+    # The pytest stage's last line (python/tests on this GPU, the CUDA tests included), where it ran.
+    pytest_lines = read("pytest.log").splitlines()
+    if pytest_lines:
+        rows.append(("python/tests", pytest_lines[-1].strip("= ")))
     sdpa = (" and PyTorch's `scaled_dot_product_attention` backends on the same shapes"
             if glob.glob(os.path.join(folder, "pytorch*.json")) else "")
     lines = [f"# Results on the {meta.get('gpu', '?')}", "",

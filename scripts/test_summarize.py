@@ -230,6 +230,10 @@ def main():
         check("the header names both GPUs: " + gpu, gpu == "2 x NVIDIA H200" and "# Results on the 2 x NVIDIA H200" in header)
         write_text("env.txt", "GPU 0: NVIDIA H200 (UUID: GPU-a)\n")
         check("one GPU named as it is", summarize.results_header(d, {}, {})[0] == "NVIDIA H200")
+        check("no python/tests row without the pytest stage", "python/tests" not in summarize.results_header(d, {}, {})[1])
+        write_text("pytest.log", "....\n=== 300 passed, 4 skipped in 180.00s (0:03:00) ===\n")
+        check("the pytest stage's last line in the header",
+              "| python/tests | 300 passed, 4 skipped in 180.00s (0:03:00) |" in summarize.results_header(d, {}, {})[1])
 
     # The forward in a line a head dim: ratio ranges over both dtypes from 1k, cells at or above
     # cuDNN counted unrounded (0.996, printed 1.00x, does not count); 512 and f32 left out.

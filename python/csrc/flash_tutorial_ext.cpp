@@ -382,6 +382,51 @@ std::tuple<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Ten
   return {outs[0], outs[1]};
 }
 
+// The packed batch's eager path (flash_tutorial.attention_varlen where takes_varlen holds both
+// ways, outside torch.compile): forward_varlen and backward_varlen with the autograd in C++, as
+// Attention above, so that a model calling it once a layer pays one Python -> C++ crossing a call
+// forward and none backward. The offsets are host lists (the launches build their walks from
+// them), kept for the backward.
+struct AttentionVarlen : torch::autograd::Function<AttentionVarlen> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const Tensor& q,
+                                                const Tensor& k, const Tensor& v,
+                                                const std::vector<int64_t>& cu_seqlens_q,
+                                                const std::vector<int64_t>& cu_seqlens_k, bool causal, double scale,
+                                                int64_t window_left, int64_t window_right) {
+    const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    auto [out, lse] =
+        forward_varlen_op(qc, kc, vc, cu_seqlens_q, cu_seqlens_k, causal, scale, window_left, window_right);
+    ctx->save_for_backward({qc, kc, vc, out, lse});
+    ctx->mark_non_differentiable({lse});  // LSE is for inspection: no gradient flows through it
+    ctx->saved_data["cu_seqlens_q"] = cu_seqlens_q;
+    ctx->saved_data["cu_seqlens_k"] = cu_seqlens_k;
+    ctx->saved_data["causal"] = causal;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["window_left"] = window_left;
+    ctx->saved_data["window_right"] = window_right;
+    return {out, lse};
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    auto [dq, dk, dv] = backward_varlen_op(
+        grads[0].contiguous(), saved[0], saved[1], saved[2], saved[3], saved[4],
+        ctx->saved_data["cu_seqlens_q"].toIntVector(), ctx->saved_data["cu_seqlens_k"].toIntVector(),
+        ctx->saved_data["causal"].toBool(), ctx->saved_data["scale"].toDouble(),
+        ctx->saved_data["window_left"].toInt(), ctx->saved_data["window_right"].toInt());
+    return {dq, dk, dv, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), Tensor()};
+  }
+};
+
+std::tuple<Tensor, Tensor> attention_varlen(const Tensor& q, const Tensor& k, const Tensor& v,
+                                            const std::vector<int64_t>& cu_seqlens_q,
+                                            const std::vector<int64_t>& cu_seqlens_k, bool causal, double scale,
+                                            int64_t window_left, int64_t window_right) {
+  const auto outs =
+      AttentionVarlen::apply(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale, window_left, window_right);
+  return {outs[0], outs[1]};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -392,6 +437,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("chapters", &chapters, "the chapters whose forward and backward would run a call");
   m.def("unsupported", &unsupported, "why the kernels cannot run a call ('' when they can)");
   m.def("backward_f32", &backward_f32_op, "dQ, dK, dV of chapter 11 as float32, unrounded (ring attention's parts)");
+  m.def("attention_varlen", &attention_varlen,
+        "O, LSE of a packed batch with autograd in C++ (one launch of 09 forward, of 11 backward)");
   m.def("forward_varlen", &forward_varlen_op, "O, LSE of a packed batch in one launch of 09 (no autograd)");
   m.def("backward_varlen", &backward_varlen_op, "dQ, dK, dV of a packed batch in one launch of 11 (no autograd)");
   m.def("takes_varlen", &takes_varlen, "whether the kernels run a packed batch's forward (or backward) in one launch",

@@ -180,24 +180,26 @@ def _check_cu_seqlens(name, cu, total, max_seqlen):
     return bounds
 
 
-class _PackedAttention(torch.autograd.Function):
-    """A packed batch in one launch each way: 09's forward and 11's backward walk every sequence's
-    tiles (flash_tutorial._C.forward_varlen, backward_varlen). bq, bk: the offsets as lists."""
+# The offsets _check_cu_seqlens accepted lately, by tensor: a model passes one cu_seqlens to every
+# layer (and often as both cu_seqlens_q and cu_seqlens_k), and reading and checking it costs more
+# host time than the rest of the call. An entry holds the tensor itself (so its id cannot be
+# reused while cached) and its version counter, which any in-place change bumps.
+_cu_seqlens_seen = {}
 
-    @staticmethod
-    def forward(ctx, q, k, v, bq, bk, causal, scale, left, right):
-        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        out, lse = ops._C.forward_varlen(q, k, v, bq, bk, causal, scale, left, right)
-        ctx.save_for_backward(q, k, v, out, lse)
-        ctx.args = (bq, bk, causal, scale, left, right)
-        ctx.mark_non_differentiable(lse)  # LSE is for inspection: no gradient flows through it
-        return out, lse
 
-    @staticmethod
-    def backward(ctx, dout, _dlse):
-        q, k, v, out, lse = ctx.saved_tensors
-        dq, dk, dv = ops._C.backward_varlen(dout.contiguous(), q, k, v, out, lse, *ctx.args)
-        return dq, dk, dv, None, None, None, None, None, None
+def _checked_cu_seqlens(name, cu, total, max_seqlen):
+    """_check_cu_seqlens, remembered for the last few tensors it accepted (not under torch.compile)."""
+    if not isinstance(cu, torch.Tensor) or torch.compiler.is_compiling():
+        return _check_cu_seqlens(name, cu, total, max_seqlen)
+    key = (id(cu), cu._version, total, max_seqlen)
+    seen = _cu_seqlens_seen.get(key)
+    if seen is not None and seen[0] is cu:
+        return seen[1]
+    bounds = _check_cu_seqlens(name, cu, total, max_seqlen)
+    if len(_cu_seqlens_seen) >= 8:
+        _cu_seqlens_seen.clear()
+    _cu_seqlens_seen[key] = (cu, bounds)
+    return bounds
 
 
 def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
@@ -228,8 +230,8 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     if k.shape != v.shape:
         raise ValueError(f"flash_tutorial.attention_varlen: k and v must have one shape, got {tuple(k.shape)} "
                          f"and {tuple(v.shape)}")
-    bq = _check_cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], max_seqlen_q)
-    bk = _check_cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], max_seqlen_k)
+    bq = _checked_cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], max_seqlen_q)
+    bk = _checked_cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], max_seqlen_k)
     if len(bq) != len(bk):
         raise ValueError(f"flash_tutorial.attention_varlen: cu_seqlens_q and cu_seqlens_k must describe one batch, "
                          f"got {len(bq) - 1} and {len(bk) - 1} sequences")
@@ -241,7 +243,8 @@ def attention_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqle
     needs_grad = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     if (softcap == 0 and not torch.compiler.is_compiling() and ops.takes_varlen(q)
             and (not needs_grad or ops.takes_varlen(q, backward=True))):
-        out, lse = _PackedAttention.apply(q, k, v, bq, bk, bool(causal), float(scale), left, right)
+        # One launch of 09 forward and of 11 backward, the autograd in C++ (as attention()'s fast path)
+        out, lse = ops._C.attention_varlen(q, k, v, bq, bk, bool(causal), float(scale), left, right)
         return (out, lse) if return_lse else out
     lse_dtype = torch.float64 if q.dtype == torch.float64 else torch.float32  # attention()'s LSE
     outs, lses = [], []

@@ -186,6 +186,22 @@ def test_varlen_bad_input_is_refused(bad, match):
         ft.attention_varlen(**args)
 
 
+def test_varlen_offsets_changed_in_place_are_checked_again():
+    # attention_varlen remembers the offsets it checked, by tensor and version: a tensor changed in
+    # place is read and checked again, whether the change breaks it or moves a boundary.
+    q, k, v, cu_q, cu_k = packed([3, 5], [4, 4], h=2, hkv=1, d=8)
+    ft.attention_varlen(q, k, v, cu_q, cu_k)
+    cu_q[1] = 9  # past the packed length
+    with pytest.raises(ValueError, match="never decrease"):
+        ft.attention_varlen(q, k, v, cu_q, cu_k)
+    cu_q[1] = 5  # sequences of 5 and 3 queries now
+    out = ft.attention_varlen(q, k, v, cu_q, cu_k)
+    want = ft.attention_varlen(q, k, v, cu_q.clone(), cu_k.clone())
+    assert torch.equal(out, want)
+    first = ft.attention(q[None, :5], k[None, :4], v[None, :4], layout="bshd")[0]
+    torch.testing.assert_close(out[:5], first, atol=1e-6, rtol=1e-6)
+
+
 GRAD_SHAPES = [  # small: gradcheck builds whole Jacobians (inputs x outputs)
     (1, 1, 1, 1, 1, 8),
     (1, 2, 2, 5, 5, 4),
