@@ -62,7 +62,7 @@ jobs=(
   "pytorch|380|$gc --stages pytorch --chapters 09_flash_v3"
   "python|240|$gc --stages python"
   "bench_09|130|$gc --stages bench --chapters 09_flash_v3"
-  "bench_11|190|$gc --stages bench --chapters 11_backward_v3"
+  "bench_11|250|$gc --stages bench --chapters 11_backward_v3"
   "bench_10|160|$gc --stages bench,decode --chapters 10_decoding"
   "bench_06|80|$gc --stages bench --chapters 06_tensor_core"
   "bench_07|90|$gc --stages bench --chapters 07_block_sparse"
