@@ -301,9 +301,9 @@ std::tuple<Tensor, Tensor> forward_varlen_op(const Tensor& q, const Tensor& k, c
                                              int64_t window_left, int64_t window_right) {
   TORCH_CHECK(q.dim() == 3 && k.dim() == 3 && v.dim() == 3 && q.is_contiguous() && k.is_contiguous() &&
                   v.is_contiguous(),
-              "flash_tutorial._C.forward_varlen: contiguous [total, H, D] tensors");
+              "flash_tutorial._C.attention_varlen: contiguous [total, H, D] tensors");
   TORCH_CHECK(takes_varlen(q, false),
-              "flash_tutorial._C.forward_varlen: no kernel here takes a packed batch (09 on Hopper)");
+              "flash_tutorial._C.attention_varlen: no kernel here takes a packed batch (09 on Hopper)");
   const c10::cuda::CUDAGuard on_device(q.device());
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
@@ -316,7 +316,7 @@ std::tuple<Tensor, Tensor> forward_varlen_op(const Tensor& q, const Tensor& k, c
 }
 
 // A packed batch's backward in one launch of 11 (takes_varlen with for_backward): the tensors as
-// forward_varlen takes and returns them, dout as out. Returns dQ [total_q, H, D] and dK, dV
+// forward_varlen_op takes and returns them, dout as out. Returns dQ [total_q, H, D] and dK, dV
 // [total_k, Hkv, D].
 std::tuple<Tensor, Tensor, Tensor> backward_varlen_op(const Tensor& dout, const Tensor& q, const Tensor& k,
                                                       const Tensor& v, const Tensor& out, const Tensor& lse,
@@ -324,12 +324,14 @@ std::tuple<Tensor, Tensor, Tensor> backward_varlen_op(const Tensor& dout, const 
                                                       const std::vector<int64_t>& cu_seqlens_k, bool causal,
                                                       double scale, int64_t window_left, int64_t window_right) {
   for (const Tensor* t : {&dout, &q, &k, &v, &out})
-    TORCH_CHECK(t->dim() == 3 && t->is_contiguous(), "flash_tutorial._C.backward_varlen: contiguous [total, H, D] tensors");
+    TORCH_CHECK(t->dim() == 3 && t->is_contiguous(),
+                "flash_tutorial._C.attention_varlen (backward): contiguous [total, H, D] tensors");
   TORCH_CHECK(lse.dim() == 2 && lse.size(0) == q.size(1) && lse.size(1) == q.size(0) && lse.is_contiguous() &&
                   lse.scalar_type() == torch::kFloat32,
-              "flash_tutorial._C.backward_varlen: lse as forward_varlen returns it, [H, total_q] float32");
+              "flash_tutorial._C.attention_varlen (backward): lse as the forward returns it, [H, total_q] float32");
   TORCH_CHECK(takes_varlen(q, true),
-              "flash_tutorial._C.backward_varlen: no kernel here takes a packed batch's backward (11 on Hopper)");
+              "flash_tutorial._C.attention_varlen (backward): no kernel here takes a packed batch's backward "
+              "(11 on Hopper)");
   const c10::cuda::CUDAGuard on_device(q.device());
   TorchWorkspace scratch;
   const fa::cuda::WorkspaceSource from_torch(&TorchWorkspace::take, &scratch);
@@ -383,7 +385,7 @@ std::tuple<Tensor, Tensor> attention(const Tensor& q, const Tensor& k, const Ten
 }
 
 // The packed batch's eager path (flash_tutorial.attention_varlen where takes_varlen holds both
-// ways, outside torch.compile): forward_varlen and backward_varlen with the autograd in C++, as
+// ways, outside torch.compile): forward_varlen_op and backward_varlen_op with the autograd in C++, as
 // Attention above, so that a model calling it once a layer pays one Python -> C++ crossing a call
 // forward and none backward. The offsets are host lists (the launches build their walks from
 // them), kept for the backward.
@@ -439,8 +441,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("backward_f32", &backward_f32_op, "dQ, dK, dV of chapter 11 as float32, unrounded (ring attention's parts)");
   m.def("attention_varlen", &attention_varlen,
         "O, LSE of a packed batch with autograd in C++ (one launch of 09 forward, of 11 backward)");
-  m.def("forward_varlen", &forward_varlen_op, "O, LSE of a packed batch in one launch of 09 (no autograd)");
-  m.def("backward_varlen", &backward_varlen_op, "dQ, dK, dV of a packed batch in one launch of 11 (no autograd)");
   m.def("takes_varlen", &takes_varlen, "whether the kernels run a packed batch's forward (or backward) in one launch",
         pybind11::arg("q"), pybind11::arg("for_backward") = false);
   m.def("takes_input_strides", &takes_input_strides,
