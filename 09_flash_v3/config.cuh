@@ -15,13 +15,15 @@ namespace flash_v3 {
 
 using fa2::Params;
 
-// Three warpgroups: the producer (0) and two consumers (1, 2) of 64 rows of Q_i each.
+// kGroups + 1 warpgroups: the producer (0) and kGroups consumers (1 ..) of 64 rows of Q_i each
+// (two; three in the FP8 step, steps/fp8.cu).
 template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128,
-          bool kOverlap_ = false>
+          bool kOverlap_ = false, int kGroups_ = 2>
 struct WsConfig {
   using T = T_;
   static constexpr int kD = kD_;
-  static constexpr int Br = 128, Bc = kBc;  // Q_i: two consumers x 64 rows; K_j, V_j: Bc keys
+  static constexpr int kGroups = kGroups_;  // consumer warpgroups, which take their turns in a ring
+  static constexpr int Br = 64 * kGroups, Bc = kBc;  // Q_i: kGroups consumers x 64 rows; K_j, V_j: Bc keys
   static constexpr int kStages = kStages_;  // K/V ring depth
   static constexpr bool kPingPong = kPingPong_;
   static constexpr bool kPersistent = kPersistent_;  // one block per SM walks the tiles (else one block a unit)
@@ -33,8 +35,8 @@ struct WsConfig {
   // warp votes on the whole tile with the overlap, once a row without it: the faster of the two on
   // an H200 for each (steps.md).
   static constexpr bool kRowVote = !kOverlap_;
-  static constexpr int kThreads = 3 * 128;
-  static constexpr int kConsumerWarps = 8;  // the "empty" barriers' arrival count: one per consumer warp
+  static constexpr int kThreads = (kGroups + 1) * 128;
+  static constexpr int kConsumerWarps = 4 * kGroups;  // the "empty" barriers' arrival count: one per consumer warp
   // A consumer warp's fragments (16 rows x Bc keys, 16 rows x kD columns): 06's Config with one
   // 16-row tile, whose layout the wgmma accumulators share warp by warp.
   using Tile = fa2::Config<T, kD, Bc, /*kMTiles=*/1>;
@@ -50,8 +52,10 @@ struct WsConfig {
   static constexpr std::uint32_t kK = kQSlots * kQBytes;                          // + stage * kTileBytes
   static constexpr std::uint32_t kV = kQSlots * kQBytes + kStages * kTileBytes;  // + stage * kTileBytes
   static constexpr int kSmemBytes = kQSlots * kQBytes + 2 * kStages * kTileBytes + 1024;  // + room to align to 1024
-  // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536.
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  // The registers per thread after setmaxnreg: 128 x 24 + 256 x 240 = 64,512 of the SM's 65,536
+  // (three consumers: 128 x 24 + 384 x 160, the same).
+  static constexpr int kProducerRegs = 24, kConsumerRegs = kGroups == 2 ? 240 : 160;
+  static_assert(kGroups == 2 || kGroups == 3);
   static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
   static constexpr bool kFp8 = false;      // steps/fp8.cu's Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
   static constexpr std::uint32_t kQTxBytes = kQBytes;  // the bytes a Q_i copy lands

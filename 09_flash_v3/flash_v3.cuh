@@ -79,7 +79,7 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
   const bool storer = threadIdx.x % 128 == 0;  // the thread of the group that issues the O stores
   auto walk = block_walk(prm.seqlen_q, prm.batch_heads, prm.heads, prm.causal, C::Br, C::kPersistent, blockIdx.x,
                          gridDim.x, vl);
-  if (C::kPingPong && group == 1 && !walk.done()) barrier_arrive<1>(kTurnThreads);  // group 0 goes first
+  if (C::kPingPong && group == C::kGroups - 1 && !walk.done()) barrier_arrive<1>(kTurnThreads);  // group 0 goes first
   for (; !walk.done(); walk.advance(), ++n) {
     if (n > 0 && storer) {  // the previous tile's O boxes have left its Q slot: the slot may be refilled
       bulk_wait_read<0>();
@@ -100,7 +100,7 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
     // Key tiles Tc_begin .. Tc_end - 1 (all of them, or the causal prefix, or a sliding window's band).
     const int Tc_begin = key_tile_begin(wt.i_tile, C::Br, C::Bc, tp.seqlen_q, tp.seqlen_k, prm.window_left);
     const int Tc_end = key_tile_end(wt.i_tile, C::Br, C::Bc, tp.seqlen_q, tp.seqlen_k, prm.causal, prm.window_right);
-    const int group_tile = 2 * wt.i_tile + group;  // the group's 64 rows as a tile of their own
+    const int group_tile = C::kGroups * wt.i_tile + group;  // the group's 64 rows as a tile of their own
     const int row = group_tile * 64 + 16 * warp + g;  // this lane's first row
     const int slot = n % C::kQSlots;
     const std::uint32_t Q_w = base + C::kQ + slot * C::kQBytes + group * 64 * 128;  // the group's rows: 8 KiB into each atom
@@ -134,7 +134,8 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
       }
       if constexpr (kPV) issue_pv<C>(w, P_in, V_s(it - 1));
       wgmma_commit();
-      if (C::kPingPong && (group == 0 || kScores || !last_tile)) barrier_arrive(2 - group, kTurnThreads);  // the other's turn
+      if (C::kPingPong && (group < C::kGroups - 1 || kScores || !last_tile))
+        barrier_arrive(1 + (group + 1) % C::kGroups, kTurnThreads);  // the next group's turn
       // With the overlap: wait for S_s alone (the older group); the softmax comes before the wait
       // for P V.
       if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
@@ -210,13 +211,13 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
     // top of the group's next tile, once the copy engine has read it.
     stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
     fence_proxy_async();                 // the stores, before the copy engine reads them
-    barrier_sync(3 + group, 128);        // the group's 4 warps have stored their rows
+    barrier_sync(1 + C::kGroups + group, 128);        // the group's 4 warps have stored their rows
     if (kVarlen && group_tile * 64 + 64 > tp.seqlen_q) {
       // The group's rows reach past its sequence's end, where the next sequence's O lies: a TMA box
       // would overwrite it. The group's 128 threads copy the rows inside, 16 bytes at a time.
       copy_rows_out<C>(prm, base_p + (Q_w - base), first_query(wt, vl) + group_tile * 64, tp.seqlen_q - group_tile * 64,
                        slice_of(wt));
-      barrier_sync(3 + group, 128);  // the slot is read before its release at the next tile
+      barrier_sync(1 + C::kGroups + group, 128);  // the slot is read before its release at the next tile
     } else if (storer) {
 #pragma unroll
       for (int a = 0; a < C::kAtoms; ++a)  // D = 96: the last box stores columns 64-95

@@ -22,7 +22,10 @@ void launch_step(const fa::Problem& p, const void* q, const void* k, const void*
   else if constexpr (kStep == 2) launch<WsConfig<T, kD, ChapterConfig<T, kD>::kStages, false, false>>(p, q, k, v, prm, stream);
   else if constexpr (kStep == 3) launch<WsConfig<T, kD, ChapterConfig<T, kD>::kStages, true, false>>(p, q, k, v, prm, stream);
   else if constexpr (kStep == 4) launch<ChapterConfig<T, kD, /*kOverlap=*/false>>(p, q, k, v, prm, stream);
-  else launch<ChapterConfig<T, kD>>(p, q, k, v, prm, stream);
+  else if constexpr (kStep == 5) launch<ChapterConfig<T, kD>>(p, q, k, v, prm, stream);
+  else  // experiment: three consumers
+    launch<WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, true, true, /*kBc=*/kD == 64 ? 128 : 64,
+                    /*kOverlap=*/kStep == 7, /*kGroups=*/3>>(p, q, k, v, prm, stream);
 }
 
 const fa::Support& support() {
@@ -69,6 +72,8 @@ const std::vector<Step>& all() {
       make<3>("v3_pingpong", "+ the consumers take turns on the tensor cores (named barriers)"),
       make<4>("v4_persistent", "+ one block per SM walks the tiles (not causal): the next tile's copies fly under this one's end"),
       make<5>("v5_overlap", "+ a consumer's softmax runs under its own P V, which lands after it (the chapter's kernel at D = 128)"),
+      make<6>("x6_three", "three consumers"),
+      make<7>("x7_three_overlap", "three consumers, overlap"),
   };
   return steps;
 }
