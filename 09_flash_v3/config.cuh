@@ -84,8 +84,8 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 // of shared memory), and at D = 96 with the same tiles in shared memory but 96 columns of arithmetic:
 // S takes 6 k-steps of Q_i K_s^T instead of 8, and O_i += P V is one wgmma of N = 96 per 16 keys
 // (48 accumulators a thread), so the zero columns 96-127 cost no tensor-core time.
-// At D = 64 it launches step v1 instead (dispatch.cuh says why); the steps run this one there with
-// four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so S_ij and P_ij must shrink
+// At D = 64 it launches ThreeConsumerConfig (below) or step v1 instead (dispatch.cuh says when);
+// the steps run this one there with four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so S_ij and P_ij must shrink
 // beside it, and the K/V stages grow with D. The chapter takes FlashAttention-3's key tiles there,
 // Bc = 112 at D = 192 and Bc = 80 at D = 256 (wgmma N = 112 and 80), with one block a tile (one Q_i
 // slot: 216 and 225 KiB with two stages) and without the intra-warpgroup overlap, whose second P
@@ -95,6 +95,18 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 template <class T, int kD, bool kOverlap = true>
 using ChapterConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/kD <= 128,
                                /*kBc=*/kD <= 128 ? 128 : kD == 192 ? 112 : 80, /*kOverlap=*/kOverlap && kD <= 128>;
+
+// Three consumer warpgroups (step v7, FlashAttention-3's tile at D = 64): Q_i of 192 rows, 64 a
+// consumer, which take their turns on the tensor cores in a ring, and 128-key tiles, without the
+// intra-warpgroup overlap. The block has 512 threads, so setmaxnreg leaves a consumer thread 160
+// registers: at D = 64, S_ij (64), P_ij (32) and O_i (32) fit there without a spill (ptxas -v,
+// CUDA 13.0); the overlap's second P does too, but measured 0.76-0.88x of this (H200; steps.md).
+// A tile of 192 rows reads each K_j and V_j for 192 queries instead of v1's 64, and three
+// consumers a block give the warp schedulers a third softmax to interleave. At D = 128 (the step
+// only) the tiles shrink to 64 keys, so that O_i's 64 registers fit beside them.
+template <class T, int kD>
+using ThreeConsumerConfig = WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, /*kPingPong=*/true, /*kPersistent=*/true,
+                                     /*kBc=*/kD == 64 ? 128 : 64, /*kOverlap=*/false, /*kGroups=*/3>;
 
 // The logit softcap's kernel at D = 192 (dispatch.cuh: forward_softcap): key tiles of 64 with the
 // overlap, persistent (two Q_i slots, 193 KiB). The softcap's tanh and its constants take registers

@@ -23,6 +23,8 @@
 //     far as ptxas lets it. S_s and P_{s-1} V_{s-1} are committed as two groups; the consumer waits
 //     for S_s alone, releases K_s and masks, runs the softmax on rows of its own (m, l, alpha) and
 //     scales O_i by alpha once P V has landed; P alternates between two sets of registers.
+//   * v7 (C::kGroups = 3, the chapter's at D = 64 without a short causal mask): v4 with three
+//     consumers of 64 rows (Br = 192), which take their turns in a ring.
 //   * kept max (every step): the softmax tries each key tile against the running max as it stands
 //     (kept_max.cuh: softmax_step_kept_max): no row max on the common path, and a vote that keeps ptxas's
 //     wait for P V below the exponentials, which then run under the group's own P V (steps.md).
@@ -49,18 +51,19 @@ namespace flash_v3 {
 using namespace fa::cuda;
 using fa2::Params;
 
-// A consumer warpgroup (group 0 or 1: rows 64 group .. of Q_i), over the block's tiles. The group
-// is a run-time value, so both groups run one copy of the code. With the group as a template
+// A consumer warpgroup (group 0 .. kGroups - 1: rows 64 group .. of Q_i), over the block's tiles.
+// The group is a run-time value, so all groups run one copy of the code. With the group as a template
 // argument the kernel holds two copies (10,600 SASS instructions at D = 128 with the overlap,
 // against 5,312), more than the instruction cache keeps: at 1k tokens 18% of Nsight Compute's
 // warp samples then wait on an instruction fetch ("no instruction"; cuDNN's kernel almost none).
 // Its turn s (s = Tc_begin .. Tc_end) of a tile issues O_i += P_{s-1} V_{s-1} and S_s = Q_i K_s^T; the
 // softmax of S_s follows, outside the turn (with kOverlap, before the wait for the turn's own
 // P V). Ping-pong: group g waits on named barrier 1 + g for its turn and hands over by arriving
-// on 2 - g. The turns alternate across tiles as well: group 1 lets
-// group 0 go first once, and its last turn of a tile hands over to group 0's first turn of the
-// block's next tile, so group 0 starts the next S while group 1 writes its O_i (only the block's
-// very last turn hands over nothing). Both groups take Tc_end - Tc_begin + 1 turns a tile (a
+// on the next group's, 1 + (g + 1) % kGroups (two groups: 2 - g). The turns go round across tiles
+// as well: the last group lets group 0 go first once, and its last turn of a tile hands over to
+// group 0's first turn of the block's next tile, so group 0 starts the next S while the others
+// write their O_i (only the block's very last turn hands over nothing). All groups take
+// Tc_end - Tc_begin + 1 turns a tile (a
 // group's rows past the causal edge or outside the window of a tile are masked), so every bar.sync
 // has its arrival, tile after tile. Varlen: VarlenArgs for a packed batch of sequences (each tile
 // masks, and writes O and LSE, by its own sequence's lengths), else NoVarlen. cap: the logit
@@ -233,7 +236,7 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
   if (storer) bulk_wait<0>();  // the last boxes are written before the block (and its smem) goes
 }
 
-// grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: 3 warpgroups, one block per SM.
+// grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: kGroups + 1 warpgroups, one block per SM.
 // kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D]. Varlen: VarlenArgs for
 // a packed batch of sequences ([1, total, H, D] tensors, kBshd), NoVarlen otherwise. cap: the
 // logit softcap's constants (Softcap<C>), an empty parameter otherwise. fp8: V's scale (Fp8<C>),

@@ -41,7 +41,7 @@ inline CUtensorMap o_map_of(const void* o, const fa::Problem& p, std::uint32_t r
 
 // The FP8 step's operands (Fp8<C>, [B, H, S, D] only): Q and K as E4M3 bytes in boxes of q_rows or
 // kv_rows rows x 128 columns, and V^T ([B * Hkv][D][fp8_vt_cols(Sk)], steps/fp8.cu) in boxes of D
-// rows x fp8_vt_chunk_keys(kv_rows) keys: 128 in the 128-byte swizzle, or 64 in the 64-byte one.
+// rows x kv_rows keys.
 inline std::int64_t fp8_vt_cols(int seqlen_k) { return (std::int64_t{seqlen_k} + 31) / 32 * 32; }
 inline Maps make_fp8_maps(const fa::Problem& p, const void* q, const void* k, const void* vt, std::uint32_t q_rows,
                           std::uint32_t kv_rows) {
@@ -50,8 +50,7 @@ inline Maps make_fp8_maps(const fa::Problem& p, const void* q, const void* k, co
                       q_rows, 128),
           make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, k, kv, p.seqlen_k, p.head_dim, kv_rows, 128),
           make_tma_of(CU_TENSOR_MAP_DATA_TYPE_UINT8, 1, vt, kv, p.head_dim, fp8_vt_cols(p.seqlen_k), p.head_dim,
-                      fa::cuda::fp8_vt_chunk_keys(static_cast<int>(kv_rows)), 3,
-                      fa::cuda::fp8_vt_chunk_keys(static_cast<int>(kv_rows)))};
+                      kv_rows)};
 }
 
 // A packed batch's offsets on the GPU, for VarlenTileWalk: VarlenTileWalk's unit offsets (int64),

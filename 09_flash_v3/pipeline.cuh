@@ -92,13 +92,9 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
                                        kv_bh, kv_heads, smem_u32(&bars.full_k[stage]));
       if (use > 0) mbarrier_wait(smem_u32(&bars.empty_v[stage]), (use - 1) % 2);
       mbarrier_arrive_expect_tx(smem_u32(&bars.full_v[stage]), C::kTileBytes);
-      if constexpr (C::kFp8) {  // V_s^T: the D rows of keys s Bc .. s Bc + Bc - 1, a box per chunk of keys
-        constexpr int kChunk = fp8_vt_chunk_keys(C::Bc);
-#pragma unroll
-        for (int c = 0; c < C::Bc / kChunk; ++c)
-          tma_load_3d(base + C::kV + stage * C::kTileBytes + c * C::kD * kChunk, v_map, s * C::Bc + kChunk * c, 0,
-                      static_cast<int>(kv_bh), smem_u32(&bars.full_v[stage]));
-      }
+      if constexpr (C::kFp8)  // V_s^T: the D rows of keys s Bc .. s Bc + Bc - 1, one 128-byte box
+        tma_load_3d(base + C::kV + stage * C::kTileBytes, v_map, s * C::Bc, 0, static_cast<int>(kv_bh),
+                    smem_u32(&bars.full_v[stage]));
       else
         load_tile<C::Bc, C::kD, kBshd>(base + C::kV + stage * C::kTileBytes, v_map, first_key(wt, vl) + s * C::Bc,
                                        kv_bh, kv_heads, smem_u32(&bars.full_v[stage]));
@@ -108,19 +104,16 @@ __device__ __forceinline__ void produce(const CUtensorMap* q_map, const CUtensor
 
 // S_s = Q_i K_s^T for the warpgroup's 64 rows: kD / 16 wgmmas of 64 x Bc x 16, Q_i and K_s both
 // K-major in shared memory. Q_w: the warpgroup's rows (8 KiB into each atom of Q_i). FP8
-// (Fp8<C>): kD / 32 wgmmas of 64 x Bc x 32 on E4M3 (Bc = 64, 128 or 192).
+// (Fp8<C>): kD / 32 wgmmas of 64 x 128 x 32 on E4M3.
 template <class C>
 __device__ __forceinline__ void issue_scores(fa2::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
                                              std::uint32_t K_s) {
   float(&s)[C::Bc / 2] = *reinterpret_cast<float(*)[C::Bc / 2]>(&S[0][0][0]);  // the accumulator's registers
   if constexpr (C::kFp8) {
 #pragma unroll
-    for (int ks = 0; ks < C::kD / 32; ++ks) {
-      const std::uint64_t a = kmajor_sw128_desc_fp8(Q_w, C::Br, 32 * ks), b = kmajor_sw128_desc_fp8(K_s, C::Bc, 32 * ks);
-      if constexpr (C::Bc == 192) wgmma_ss_m64n192k32_e4m3(s, a, b, ks > 0);
-      else if constexpr (C::Bc == 64) wgmma_ss_m64n64k32_e4m3(s, a, b, ks > 0);
-      else wgmma_ss_m64n128k32_e4m3(s, a, b, ks > 0);
-    }
+    for (int ks = 0; ks < C::kD / 32; ++ks)
+      wgmma_ss_m64n128k32_e4m3(s, kmajor_sw128_desc_fp8(Q_w, C::Br, 32 * ks),
+                               kmajor_sw128_desc_fp8(K_s, C::Bc, 32 * ks), ks > 0);
   } else {
 #pragma unroll
     for (int ks = 0; ks < C::kD / 16; ++ks)
@@ -155,17 +148,14 @@ struct StoreP {
 // O_i += P_s V_s: per 16 keys, wgmmas of 64 x kN x 16 (RS form: P from registers, V_s read
 // MN-major, keys x columns as TMA landed it), kN = kD up to 128 (96 included), else column chunks
 // of 128 (D = 256) or 64 (D = 192). A chunk's accumulators are a slice of O's: columns n0 .. are registers n0 / 2 ..
-// FP8 (Fp8<C>): per 32 keys one wgmma of 64 x 128 x 32, V_s^T (D rows of keys) K-major, in chunks
-// of fp8_vt_chunk_keys(Bc) keys.
+// FP8 (Fp8<C>): per 32 keys one wgmma of 64 x 128 x 32, V_s^T (D rows of keys) K-major.
 template <class C>
 __device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, const PFrags<C>& P, std::uint32_t V_s) {
   float* o = &w.O[0][0][0];
   if constexpr (C::kFp8) {
 #pragma unroll
     for (int kk = 0; kk < C::Bc / 32; ++kk)
-      wgmma_rs_m64n128k32_e4m3(*reinterpret_cast<float(*)[64]>(o), P[kk],
-                               fp8_vt_chunk_keys(C::Bc) == 128 ? kmajor_sw128_desc_fp8(V_s, C::kD, 32 * kk)
-                                                               : kmajor_sw64_desc_fp8(V_s, C::kD, 32 * kk),
+      wgmma_rs_m64n128k32_e4m3(*reinterpret_cast<float(*)[64]>(o), P[kk], kmajor_sw128_desc_fp8(V_s, C::kD, 32 * kk),
                                true);
   } else {
     constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;

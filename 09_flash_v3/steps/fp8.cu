@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "09_flash_v3/launch.cuh"  // launch, and through it the kernel
@@ -71,13 +70,13 @@ __global__ void __launch_bounds__(256) transpose_v_kernel(const std::uint8_t* v,
 // V^T is 128 bytes, one atom of the swizzle; the K and V stages take half the bytes of bf16's.
 // A Q slot keeps its bf16 size: the epilogue stages O_i (in T) there, each consumer group
 // over its own rows of Q_i only (the group's 64 fp8 rows are the first 8 KiB of its O rows).
-template <class C, bool kRowVote_ = C::kOverlap>
+template <class C>
 struct Fp8 : C {
-  static_assert(C::kD == 128 && (C::Bc == 64 || C::Bc == 128 || C::Bc == 192), "the FP8 step: D = 128, Bc = 64, 128 or 192");
+  static_assert(C::kD == 128 && C::Bc == 128, "the FP8 step: D = 128, Bc = 128");
   static constexpr bool kFp8 = true;
   // With the overlap a vote on the whole tile keeps every score and every E4M3 key live at once,
   // and ptxas spills inside the turn (96 bytes): one vote a row there. Without it, one a tile.
-  static constexpr bool kRowVote = kRowVote_;
+  static constexpr bool kRowVote = C::kOverlap;
   // The consumers' fragments (06's, for the scores and the mask); P leaves the softmax straight into
   // P V's E4M3 A fragments (pipeline.cuh: StoreP).
   using Tile = fa2::Config<__nv_fp8_e4m3, C::kD, C::Bc, /*kMTiles=*/1>;
@@ -93,14 +92,6 @@ struct Fp8 : C {
 // rounds in one call), and under the causal mask it is faster too (fp8.md).
 using Fp8Config = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/128,
                                /*kOverlap=*/false>>;
-using Fp8Wide = Fp8<WsConfig<__half, kD, /*kStages=*/3, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/192,
-                             /*kOverlap=*/false>>;
-using Fp8WideRow = Fp8<WsConfig<__half, kD, /*kStages=*/3, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/192,
-                                /*kOverlap=*/false>, true>;
-using Fp8Three = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/64,
-                              /*kOverlap=*/false, /*kGroups=*/3>>;
-using Fp8ThreeFree = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/false, /*kPersistent=*/true, /*kBc=*/64,
-                                  /*kOverlap=*/false, /*kGroups=*/3>>;
 
 }  // namespace
 
@@ -132,12 +123,7 @@ void forward_fp8(const fa::Problem& p, const void* q, const void* k, const void*
       static_cast<const std::uint8_t*>(v), vt, p.seqlen_k, cols, key_blocks);
   FA_CHECK_LAUNCH();
   const Fp8Args args{scales.v};
-  static const int variant = [] { const char* e = std::getenv("FA_FP8_VARIANT"); return e ? std::atoi(e) : 0; }();
-  if (variant == 1) launch<Fp8Wide>(p, q, k, vt, prm, stream, args);
-  else if (variant == 2) launch<Fp8WideRow>(p, q, k, vt, prm, stream, args);
-  else if (variant == 3) launch<Fp8Three>(p, q, k, vt, prm, stream, args);
-  else if (variant == 4) launch<Fp8ThreeFree>(p, q, k, vt, prm, stream, args);
-  else launch<Fp8Config>(p, q, k, vt, prm, stream, args);
+  launch<Fp8Config>(p, q, k, vt, prm, stream, args);
 }
 
 }  // namespace flash_v3::steps

@@ -13,8 +13,9 @@ namespace flash_v3::steps {
 namespace {
 
 // kStep 1: one warpgroup; 2: warp specialized; 3: + ping-pong; 4: + persistent; 5: + the softmax
-// overlapped with the group's own P V (the chapter's kernel at D = 128; at D = 64 the chapter
-// launches step 1).
+// overlapped with the group's own P V (the chapter's kernel at D = 128); 7: step 4 with three
+// consumer warpgroups (ThreeConsumerConfig; at D = 64 the chapter launches it, or step 1 under a
+// short causal mask). Step 6 is the FP8 forward (fp8.h), an entry point of its own.
 template <int kStep, class T, int kD>
 void launch_step(const fa::Problem& p, const void* q, const void* k, const void* v, const Params& prm,
                  cudaStream_t stream) {
@@ -23,9 +24,7 @@ void launch_step(const fa::Problem& p, const void* q, const void* k, const void*
   else if constexpr (kStep == 3) launch<WsConfig<T, kD, ChapterConfig<T, kD>::kStages, true, false>>(p, q, k, v, prm, stream);
   else if constexpr (kStep == 4) launch<ChapterConfig<T, kD, /*kOverlap=*/false>>(p, q, k, v, prm, stream);
   else if constexpr (kStep == 5) launch<ChapterConfig<T, kD>>(p, q, k, v, prm, stream);
-  else  // experiment: three consumers
-    launch<WsConfig<T, kD, /*kStages=*/kD == 64 ? 4 : 2, true, true, /*kBc=*/kD == 64 ? 128 : 64,
-                    /*kOverlap=*/kStep == 7, /*kGroups=*/3>>(p, q, k, v, prm, stream);
+  else launch<ThreeConsumerConfig<T, kD>>(p, q, k, v, prm, stream);
 }
 
 const fa::Support& support() {
@@ -72,8 +71,7 @@ const std::vector<Step>& all() {
       make<3>("v3_pingpong", "+ the consumers take turns on the tensor cores (named barriers)"),
       make<4>("v4_persistent", "+ one block per SM walks the tiles (not causal): the next tile's copies fly under this one's end"),
       make<5>("v5_overlap", "+ a consumer's softmax runs under its own P V, which lands after it (the chapter's kernel at D = 128)"),
-      make<6>("x6_three", "three consumers"),
-      make<7>("x7_three_overlap", "three consumers, overlap"),
+      make<7>("v7_three_consumers", "v4 with three consumers of 64 rows (Br = 192) taking turns in a ring, Bc = 128 at D = 64 (the chapter's kernel there without a causal mask)"),
   };
   return steps;
 }

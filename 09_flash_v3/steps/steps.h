@@ -3,8 +3,9 @@
 //   v2_warp_specialized   flash_v3.cuh's kernel, one block a tile, without ping-pong (WsConfig switches)
 //   v3_pingpong           flash_v3.cuh's kernel, one block a tile
 //   v4_persistent         flash_v3.cuh's kernel, persistent, without the intra-warpgroup overlap
-//   v5_overlap            the chapter's kernel at D = 128 (at D = 64 the chapter runs
-//                         v1_one_warpgroup)
+//   v5_overlap            the chapter's kernel at D = 128
+//   v7_three_consumers    v4 with three consumer warpgroups (Br = 192): the chapter's kernel at
+//                         D = 64 (v1_one_warpgroup under a causal mask below 4k queries)
 // Each is a Chapter, so the shared benchmark and test code run it like any chapter.
 //   v6_fp8                v4's turns on E4M3 inputs: an entry point of its own
 //                         (fp8.h), with its own tests (test_fp8.cpp) and benchmark rows

@@ -161,13 +161,13 @@ __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, int c0, int
 
 // A tensor map of `rank` dimensions (dims innermost first, strides in bytes between the elements of
 // dimensions 1 .. rank - 1) of `elem_bytes`-byte elements of `type`, boxes of (box_rows, box_cols)
-// and 1 along the outer dimensions, in the 128-byte swizzle (or the 64-byte one, swizzle_bytes = 64):
-// box_cols * elem_bytes <= swizzle_bytes, rows of 16-byte multiples, strides of 16-byte multiples.
+// and 1 along the outer dimensions, in the 128-byte swizzle: box_cols * elem_bytes <= 128, rows of
+// 16-byte multiples, strides of 16-byte multiples.
 // cuTensorMapEncodeTiled is a driver function: it is looked up through the runtime
 // (cudaGetDriverEntryPointByVersion), so nothing links libcuda.
 inline CUtensorMap encode_tma(CUtensorMapDataType type, std::uint32_t elem_bytes, const void* base, cuuint32_t rank,
                               const cuuint64_t* dims, const cuuint64_t* strides, std::uint32_t box_rows,
-                              std::uint32_t box_cols, std::uint32_t swizzle_bytes = 128) {
+                              std::uint32_t box_cols) {
   using Encode = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                               const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                               CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -179,18 +179,15 @@ inline CUtensorMap encode_tma(CUtensorMapDataType type, std::uint32_t elem_bytes
       throw std::runtime_error("cuTensorMapEncodeTiled is not available from this driver");
     return reinterpret_cast<Encode>(fn);
   }();
-  if ((swizzle_bytes != 128 && swizzle_bytes != 64) || box_cols * elem_bytes > swizzle_bytes ||
-      (dims[0] * elem_bytes) % 16 != 0)
-    throw std::invalid_argument("make_tma: a swizzled box (128 or 64 bytes) is at most the swizzle's width; rows must be "
-                                "16-byte multiples");
+  if (box_cols * elem_bytes > 128 || (dims[0] * elem_bytes) % 16 != 0)
+    throw std::invalid_argument("make_tma: a 128-byte-swizzled box is at most 128 bytes wide; rows must be 16-byte multiples");
   for (cuuint32_t d = 0; d + 1 < rank; ++d)
     if (strides[d] % 16 != 0) throw std::invalid_argument("make_tma: strides must be multiples of 16 bytes");
   CUtensorMap map{};
   const cuuint32_t box[5] = {box_cols, box_rows, 1, 1, 1};
   const cuuint32_t steps[5] = {1, 1, 1, 1, 1};
   const CUresult r = encode(&map, type, rank, const_cast<void*>(base), dims, strides, box, steps,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            swizzle_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);  // out of bounds: zeros
   if (r != CUDA_SUCCESS) throw std::runtime_error("cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
@@ -202,10 +199,10 @@ inline CUtensorMap encode_tma(CUtensorMapDataType type, std::uint32_t elem_bytes
 // and matrices 1: a 2-D map of one matrix).
 inline CUtensorMap make_tma_of(CUtensorMapDataType type, std::uint32_t elem_bytes, const void* base,
                                std::uint64_t matrices, std::uint64_t rows, std::uint64_t cols, std::uint32_t box_rows,
-                               std::uint32_t box_cols, cuuint32_t rank = 3, std::uint32_t swizzle_bytes = 128) {
+                               std::uint32_t box_cols, cuuint32_t rank = 3) {
   const cuuint64_t dims[3] = {cols, rows, matrices};                            // innermost first
   const cuuint64_t strides[2] = {cols * elem_bytes, rows * cols * elem_bytes};  // bytes between rows, between matrices
-  return encode_tma(type, elem_bytes, base, rank, dims, strides, box_rows, box_cols, swizzle_bytes);
+  return encode_tma(type, elem_bytes, base, rank, dims, strides, box_rows, box_cols);
 }
 
 // The 4-D map of a bf16 or fp16 attention tensor (B, H, S, D) whose rows, heads and batches lie

@@ -62,22 +62,6 @@ FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw128_desc_fp8(std::uint32_t tile_
   return wgmma_desc(tile_start + atom + static_cast<std::uint32_t>(k0 % 128), 16, kSwizzleAtomBytes, SmemSwizzle::b128);
 }
 
-// FP8's V^T tile (the B operand of P V, keys along the line) in chunks of keys: a tile of Bc keys
-// whose Bc is a multiple of 128 lies in 128-key atoms, 128-byte swizzled (kmajor_sw128_desc_fp8);
-// another (Bc = 192) in 64-key chunks of D lines of 64 bytes, 64-byte swizzled (kmajor_sw64_desc_fp8),
-// one TMA box each.
-FA_HOST_DEVICE constexpr int fp8_vt_chunk_keys(int Bc) { return Bc % 128 == 0 ? 128 : 64; }
-
-// The descriptor of a K-major, 64-byte-swizzled FP8 operand of `rows` lines of 64 bytes (one 64-key
-// chunk of V^T), advanced to k0 (a multiple of 32). The 64-byte swizzle XORs address bits 4-5 (the
-// 16-byte chunk within a 64-byte line) with bits 7-8, so its block is 8 lines of 64 bytes (512
-// bytes), the stride byte offset between groups of 8 rows; the chunk k0 / 64 starts rows * 64 bytes
-// after the one before, and a k-step is 32 bytes along the line.
-FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw64_desc_fp8(std::uint32_t tile_start, int rows, int k0) {
-  const std::uint32_t chunk = static_cast<std::uint32_t>(k0 / 64) * static_cast<std::uint32_t>(rows) * 64u;
-  return wgmma_desc(tile_start + chunk + static_cast<std::uint32_t>(k0 % 64), 16, 512, SmemSwizzle::b64);
-}
-
 // FP8's P V: which key of a 32-key block column c of P's wgmma A fragment holds. The fp32
 // accumulator of S gives a thread (lane group g, t = lane % 4) keys 8j + 2t and 8j + 2t + 1 of each
 // 8-key group j of a row; an 8-bit A fragment of k = 32 wants from it columns 4t .. 4t + 3 and
