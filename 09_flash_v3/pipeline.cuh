@@ -109,16 +109,19 @@ template <class C>
 __device__ __forceinline__ void issue_scores(fa2::ScoreTile<typename C::Tile>& S, std::uint32_t Q_w,
                                              std::uint32_t K_s) {
   float(&s)[C::Bc / 2] = *reinterpret_cast<float(*)[C::Bc / 2]>(&S[0][0][0]);  // the accumulator's registers
+  // Each descriptor is built once and advanced by a constant per k-step (desc_advance).
   if constexpr (C::kFp8) {
+    const std::uint64_t q = kmajor_sw128_desc_fp8(Q_w, C::Br, 0), k = kmajor_sw128_desc_fp8(K_s, C::Bc, 0);
 #pragma unroll
     for (int ks = 0; ks < C::kD / 32; ++ks)
-      wgmma_ss_m64n128k32_e4m3(s, kmajor_sw128_desc_fp8(Q_w, C::Br, 32 * ks),
-                               kmajor_sw128_desc_fp8(K_s, C::Bc, 32 * ks), ks > 0);
+      wgmma_ss_m64n128k32_e4m3(s, desc_advance(q, kmajor_sw128_step_fp8(C::Br, 32 * ks)),
+                               desc_advance(k, kmajor_sw128_step_fp8(C::Bc, 32 * ks)), ks > 0);
   } else {
+    const std::uint64_t q = kmajor_sw128_desc(Q_w, C::Br, 0), k = kmajor_sw128_desc(K_s, C::Bc, 0);
 #pragma unroll
     for (int ks = 0; ks < C::kD / 16; ++ks)
-      wgmma_ss<typename C::T, C::Bc, 0>(s, kmajor_sw128_desc(Q_w, C::Br, 16 * ks),
-                                        kmajor_sw128_desc(K_s, C::Bc, 16 * ks), ks > 0);
+      wgmma_ss<typename C::T, C::Bc, 0>(s, desc_advance(q, kmajor_sw128_step(C::Br, 16 * ks)),
+                                        desc_advance(k, kmajor_sw128_step(C::Bc, 16 * ks)), ks > 0);
   }
 }
 
@@ -153,18 +156,20 @@ template <class C>
 __device__ __forceinline__ void issue_pv(fa2::WarpRows<typename C::Tile>& w, const PFrags<C>& P, std::uint32_t V_s) {
   float* o = &w.O[0][0][0];
   if constexpr (C::kFp8) {
+    const std::uint64_t v = kmajor_sw128_desc_fp8(V_s, C::kD, 0);
 #pragma unroll
     for (int kk = 0; kk < C::Bc / 32; ++kk)
-      wgmma_rs_m64n128k32_e4m3(*reinterpret_cast<float(*)[64]>(o), P[kk], kmajor_sw128_desc_fp8(V_s, C::kD, 32 * kk),
-                               true);
+      wgmma_rs_m64n128k32_e4m3(*reinterpret_cast<float(*)[64]>(o), P[kk],
+                               desc_advance(v, kmajor_sw128_step_fp8(C::kD, 32 * kk)), true);
   } else {
     constexpr int kN = C::kD <= 128 ? C::kD : C::kD % 128 == 0 ? 128 : 64;
+    const std::uint64_t v = mnmajor_sw128_desc(V_s, C::Bc, 0, 0);
 #pragma unroll
     for (int kk = 0; kk < C::Bc / 16; ++kk)
 #pragma unroll
       for (int n0 = 0; n0 < C::kD; n0 += kN)
         wgmma_rs<typename C::T, kN, 1>(*reinterpret_cast<float(*)[kN / 2]>(o + n0 / 2), P[0][kk],
-                                       mnmajor_sw128_desc(V_s, C::Bc, 16 * kk, n0), true);
+                                       desc_advance(v, mnmajor_sw128_step(C::Bc, 16 * kk, n0)), true);
   }
 }
 

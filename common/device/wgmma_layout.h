@@ -48,18 +48,24 @@ FA_HOST_DEVICE constexpr std::uint64_t wgmma_desc(std::uint32_t start, std::uint
 // column k0 (a multiple of 16: one wgmma k-step) of a tile of `rows` rows. Within an atom a k-step
 // is 32 bytes further along the line: the start address moves and the hardware's XOR, applied to
 // the whole address, still finds each chunk. The next atom starts rows * 128 bytes later.
+// kmajor_sw128_step: how far column k0 lies from the tile's start, the bytes a loop advances a
+// descriptor built once at k0 = 0 by (desc_advance, below).
+FA_HOST_DEVICE constexpr std::uint32_t kmajor_sw128_step(int rows, int k0) {
+  return static_cast<std::uint32_t>(k0 / kAtomCols) * static_cast<std::uint32_t>(rows) * 128u +
+         static_cast<std::uint32_t>(k0 % kAtomCols) * 2u;
+}
 FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw128_desc(std::uint32_t tile_start, int rows, int k0) {
-  const std::uint32_t atom = static_cast<std::uint32_t>(k0 / kAtomCols) * static_cast<std::uint32_t>(rows) * 128u;
-  const std::uint32_t within = static_cast<std::uint32_t>(k0 % kAtomCols) * 2u;
-  return wgmma_desc(tile_start + atom + within, 16, kSwizzleAtomBytes, SmemSwizzle::b128);
+  return wgmma_desc(tile_start + kmajor_sw128_step(rows, k0), 16, kSwizzleAtomBytes, SmemSwizzle::b128);
 }
 
 // The same for one-byte elements (FP8, E4M3): a 128-byte line holds 128 of them, so an atom is
 // 128 columns wide and a wgmma k-step of 32 elements is 32 bytes, as one of 16 bf16 is. k0: a
 // multiple of 32. FP8 operands are K-major only (wgmma has no transpose for them).
+FA_HOST_DEVICE constexpr std::uint32_t kmajor_sw128_step_fp8(int rows, int k0) {
+  return static_cast<std::uint32_t>(k0 / 128) * static_cast<std::uint32_t>(rows) * 128u + static_cast<std::uint32_t>(k0 % 128);
+}
 FA_HOST_DEVICE constexpr std::uint64_t kmajor_sw128_desc_fp8(std::uint32_t tile_start, int rows, int k0) {
-  const std::uint32_t atom = static_cast<std::uint32_t>(k0 / 128) * static_cast<std::uint32_t>(rows) * 128u;
-  return wgmma_desc(tile_start + atom + static_cast<std::uint32_t>(k0 % 128), 16, kSwizzleAtomBytes, SmemSwizzle::b128);
+  return wgmma_desc(tile_start + kmajor_sw128_step_fp8(rows, k0), 16, kSwizzleAtomBytes, SmemSwizzle::b128);
 }
 
 // FP8's P V: which key of a 32-key block column c of P's wgmma A fragment holds. The fp32
@@ -79,17 +85,20 @@ FA_HOST_DEVICE constexpr int fp8_pv_key(int c) {
 // (D). A k-step of 16 rows is 2048 bytes down the atom; columns n0 .. n0 + 63 are atom n0 / 64.
 // MN-major fields (PTX ISA): the leading byte offset steps between 64-wide atoms along N (here
 // k_rows * 128 bytes), the stride byte offset between groups of 8 k rows (1024 bytes).
+FA_HOST_DEVICE constexpr std::uint32_t mnmajor_sw128_step(int k_rows, int k0, int n0) {
+  return static_cast<std::uint32_t>(n0 / kAtomCols) * static_cast<std::uint32_t>(k_rows) * 128u +
+         static_cast<std::uint32_t>(k0) * 128u;
+}
 FA_HOST_DEVICE constexpr std::uint64_t mnmajor_sw128_desc(std::uint32_t tile_start, int k_rows, int k0, int n0) {
-  const std::uint32_t atom_bytes = static_cast<std::uint32_t>(k_rows) * 128u;
-  const std::uint32_t start = tile_start + static_cast<std::uint32_t>(n0 / kAtomCols) * atom_bytes +
-                              static_cast<std::uint32_t>(k0) * 128u;
-  return wgmma_desc(start, atom_bytes, kSwizzleAtomBytes, SmemSwizzle::b128);
+  return wgmma_desc(tile_start + mnmajor_sw128_step(k_rows, k0, n0), static_cast<std::uint32_t>(k_rows) * 128u,
+                    kSwizzleAtomBytes, SmemSwizzle::b128);
 }
 
 // The descriptor of an operand `bytes` further on in shared memory. The start address is the low
 // field and shared addresses stay below 256 KiB, so it is one 32-bit add to the low word, with no
 // carry into the next field: a loop builds its descriptors once and advances them per k-step and
-// per stage (a consumer of chapter 11 runs 32 wgmmas a step).
+// per stage (a consumer of chapter 11 runs 32 wgmmas a step; chapter 09's turn 8 to 24) by the
+// *_step offsets above, constants the compiler folds, instead of a mask, a shift and an OR each.
 FA_HOST_DEVICE constexpr std::uint64_t desc_advance(std::uint64_t desc, std::uint32_t bytes) {
   return (desc & 0xFFFFFFFF00000000ull) | static_cast<std::uint32_t>(static_cast<std::uint32_t>(desc) + (bytes >> 4));
 }

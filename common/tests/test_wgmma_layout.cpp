@@ -156,6 +156,19 @@ TEST(WgmmaLayout, AdvancedDescriptorEqualsTheRebuiltOne) {
           EXPECT_EQ(desc_advance(mnmajor_sw128_desc(tile, rows, 0, 64), static_cast<std::uint32_t>(k0) * 128u),
                     mnmajor_sw128_desc(tile, rows, k0, 64));
       }
+  // The *_step offsets the kernels advance by give the descriptors built at each k-step.
+  for (std::uint32_t tile : {0x0u, 0x4000u, 0x20000u})
+    for (int rows : {64, 80, 112, 128, 192})
+      for (int k0 = 0; k0 < 256; k0 += 16) {
+        EXPECT_EQ(desc_advance(kmajor_sw128_desc(tile, rows, 0), kmajor_sw128_step(rows, k0)),
+                  kmajor_sw128_desc(tile, rows, k0)) << tile << ", " << rows << ", " << k0;
+        for (int n0 : {0, 64, 128, 192})
+          EXPECT_EQ(desc_advance(mnmajor_sw128_desc(tile, rows, 0, 0), mnmajor_sw128_step(rows, k0, n0)),
+                    mnmajor_sw128_desc(tile, rows, k0, n0)) << tile << ", " << rows << ", " << k0 << ", " << n0;
+        if (k0 % 32 == 0)
+          EXPECT_EQ(desc_advance(kmajor_sw128_desc_fp8(tile, rows, 0), kmajor_sw128_step_fp8(rows, k0)),
+                    kmajor_sw128_desc_fp8(tile, rows, k0)) << tile << ", " << rows << ", " << k0;
+      }
   // The last 16-byte step below 227 KiB still lands in the start-address field alone.
   const std::uint64_t d = kmajor_sw128_desc(0, 64, 0);
   EXPECT_EQ(desc_advance(d, 227 * 1024 - 16), kmajor_sw128_desc(227 * 1024 - 16, 64, 0));
