@@ -61,7 +61,7 @@ jobs=(
   "build|200|build"
   "pytorch|380|$gc --stages pytorch --chapters 09_flash_v3"
   "python|240|$gc --stages python"
-  "bench_09|130|$gc --stages bench --chapters 09_flash_v3"
+  "bench_09|150|$gc --stages bench --chapters 09_flash_v3"
   "bench_11|250|$gc --stages bench --chapters 11_backward_v3"
   "bench_10|160|$gc --stages bench,decode --chapters 10_decoding"
   "bench_06|80|$gc --stages bench --chapters 06_tensor_core"
