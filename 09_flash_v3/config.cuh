@@ -16,7 +16,7 @@ namespace flash_v3 {
 using fa2::Params;
 
 // kGroups + 1 warpgroups: the producer (0) and kGroups consumers (1 ..) of 64 rows of Q_i each
-// (two; three in the FP8 step, steps/fp8.cu).
+// (two; three in step v7, ThreeConsumerConfig below).
 template <class T_, int kD_, int kStages_, bool kPingPong_ = true, bool kPersistent_ = true, int kBc = 128,
           bool kOverlap_ = false, int kGroups_ = 2>
 struct WsConfig {
@@ -85,8 +85,8 @@ using Fp8Of = std::conditional_t<C::kFp8, Fp8Args, NoFp8>;
 // S takes 6 k-steps of Q_i K_s^T instead of 8, and O_i += P V is one wgmma of N = 96 per 16 keys
 // (48 accumulators a thread), so the zero columns 96-127 cost no tensor-core time.
 // At D = 64 it launches ThreeConsumerConfig (below) or step v1 instead (dispatch.cuh says when);
-// the steps run this one there with four stages. D = 192 and 256: O_i takes D / 2 registers a thread, so S_ij and P_ij must shrink
-// beside it, and the K/V stages grow with D. The chapter takes FlashAttention-3's key tiles there,
+// the steps run this one there with four stages. D = 192 and 256: O_i takes D / 2 registers a
+// thread, so S_ij and P_ij must shrink beside it, and the K/V stages grow with D. The chapter takes FlashAttention-3's key tiles there,
 // Bc = 112 at D = 192 and Bc = 80 at D = 256 (wgmma N = 112 and 80), with one block a tile (one Q_i
 // slot: 216 and 225 KiB with two stages) and without the intra-warpgroup overlap, whose second P
 // does not fit beside them (ptxas -v, CUDA 13.0: 68 and 164 bytes of spill stores a thread with it,

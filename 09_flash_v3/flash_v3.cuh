@@ -63,9 +63,8 @@ using fa2::Params;
 // as well: the last group lets group 0 go first once, and its last turn of a tile hands over to
 // group 0's first turn of the block's next tile, so group 0 starts the next S while the others
 // write their O_i (only the block's very last turn hands over nothing). All groups take
-// Tc_end - Tc_begin + 1 turns a tile (a
-// group's rows past the causal edge or outside the window of a tile are masked), so every bar.sync
-// has its arrival, tile after tile. Varlen: VarlenArgs for a packed batch of sequences (each tile
+// Tc_end - Tc_begin + 1 turns a tile (a group's rows past the causal edge or outside the window of
+// a tile are masked), so every bar.sync has its arrival, tile after tile. Varlen: VarlenArgs for a packed batch of sequences (each tile
 // masks, and writes O and LSE, by its own sequence's lengths), else NoVarlen. cap: the logit
 // softcap's constants where C::kSoftcap (SoftcapOf<C>).
 template <class C, bool kBshd, class Varlen = NoVarlen>
@@ -214,7 +213,7 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
     // top of the group's next tile, once the copy engine has read it.
     stage_o<C>(w, stats, tp, kVarlen ? 0 : slice_of(wt), base_p + (Q_w - base), warp, row, g, t);
     fence_proxy_async();                 // the stores, before the copy engine reads them
-    barrier_sync(1 + C::kGroups + group, 128);        // the group's 4 warps have stored their rows
+    barrier_sync(1 + C::kGroups + group, 128);  // the group's 4 warps have stored their rows
     if (kVarlen && group_tile * 64 + 64 > tp.seqlen_q) {
       // The group's rows reach past its sequence's end, where the next sequence's O lies: a TMA box
       // would overwrite it. The group's 128 threads copy the rows inside, 16 bytes at a time.
@@ -236,7 +235,8 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
   if (storer) bulk_wait<0>();  // the last boxes are written before the block (and its smem) goes
 }
 
-// grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: kGroups + 1 warpgroups, one block per SM.
+// grid: one block per unit of TileWalk, or (kPersistent) one per SM; block: kGroups + 1 warpgroups,
+// one block per SM.
 // kBshd: Q, K, V and O as [B, S, H, D] (4-D tensor maps), else [B, H, S, D]. Varlen: VarlenArgs for
 // a packed batch of sequences ([1, total, H, D] tensors, kBshd), NoVarlen otherwise. cap: the
 // logit softcap's constants (Softcap<C>), an empty parameter otherwise. fp8: V's scale (Fp8<C>),

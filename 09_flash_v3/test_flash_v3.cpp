@@ -1,5 +1,6 @@
 // Chapter 09 against the float64 reference on the shared shapes (both dtypes, D 64, 96, 128, 192 and 256), and
 // the README's step-by-step versions on a few awkward shapes: ctest -L 09_flash_v3
+#include <string>
 #include <vector>
 
 #include "09_flash_v3/flash_v3.h"
