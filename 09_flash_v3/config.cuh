@@ -59,8 +59,6 @@ struct WsConfig {
   static constexpr bool kSoftcap = false;  // Softcap<WsConfig>: the scores go through the logit softcap
   static constexpr bool kFp8 = false;      // steps/fp8.cu's Fp8<WsConfig>: Q, K, V in E4M3 (the step v6_fp8)
   static constexpr std::uint32_t kQTxBytes = kQBytes;  // the bytes a Q_i copy lands
-  static constexpr bool kTrace = false;  // EXPERIMENT
-  static constexpr int kPolyExp = 0;     // EXPERIMENT
 };
 
 // A configuration C with the logit softcap (Problem::softcap): the consumers cap each tile's

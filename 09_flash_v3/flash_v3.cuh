@@ -51,10 +51,6 @@ namespace flash_v3 {
 using namespace fa::cuda;
 using fa2::Params;
 
-// EXPERIMENT: per-turn clocks of block 0's groups (warp 0 of each), [group][turn][4].
-constexpr int kTraceTurns = 512;
-static __device__ long long g_fa_trace[3][kTraceTurns][4];
-
 // A consumer warpgroup (group 0 .. kGroups - 1: rows 64 group .. of Q_i), over the block's tiles.
 // The group is a run-time value, so all groups run one copy of the code. With the group as a template
 // argument the kernel holds two copies (10,600 SASS instructions at D = 128 with the overlap,
@@ -82,7 +78,6 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
   auto K_s = [&](int it) { return base + C::kK + it % C::kStages * C::kTileBytes; };
   auto V_s = [&](int it) { return base + C::kV + it % C::kStages * C::kTileBytes; };
   int it0 = 0, n = 0;  // K/V tiles before this work tile (as the producer counts them), work tiles
-  int tr = 0;  // EXPERIMENT: turns traced
   const bool storer = threadIdx.x % 128 == 0;  // the thread of the group that issues the O stores
   auto walk = block_walk(prm.seqlen_q, prm.batch_heads, prm.heads, prm.causal, C::Br, C::kPersistent, blockIdx.x,
                          gridDim.x, vl);
@@ -130,13 +125,9 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
     // P_in: P_{s-1}; P_out: where P_s goes.
     auto turn = [&](int s, auto kScores, auto kPV, PFrags<C>& P_in, PFrags<C>& P_out) {
       const int it = it0 + s - Tc_begin;  // K_s's place in the ring; V_{s-1} is at it - 1
-      const bool tracer = C::kTrace && blockIdx.x == 0 && threadIdx.x % 128 == 0 && tr < kTraceTurns;
-      long long t0 = 0, t1 = 0, t2 = 0;
-      if (tracer) t0 = clock64();
       if (kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
       if (kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
       if (C::kPingPong) barrier_sync(1 + group, kTurnThreads);  // our turn on the tensor cores
-      if (tracer) t1 = clock64();
       fa2::ScoreTile<Tile> S_ij;  // (16, Bc) a warp: the wgmma accumulator, as 06's fragments
       wgmma_fence();  // O_i was rescaled and P_in written by ordinary instructions
       if constexpr (kScores) {
@@ -152,7 +143,6 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
       if constexpr (C::kOverlap && kScores && kPV) wgmma_wait<1>();
       else wgmma_wait<0>();  // without: S_s and O_i are both in the registers
       if constexpr (kScores) wgmma_fence_operands(*reinterpret_cast<float(*)[Bc / 2]>(&S_ij[0][0][0]));
-      if (tracer) t2 = clock64();
       if (lane == 0) {  // this warp is done with the stages: the producer may refill them
         if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[it % C::kStages]));
         if (kPV && !C::kOverlap) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
@@ -164,9 +154,9 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
         if constexpr (C::kOverlap) {
 #pragma unroll
           for (int nt = 0; nt < 2; ++nt) ml.O[0][nt][0] = ml.O[0][nt][1] = ml.O[0][nt][2] = ml.O[0][nt][3] = 1.0f;
-          softmax_step_kept_max<StatsTile, C::kRowVote, C::kPolyExp>(S_ij, StoreP<C>{P_out}, ml, prm.scale_log2, /*try_kept=*/kPV);
+          softmax_step_kept_max<StatsTile, C::kRowVote>(S_ij, StoreP<C>{P_out}, ml, prm.scale_log2, /*try_kept=*/kPV);
         } else {
-          softmax_step_kept_max<Tile, C::kRowVote, C::kPolyExp>(S_ij, StoreP<C>{P_out}, w, prm.scale_log2, /*try_kept=*/kPV);
+          softmax_step_kept_max<Tile, C::kRowVote>(S_ij, StoreP<C>{P_out}, w, prm.scale_log2, /*try_kept=*/kPV);
         }
       }
       if constexpr (C::kOverlap && kPV) {
@@ -185,14 +175,6 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
             for (int e = 0; e < 4; ++e) w.O[0][nt][e] *= ml.O[0][0][e];  // alpha of row g (e < 2), g + 8
         }
       }
-      if (tracer) {
-        const long long t3 = clock64();
-        g_fa_trace[group][tr][0] = t0;
-        g_fa_trace[group][tr][1] = t1;
-        g_fa_trace[group][tr][2] = t2;
-        g_fa_trace[group][tr][3] = t3;
-      }
-      if (C::kTrace) ++tr;
     };
     using Yes = std::true_type;
     using No = std::false_type;

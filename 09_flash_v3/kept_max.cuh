@@ -66,35 +66,16 @@ __device__ __forceinline__ float raise_max(const ScoreTile<C>& S_ij, WarpRows<C>
 
 // Row 16 mt + g + 8 h of P_ij against m_ref into store_p, 16 keys (an A fragment's two registers of
 // the row) at a time; returns the row's partial sum (this thread's keys), added in fa2::softmax_step's order.
-// EXPERIMENT: 2^x on the FMA pipe (round, degree-3 polynomial on [-0.5, 0.5], exponent add).
-__device__ __forceinline__ float poly_exp2(float x) {
-  x = fminf(fmaxf(x, -127.0f), 127.0f);  // -inf -> 0, and a huge x stays huge (fails the vote)
-  const float r = x + 12582912.0f;  // 1.5 * 2^23: x rounded to an integer in the low bits
-  const float f = x - (r - 12582912.0f);
-  float p = fmaf(0.0555041086648216f, f, 0.240226506959101f);
-  p = fmaf(p, f, 0.693147180559945f);
-  p = fmaf(p, f, 1.0f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
-}
-
-template <class C, int kPoly = 0, class StoreP>
+template <class C, class StoreP>
 __device__ __forceinline__ float row_exps(const ScoreTile<C>& S_ij, StoreP& store_p, float m_ref, float scale_log2,
                                           int mt, int h) {
   float sum = 0.0f;
-  constexpr int kPace = kPoly >= 4 ? kPoly - 3 : 0;  // EXPERIMENT: chunk kk's subtrahend waits for chunk kk - kPace's exp
-  float hist[C::Bc / 16];
 #pragma unroll
   for (int kk = 0; kk < C::Bc / 16; ++kk) {
     float p[4];  // keys 16 kk + 2t, +1 (n-tile 2 kk) and 16 kk + 8 + 2t, +1 (n-tile 2 kk + 1)
-    const float neg_m = kPace > 0 && kk >= kPace ? fmaf(0.0f, hist[kk - kPace], -m_ref) : -m_ref;
 #pragma unroll
     for (int e = 0; e < 4; ++e)  // exp(scale (s - m)) = exp2(s * scale * log2e - m * scale * log2e): FFMA + MUFU.EX2
-    {
-      const float x = fmaf(S_ij[mt][2 * kk + e / 2][2 * h + e % 2], scale_log2, neg_m);
-      const bool poly = (kPoly == 1 && e == 3) || (kPoly == 2 && e == 3 && kk % 2 == 1) || (kPoly == 3 && e >= 2);
-      p[e] = poly ? poly_exp2(x) : fast_exp2(x);
-    }
-    hist[kk] = p[3];
+      p[e] = fast_exp2(fmaf(S_ij[mt][2 * kk + e / 2][2 * h + e % 2], scale_log2, -m_ref));
     sum += p[0] + p[1];
     sum += p[2] + p[3];
     store_p(mt, kk, h, p);
@@ -108,7 +89,7 @@ __device__ __forceinline__ float row_exps(const ScoreTile<C>& S_ij, StoreP& stor
 // m_i is -inf). The warp votes once over all its rows, or with kRowVote once a row: then a row's
 // scores are free as soon as its exponentials are taken, so S_ij and P_ij are never live in full
 // together (fewer registers, two votes and branches a tile instead of one).
-template <class C, bool kRowVote, int kPoly = 0, class StoreP>
+template <class C, bool kRowVote, class StoreP>
 __device__ __forceinline__ void softmax_step_kept_max(const ScoreTile<C>& S_ij, StoreP&& store_p, WarpRows<C>& w,
                                                       float scale_log2, bool try_kept = true) {
   constexpr int kRows = 2 * C::kMTiles, kVoteRows = kRowVote ? 1 : kRows;  // row r: mt = r / 2, h = r % 2
@@ -125,7 +106,7 @@ __device__ __forceinline__ void softmax_step_kept_max(const ScoreTile<C>& S_ij, 
       bool in_range = true;
 #pragma unroll
       for (int r = 0; r < kVoteRows; ++r) {
-        sum[r] = row_exps<C, kPoly>(S_ij, store_p, m_ref[r], scale_log2, (r0 + r) / 2, (r0 + r) % 2);
+        sum[r] = row_exps<C>(S_ij, store_p, m_ref[r], scale_log2, (r0 + r) / 2, (r0 + r) % 2);
         in_range &= sum[r] <= kKeptMaxBound;  // false for inf and NaN too
       }
       if (!check || __all_sync(0xffffffffu, in_range)) break;

@@ -6,8 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "09_flash_v3/launch.cuh"  // launch, and through it the kernel
@@ -94,35 +92,6 @@ struct Fp8 : C {
 // rounds in one call), and under the causal mask it is faster too (fp8.md).
 using Fp8Config = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/true, /*kPersistent=*/true, /*kBc=*/128,
                                /*kOverlap=*/false>>;
-// EXPERIMENT variants (FA_FP8_VARIANT).
-template <class C>
-struct Traced : C {
-  static constexpr bool kTrace = true;
-};
-template <class C, int n>
-struct Poly : C {
-  static constexpr int kPolyExp = n;
-};
-using Fp8Free = Fp8<WsConfig<__half, kD, /*kStages=*/4, /*kPingPong=*/false, /*kPersistent=*/true, /*kBc=*/128,
-                             /*kOverlap=*/false>>;
-
-template <class C>
-void dump_trace(int variant) {
-  static int calls = 0;
-  if (!C::kTrace || ++calls != 5) return;
-  const char* path = std::getenv("FA_TRACE_FILE");
-  if (!path) return;
-  static long long h[3][kTraceTurns][4];
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
-  FA_CUDA_CHECK(cudaMemcpyFromSymbol(h, g_fa_trace, sizeof(h)));
-  std::FILE* f = std::fopen(path, "a");
-  if (!f) return;
-  for (int g = 0; g < 3; ++g)
-    for (int t = 0; t < kTraceTurns; ++t)
-      if (h[g][t][0] != 0)
-        std::fprintf(f, "%d,%d,%d,%lld,%lld,%lld,%lld\n", variant, g, t, h[g][t][0], h[g][t][1], h[g][t][2], h[g][t][3]);
-  std::fclose(f);
-}
 
 }  // namespace
 
@@ -154,26 +123,7 @@ void forward_fp8(const fa::Problem& p, const void* q, const void* k, const void*
       static_cast<const std::uint8_t*>(v), vt, p.seqlen_k, cols, key_blocks);
   FA_CHECK_LAUNCH();
   const Fp8Args args{scales.v};
-  static const int variant = [] { const char* e = std::getenv("FA_FP8_VARIANT"); return e ? std::atoi(e) : 0; }();
-  auto go = [&](auto cfg) {
-    using C = decltype(cfg);
-    launch<C>(p, q, k, vt, prm, stream, args);
-    dump_trace<C>(variant);
-  };
-  switch (variant) {
-    case 1: go(Traced<Fp8Config>{}); break;
-    case 2: go(Fp8Free{}); break;
-    case 3: go(Traced<Fp8Free>{}); break;
-    case 4: go(Poly<Fp8Config, 1>{}); break;
-    case 5: go(Traced<Poly<Fp8Config, 1>>{}); break;
-    case 6: go(Poly<Fp8Config, 2>{}); break;
-    case 7: go(Poly<Fp8Config, 3>{}); break;
-    case 8: go(Poly<Fp8Config, 4>{}); break;
-    case 9: go(Poly<Fp8Config, 5>{}); break;
-    case 10: go(Poly<Fp8Config, 6>{}); break;
-    case 11: go(Traced<Poly<Fp8Config, 5>>{}); break;
-    default: go(Fp8Config{});
-  }
+  launch<Fp8Config>(p, q, k, vt, prm, stream, args);
 }
 
 }  // namespace flash_v3::steps
