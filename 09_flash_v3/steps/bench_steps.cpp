@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kFp8Step = "v6_fp8";
 constexpr const char* kFp8What =
-    "E4M3 Q, K, V with per-tensor scales on v5 (v4 under a causal mask): FP8 wgmma, V transposed, P in E4M3";
+    "E4M3 Q, K, V with per-tensor scales on v4's turns: FP8 wgmma, V transposed, P in E4M3";
 
 void run_fp8(benchmark::State& state, const fa::Problem& p) {
   using fa::cuda::DeviceBuffer;
