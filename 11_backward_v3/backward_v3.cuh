@@ -146,12 +146,11 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
   const typename C::Walk walk = begin_walk<C>(prm, bars, vec_p, group_bar, j, kv_bh, warp, lane);
 
   // The descriptors, built once: a k-step, a stage and the dS^T buffer only move their start
-  // address (desc_advance). Byte offsets of k-step ks: K-major 32 ks within an atom, then atoms of
-  // rows x 128 bytes; MN-major 16 rows of 128 bytes.
+  // address (desc_advance). Byte offsets of k-step ks: K-major kmajor_sw128_step (32 ks within an
+  // atom, then atoms of rows x 128 bytes); MN-major 16 rows of 128 bytes.
   const std::uint64_t K_desc = kmajor_sw128_desc(K_w, Bc, 0), V_desc = kmajor_sw128_desc(V_w, Bc, 0);
   const std::uint64_t Q_desc = kmajor_sw128_desc(base + C::kQ, Br, 0), dO_desc = kmajor_sw128_desc(base + C::kDO, Br, 0);
   const std::uint64_t Q_mn = mnmajor_sw128_desc(base + C::kQ, Br, 0, 0), dO_mn = mnmajor_sw128_desc(base + C::kDO, Br, 0, 0);
-  auto kstep = [](int ks, int rows) { return static_cast<std::uint32_t>(ks / 4 * rows * 128 + ks % 4 * 32); };
 
   // Where this lane's row of a 16 x 16 block of dS^T goes in the first atom of the buffer, for
   // the four k-steps of an atom: stmatrix's matrix lane / 8 is rows + 8 (m % 2), columns + 8 (m / 2)
@@ -177,13 +176,13 @@ __device__ __forceinline__ void consume(const Params& prm, Barriers<C::kStages>&
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, Br, 0>(s, desc_advance(K_desc, kstep(ks, Bc)), desc_advance(Q_desc, stage_bytes + kstep(ks, Br)),
-                         ks > 0);
+      wgmma_ss<T, Br, 0>(s, desc_advance(K_desc, kmajor_sw128_step(Bc, 16 * ks)),
+                         desc_advance(Q_desc, stage_bytes + kmajor_sw128_step(Br, 16 * ks)), ks > 0);
     if constexpr (C::kOverlap) wgmma_commit();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, Br, 0>(dp, desc_advance(V_desc, kstep(ks, Bc)), desc_advance(dO_desc, stage_bytes + kstep(ks, Br)),
-                         ks > 0);
+      wgmma_ss<T, Br, 0>(dp, desc_advance(V_desc, kmajor_sw128_step(Bc, 16 * ks)),
+                         desc_advance(dO_desc, stage_bytes + kmajor_sw128_step(Br, 16 * ks)), ks > 0);
     wgmma_commit();
 
     // P^T in place: register 4 c + e holds key key0 + 8 (e / 2), query 8 c + 2 t + e % 2.

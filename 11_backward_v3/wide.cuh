@@ -93,7 +93,6 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
   float* vec_p = reinterpret_cast<float*>(base_p + C::kVec + 2 * W * C::kVecBytes);
   const typename C::Walk walk = begin_walk<C>(prm, bars, vec_p, 2 + W, j, kv_bh, warp, lane);
 
-  auto kstep = [](int ks, int rows) { return static_cast<std::uint32_t>(ks / 4 * rows * 128 + ks % 4 * 32); };
   // S^T (group 0: K_j, Q_i) or dP^T (group 1: V_j, dO_i), both K-major over D.
   const std::uint64_t A_desc = kmajor_sw128_desc(base + (W == 0 ? C::kK : C::kV), Bc, 0);
   const std::uint64_t B_desc = kmajor_sw128_desc(base + (W == 0 ? C::kQ : C::kDO), Br, 0);
@@ -121,8 +120,8 @@ __device__ __forceinline__ void consume_wide(const Params& prm, Barriers<C::kSta
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks)
-      wgmma_ss<T, Br, 0>(sd, desc_advance(A_desc, kstep(ks, Bc)), desc_advance(B_desc, stage_bytes + kstep(ks, Br)),
-                         ks > 0);
+      wgmma_ss<T, Br, 0>(sd, desc_advance(A_desc, kmajor_sw128_step(Bc, 16 * ks)),
+                         desc_advance(B_desc, stage_bytes + kmajor_sw128_step(Br, 16 * ks)), ks > 0);
     wgmma_commit();
     wgmma_wait<0>();
 
