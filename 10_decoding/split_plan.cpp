@@ -27,7 +27,7 @@ SplitPlan plan_splits(std::int64_t tiles, int key_blocks, int slots, int max_spl
     throw std::invalid_argument("plan_splits: needs tiles >= 1, key_blocks >= 0, slots >= 1, max_splits >= 1; got " +
                                 std::to_string(tiles) + ", " + std::to_string(key_blocks) + ", " + std::to_string(slots) +
                                 ", " + std::to_string(max_splits));
-  // BEGIN SOLUTION: split_plan.h's one-wave rule: split the key range only when the unsplit grid fills less than 80% of one wave's slots, into as many equal pieces as one wave holds, and report the wave's efficiency (README: The split plan)iciency(tiles x splits, slots)
+  // BEGIN SOLUTION: split_plan.h's one-wave rule: split the key range only when the unsplit grid fills less than 80% of one wave's slots, into as many equal pieces as one wave holds, and report the busy share of that wave, wave_efficiency(tiles x splits, slots) (README: The split plan)
   // STUB: const int splits = key_blocks > 1 ? 2 : 1;  // not the rule: two pieces, so that the kernels' combine runs
   // STUB: return {.splits = splits, .blocks_per_split = ceil_div(key_blocks, splits), .efficiency = wave_efficiency(tiles * splits, slots)};
   SplitPlan plan{.splits = 1, .blocks_per_split = key_blocks, .efficiency = wave_efficiency(tiles, slots)};

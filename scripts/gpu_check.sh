@@ -295,7 +295,9 @@ if want pytest; then
   # The PyTorch op's tests, the CUDA ones included (the CPU ones run in CI too).
   step "python: pytest python/tests"
   build_extension
-  PYTHONPATH=python python3 -m pytest python/tests -q -rs >"$out/pytest.log" 2>&1; echo "pytest rc=$?"; tail -3 "$out/pytest.log"
+  # -rfEs: the short summary names every failure and error (the lines printed here) and every skip.
+  PYTHONPATH=python python3 -m pytest python/tests -q -rfEs >"$out/pytest.log" 2>&1; echo "pytest rc=$?"
+  grep -E '^(FAILED|ERROR) ' "$out/pytest.log"; tail -1 "$out/pytest.log"
 fi
 
 if want bench; then  # last, so that it sees the decode rows too
