@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -104,10 +103,7 @@ void run(const fa::Problem& p, const Params& base, cudaStream_t stream, const Ex
   const dim3 grid = fa::cuda::tiles_by_rows(pl.splits, pl.tiles, "10_decoding");
   if constexpr (std::is_same_v<Kv<C>, KvRows<C>>) {
     const bool extras = x.kv_rows > 0 || x.seqlens_k || x.softcap > 0.0f || x.alibi_slopes || x.sink_logits;
-    static const int l2 = [] { const char* e = std::getenv("FA_DECODE_L2"); return e ? std::atoi(e) : 0; }();
     if (extras) launch_split<C, true, Kv>(grid, prm, key_warps(p), stream);
-    else if (l2 == 128) launch_split<C, false, KvRowsPf128>(grid, prm, key_warps(p), stream);
-    else if (l2 == 256) launch_split<C, false, KvRowsPf256>(grid, prm, key_warps(p), stream);
     else launch_split<C, false, Kv>(grid, prm, key_warps(p), stream);
   } else {  // another K/V layout is always a cache: the lengths are per sequence
     launch_split<C, true, Kv>(grid, prm, key_warps(p), stream);

@@ -174,16 +174,4 @@ struct KvRows {
   }
 };
 
-// Experiment: KvRows with an L2 prefetch-size hint on every copy (cp.async ... .L2::128B / 256B).
-template <class C, int kL2>
-struct KvRowsPf : KvRows<C> {
-  using KvRows<C>::KvRows;
-  __device__ __forceinline__ void copy(std::uint32_t K_dst, std::uint32_t V_dst, int j0, int rows) const {
-    copy_tile<C, C::Bc, C::kThreads, int, kL2>(K_dst, this->K + j0 * C::kD, rows);
-    copy_tile<C, C::Bc, C::kThreads, int, kL2>(V_dst, this->V + j0 * C::kD, rows);
-  }
-};
-template <class C> using KvRowsPf128 = KvRowsPf<C, 128>;
-template <class C> using KvRowsPf256 = KvRowsPf<C, 256>;
-
 }  // namespace decoding

@@ -36,14 +36,8 @@ __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
 
 // 05's cp_async_16 with the destination as a .shared address: copies 16 bytes global -> shared in
 // the background; when `valid` is false it reads nothing and writes 16 zero bytes.
-template <int kL2 = 0>
 __device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
-  if constexpr (kL2 == 128)
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-  else if constexpr (kL2 == 256)
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-  else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
 // Named barriers (ids 1..15; __syncthreads is barrier 0) for groups of warps that take turns:

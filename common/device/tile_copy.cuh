@@ -28,7 +28,7 @@ __device__ __forceinline__ auto pitch_or_d(Pitch pitch, int D) {
 // mmas read and which then add 0; columns past kD (kD = 96 in a 128-wide row) are never read and
 // not copied. kThreads: how many threads (0 .. kThreads - 1) share the copy. Rows lie D elements
 // apart, or `pitch` apart where one is given ([B, S, H, D] tensors: H D).
-template <class C, int kRows, int kThreads = C::kThreads, class Pitch = int, int kL2 = 0>
+template <class C, int kRows, int kThreads = C::kThreads, class Pitch = int>
 __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::T* src, int rows, int D = C::kD,
                                           Pitch pitch = 0) {
   const auto row = pitch_or_d(pitch, D);
@@ -48,12 +48,12 @@ __device__ __forceinline__ void copy_tile(std::uint32_t tile, const typename C::
   };
   if (rows >= kRows && c < D) {  // a whole tile: no predicates
 #pragma unroll
-    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16<kL2>(dst(it), src_t + it * kRowsPerIt * row, true);
+    for (int it = 0; it < kRows / kRowsPerIt; ++it) cp_async_16(dst(it), src_t + it * kRowsPerIt * row, true);
   } else {
 #pragma unroll
     for (int it = 0; it < kRows / kRowsPerIt; ++it) {
       const bool inside = r_t + it * kRowsPerIt < rows && c < D;
-      cp_async_16<kL2>(dst(it), inside ? src_t + it * kRowsPerIt * row : src, inside);
+      cp_async_16(dst(it), inside ? src_t + it * kRowsPerIt * row : src, inside);
     }
   }
 }
