@@ -32,6 +32,11 @@ def make(b, h, hkv, sq, sk, d, dtype=torch.float32, layout="bhsd", seed=0):
     return ts
 
 
+def seeded_like(t, seed):
+    """Seeded standard normal values of t's shape, dtype and device (an upstream gradient)."""
+    return torch.randn(t.shape, generator=torch.Generator().manual_seed(seed)).to(t)
+
+
 def reference64(q, k, v, causal, scale, window=(-1, -1), softcap=0.0):
     """Attention in float64 from the definition, head by head, written apart from the package's
     reference so that the two cannot share a mistake ([B, H, S, D]): query head h reads KV head
@@ -412,7 +417,7 @@ def test_torch_compile_asks_the_extension_nothing_while_tracing(monkeypatch):
 def check_forward_and_backward(q, k, v, dtype, causal, window=(-1, -1)):
     """attention() on [B, S, H, D] CUDA tensors, forward and backward, against the reference in float64."""
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True, window=window)
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(7)).to(out)
+    dout = seeded_like(out, 7)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     scale = 1 / math.sqrt(q.shape[-1])
     q64, k64, v64 = (t.detach().double().cpu().transpose(1, 2) for t in (q, k, v))
@@ -449,7 +454,7 @@ def test_cuda_varlen_forward_and_backward(dtype):
     q, k, v = (t.cuda().requires_grad_() for t in (q, k, v))
     kernels_or_skip(q[None].transpose(1, 2), k[None].transpose(1, 2))
     out, lse = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, return_lse=True)
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(6)).to(out)
+    dout = seeded_like(out, 6)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     q64, k64, v64, do64 = (t.detach().double().cpu() for t in (q, k, v, dout))
     ref = ft.attention_varlen(*(t.requires_grad_() for t in (q64, k64, v64)), cu_q, cu_k, causal=True)
@@ -501,7 +506,7 @@ def test_cuda_varlen_backward_one_launch(head_dim, window):
     if not ops.takes_varlen(q, backward=True):
         pytest.skip("no kernel here runs a packed batch's backward in one launch (11 on Hopper)")
     out = ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window)
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(6)).to(out)
+    dout = seeded_like(out, 6)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     again = torch.autograd.grad(ft.attention_varlen(q, k, v, cu_q.cuda(), cu_k.cuda(), causal=True, window=window),
                                 (q, k, v), dout)
@@ -543,7 +548,7 @@ def test_cuda_graph_capture(head_dim):
     q, k, v = (t.cuda().requires_grad_() for t in make(2, 8, 2, 300, 333, head_dim, dtype=torch.bfloat16,
                                                          layout="bshd"))
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
-    dout = torch.randn(2, 300, 8, head_dim, generator=torch.Generator().manual_seed(12)).to(q)
+    dout = seeded_like(q, 12)
 
     def step():
         out, lse = ft.attention(q, k, v, causal=True, return_lse=True)
@@ -596,7 +601,7 @@ def test_cuda_softcap(dtype, head_dim, window):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         out, lse = ft.attention(q, k, v, causal=True, layout="bhsd", return_lse=True, window=window, softcap=5.0)
-        dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(9)).to(out)
+        dout = seeded_like(out, 9)
         grads = torch.autograd.grad(out, (q, k, v), dout)
     warned = any("running the PyTorch reference" in str(w.message) for w in caught)
     assert warned != hopper, "a fallback warning where the kernels run it" if hopper else "no fallback warning"
@@ -640,7 +645,7 @@ def test_cuda_fast_path_equals_the_custom_ops(dtype, window):
     out, lse = ft.attention(q, k, v, causal=True, layout="bhsd", return_lse=True, window=window)
     out2, lse2 = ops.attention_fwd(q, k, v, True, 1 / math.sqrt(64), None, 128, False, *window)
     assert torch.equal(out, out2) and torch.equal(lse, lse2), "the fast path and the custom op differ"
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(8)).to(out)
+    dout = seeded_like(out, 8)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     grads2 = torch.autograd.grad(out2, (q, k, v), dout)
     assert torch.equal(grads[1], grads2[1]) and torch.equal(grads[2], grads2[2]), "dK or dV differ"
@@ -669,7 +674,7 @@ def test_cuda_bshd_read_in_place(dtype, causal, head_dim, fused):
     kernels_or_skip(q.transpose(1, 2), k.transpose(1, 2))
     out, lse = ft.attention(q, k, v, causal=causal, return_lse=True)
     assert out.shape == q.shape and out.is_contiguous(), "O should be a contiguous [B, S, H, D] tensor"
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(10)).to(out)
+    dout = seeded_like(out, 10)
     grads = torch.autograd.grad(out, (q, k, v), dout)
     for name, g in zip(("dQ", "dK", "dV"), grads):
         assert g.is_contiguous(), f"{name} should be written as a contiguous [B, S, H, D] tensor, not a view"
@@ -693,7 +698,7 @@ def test_cuda_kernels_block_mask(layout):
     kernels_or_skip(q, k, has_mask=True)
     mask = torch.rand(b, h, math.ceil(sq / 128), math.ceil(sk / 128), generator=torch.Generator().manual_seed(4)) < 0.6
     out = ft.attention(*given, block_mask=mask.cuda(), layout=layout)
-    dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(11)).to(out)
+    dout = seeded_like(out, 11)
     grads = torch.autograd.grad(out, given, dout)
     if layout == "bshd":
         assert out.is_contiguous(), "07 should write O as a contiguous [B, S, H, D] tensor"
