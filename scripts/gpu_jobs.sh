@@ -100,5 +100,5 @@ for job in "${jobs[@]}"; do
 done
 log "call done $(date +%T); pending: ${pending[*]:-none}"
 # The queue as the results file's header names it (each gpu_check.sh call wrote its own command).
-((${#pending[@]})) || echo "bash scripts/gpu_jobs.sh STATE_DIR${only:+ --jobs $only}, over $(grep -c '^call done' "$state/log") calls" >"$run/command.txt"
+((${#pending[@]})) || echo "bash scripts/gpu_jobs.sh STATE_DIR${only:+ --jobs $only}  # $(grep -c '^call done' "$state/log") calls" >"$run/command.txt"
 pack
