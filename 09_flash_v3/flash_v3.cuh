@@ -185,23 +185,6 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
         }
       }
     };
-    // A turn of a group whose 64 rows all lie past the sequence's last query (the last tile of a
-    // sequence that is no multiple of Br: at 1k queries, two of v7's three groups in every sixth
-    // tile): the waits, the hand-over and the stage releases of a turn, no wgmma, no softmax. The
-    // others' turns then have the tensor cores and the exponential units to themselves.
-    auto idle_turn = [&](int s, auto kScores, auto kPV) {
-      const int it = it0 + s - Tc_begin;
-      if (!C::kPingPong && kScores) mbarrier_wait(smem_u32(&bars.full_k[it % C::kStages]), it / C::kStages % 2);
-      if (!C::kPingPong && kPV) mbarrier_wait(smem_u32(&bars.full_v[(it - 1) % C::kStages]), (it - 1) / C::kStages % 2);
-      if (C::kPingPong) barrier_sync(1 + group, kTurnThreads);
-      if (C::kPingPong && (group < C::kGroups - 1 || kScores || !last_tile))
-        barrier_arrive(1 + (group + 1) % C::kGroups, kTurnThreads);
-      release_previous_q();
-      if (lane == 0) {
-        if (kScores) mbarrier_arrive(smem_u32(&bars.empty_k[it % C::kStages]));
-        if (kPV) mbarrier_arrive(smem_u32(&bars.empty_v[(it - 1) % C::kStages]));
-      }
-    };
     using Yes = std::true_type;
     using No = std::false_type;
     auto& P0 = P[0];
@@ -210,11 +193,6 @@ __device__ __forceinline__ void consume(int group, const Params& prm, Barriers<C
     mbarrier_wait(smem_u32(&bars.full_q[slot]), n / C::kQSlots % 2);  // Q_i has landed
     if (Tc_end <= Tc_begin) {  // no key to see (causal, Sq > Sk): one empty turn keeps the barriers balanced
       turn(Tc_begin, No{}, No{}, P0, P0);
-    } else if (!C::kOverlap && __all_sync(0xffffffffu, group_tile * 64 >= tp.seqlen_q)) {  // no row is a query: idle turns
-      idle_turn(Tc_begin, Yes{}, No{});
-#pragma unroll 1
-      for (int s = Tc_begin + 1; s < Tc_end; ++s) idle_turn(s, Yes{}, Yes{});
-      idle_turn(Tc_end, No{}, Yes{});
     } else if constexpr (C::kOverlap) {  // P alternates between two register sets: turns in pairs
       turn(Tc_begin, Yes{}, No{}, P1, P0);
       int s = Tc_begin + 1;

@@ -142,7 +142,7 @@ struct StoreP {
   PFrags<C>& P;
   __device__ __forceinline__ void operator()(int mt, int kk, int h, const float (&p)[4]) const {
     if constexpr (C::kFp8)  // two E4M3 pairs, each in a register's low half, into one register
-      P[kk / 2][2 * (kk % 2) + h] = pack4_e4m3(p[0], p[1], p[2], p[3]);
+      P[kk / 2][2 * (kk % 2) + h] = pack2<__nv_fp8_e4m3>(p[0], p[1]) | pack2<__nv_fp8_e4m3>(p[2], p[3]) << 16;
     else
       WriteP<typename C::Tile>{P}(mt, kk, h, p);
   }

@@ -110,22 +110,6 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
   }
 }
 
-// Four floats -> one register of four E4M3 bytes, a first (byte 0) .. d last: the same bytes as
-// pack2<__nv_fp8_e4m3>(a, b) | pack2<__nv_fp8_e4m3>(c, d) << 16. Written as one asm block because
-// ptxas then folds the join into the second conversion (F2FP...PACK_AB_MERGE_C with the first as
-// the half it keeps); from the two intrinsics, inside 09's FP8 softmax, it joins with a PRMT
-// (18 a softmax, CUDA 13.0).
-__device__ __forceinline__ std::uint32_t pack4_e4m3(float a, float b, float c, float d) {
-  std::uint32_t r;
-  asm("{ .reg .b16 lo, hi;\n"
-      " cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"  // the first source goes to the upper byte
-      " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
-      " mov.b32 %0, {lo, hi}; }"
-      : "=r"(r)
-      : "f"(a), "f"(b), "f"(c), "f"(d));
-  return r;
-}
-
 // Two floats stored at `at` as two T (pack2) or, where T is float, as they are: one 4- or 8-byte
 // store (at: even element, so aligned to it).
 template <class T>
