@@ -13,6 +13,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -197,9 +198,12 @@ def main():
                             if args.layout != "bhsd":
                                 rec["layout"] = args.layout
                             try:
+                                begin = time.time()
                                 ms = time_case(backend, DTYPES[dtype_name], batch, heads, seqlen, head_dim,
                                                causal, direction, dv, args.group, args.layout)
-                                rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12)
+                                # The row's wall-clock window (seconds since the epoch), to read the GPU's
+                                # clock and power sampled beside the run against it (summarize.py).
+                                rec.update(ms=ms, tflops=flops / (ms * 1e-3) / 1e12, t_begin=begin, t_end=time.time())
                                 note = f"{ms:9.3f} ms {rec['tflops']:7.2f} TFLOP/s"
                             except (RuntimeError, torch.OutOfMemoryError) as e:
                                 rec["error"] = str(e).splitlines()[0][:200]

@@ -55,6 +55,29 @@ if [[ -n $only_chapters ]]; then
   ctest_extra+=(-L "^($labels)\$")
 fi
 step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
+# The GPU's SM clock and power beside the pytorch and bench stages, about ten samples a second,
+# appended to OUTDIR/gpu_samples.csv as "epoch seconds,nvidia-smi's timestamp,MHz,W": summarize.py
+# reads the forward rows against them (under the power cap the clock moves with the load), with
+# FA_BENCH_TIMES (the chapters' benchmarks) and compare_pytorch.py's t_begin / t_end giving each
+# row's window.
+sampler=
+start_sampling() {
+  command -v nvidia-smi >/dev/null || return 0
+  (LC_ALL=C  # EPOCHREALTIME with a decimal point
+    nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 2>/dev/null |
+    while IFS= read -r line; do printf '%s,%s\n' "${EPOCHREALTIME:-$(date +%s.%N)}" "$line"; done \
+      >>"$out/gpu_samples.csv") </dev/null >/dev/null 2>&1 &
+  sampler=$!
+}
+stop_sampling() {
+  [[ -n $sampler ]] || return 0
+  pkill -P "$sampler" 2>/dev/null
+  wait "$sampler" 2>/dev/null
+  sampler=
+}
+trap stop_sampling EXIT
+FA_BENCH_TIMES="$(cd "$out" && pwd)/bench_times.csv"
+export FA_BENCH_TIMES
 
 step "environment"
 { nvidia-smi; nvidia-smi -L; nvcc --version; cmake --version | head -1; } >"$out/env.txt" 2>&1
@@ -192,6 +215,7 @@ done
 awk -f scripts/tour_table.awk "$out/tour.jsonl" | tee "$out/tour.md"
 fi
 
+if want pytorch || want bench; then start_sampling; fi
 if want pytorch; then
   step "PyTorch SDPA"
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32,bf16,f16 --backends math,efficient,flash,cudnn \

@@ -9,6 +9,8 @@ tables of REPO's READMEs between their <!-- results:begin --> and <!-- results:e
   python3 scripts/summarize.py OUTDIR [--readmes .] [--results docs]   (docs/results_<gpu>.md)
 """
 import argparse
+import bisect
+import datetime
 import glob
 import json
 import os
@@ -227,6 +229,7 @@ def main():
     step_torch = {c: torch_bwd if context.get("step_direction", {}).get(c) == "bwd" else torch_fwd for c in steps}
     extra = "".join(backward_table(family, torch_bwd, meta) for family in backward_families(bwd))
     extra += "".join(steps_table(c, steps[c], meta, step_torch[c]) for c in sorted(steps))
+    extra += clock_table(folder, fwd, torch_fwd)
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     extra += varlen_table(context.get("varlen", {}), torch_tables.get("varlen", {}))
     extra += tokens_table(folder)
@@ -427,6 +430,101 @@ def decode_table(folder, decode, rounds=1, own_read=None):
             cells.append(f"{100 * ours / own_read:.1f}%")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def load_gpu_samples(folder):
+    """gpu_check.sh's samples of the GPU's clock and power (gpu_samples.csv: "epoch seconds,
+    nvidia-smi's timestamp,MHz,W" a line) as sorted (seconds, MHz, W). The epoch is taken when the
+    line is read, which a buffered pipe can delay; nvidia-smi's own timestamp (local time) is not
+    delayed, so it dates each sample, moved onto the epoch by the smallest difference between the two."""
+    rows = []
+    try:
+        with open(os.path.join(folder, "gpu_samples.csv")) as f:
+            for line in f:
+                parts = [x.strip() for x in line.split(",")]
+                if len(parts) != 4:
+                    continue
+                try:
+                    read_at, mhz, watts = float(parts[0]), float(parts[2]), float(parts[3])
+                except ValueError:
+                    continue  # "[N/A]" and the like
+                try:
+                    stamp = datetime.datetime.strptime(parts[1], "%Y/%m/%d %H:%M:%S.%f")
+                    stamp = stamp.replace(tzinfo=datetime.timezone.utc).timestamp()
+                except ValueError:
+                    stamp = None
+                rows.append((read_at, stamp, mhz, watts))
+    except OSError:
+        return []
+    stamped = [r for r in rows if r[1] is not None]
+    if stamped and len(stamped) == len(rows):
+        offset = min(r[0] - r[1] for r in rows)
+        return sorted((r[1] + offset, r[2], r[3]) for r in rows)
+    return sorted((r[0], r[2], r[3]) for r in rows)
+
+
+def load_row_windows(folder):
+    """The chapters' forward rows' wall-clock windows (bench_times.csv, FA_BENCH_TIMES in
+    common/harness/bench_harness.cpp): {(chapter, dtype, D, causal, seqlen): (begin, end)}, the last
+    window of a row (Google Benchmark reruns a row until it reaches its minimum time and reports the last)."""
+    windows = {}
+    try:
+        with open(os.path.join(folder, "bench_times.csv")) as f:
+            for line in f:
+                parts = line.strip().split(",")
+                if len(parts) != 7:
+                    continue
+                chapter, dtype, d, mask, seqlen, begin, end = parts
+                windows[(chapter, dtype, int(d), mask == "causal", int(seqlen))] = (float(begin), float(end))
+    except OSError:
+        return {}
+    return windows
+
+
+def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 128)):
+    """The GPU's median SM clock and power while each of the chapter's forward rows (D in head_dims)
+    and PyTorch cuDNN's row of the same shape ran, from gpu_samples.csv and the rows' windows; ""
+    without them."""
+    samples, windows = load_gpu_samples(folder), load_row_windows(folder)
+    if not samples or not windows:
+        return ""
+    times = [t for t, _, _ in samples]
+
+    def during(window):
+        if not window:
+            return None
+        lo, hi = bisect.bisect_left(times, window[0]), bisect.bisect_right(times, window[1])
+        inside = samples[lo:hi]
+        if not inside:
+            return None
+        return statistics.median(m for _, m, _ in inside), statistics.median(w for _, _, w in inside)
+
+    lines = ["", f"## The GPU's clock and power during {chapter}'s rows and cuDNN's", "",
+             "The median SM clock (MHz) and board power (W) that nvidia-smi reported while each row's timed "
+             "calls ran (about ten samples a second, beside the benchmarks and compare_pytorch.py). Both run one "
+             "call at a time, synchronised; at the power cap the clock falls with the power a row draws, so a "
+             "ratio of TFLOP/s is also a ratio of clocks.", "",
+             f"| dtype | D | mask | seqlen | {chapter} MHz | {chapter} W | cudnn MHz | cudnn W | TFLOP/s ratio | MHz ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    rows = 0
+    for key in sorted(fwd):
+        dtype, d, causal, seqlen = key
+        if d not in head_dims or chapter not in fwd[key]:
+            continue
+        ours = during(windows.get((chapter, dtype, d, causal, seqlen)))
+        rec = torch_fwd.get(key, {}).get("cudnn", {})
+        theirs = during((rec["t_begin"], rec["t_end"]) if "t_begin" in rec else None)
+        if not ours and not theirs:
+            continue
+        tf_ratio = fwd[key][chapter]["TFLOPS"] / rec["tflops"] if rec.get("tflops") else None
+        cells = [dtype, str(d), "causal" if causal else "full", str(seqlen)]
+        for got in (ours, theirs):
+            cells += [f"{got[0]:.0f}", f"{got[1]:.0f}"] if got else ["-", "-"]
+        cells.append(f"{tf_ratio:.3f}x" if tf_ratio else "-")
+        cells.append(f"{ours[0] / theirs[0]:.3f}x" if ours and theirs else "-")
+        lines.append("| " + " | ".join(cells) + " |")
+        rows += 1
+    return "\n".join(lines) + "\n" if rows else ""
 
 
 def backward_families(bwd):

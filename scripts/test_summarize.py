@@ -8,7 +8,10 @@ bench has it, is the last column's ceiling and never a row. The backward tables:
 rows and 11's apart, each with its own ratios), 11's README grid (a seqlen a column, the ratios
 in brackets), and a backward chapter's steps next to PyTorch's backward, not its forward. 09's forward a line
 a head dim: the ratio ranges and the cells at or above cuDNN, unrounded. The root README's chapter table:
-rewritten by a run of every chapter, left alone by one without chapters 01-08. Run: python3 scripts/test_summarize.py"""
+rewritten by a run of every chapter, left alone by one without chapters 01-08. The clock table: each
+row's median clock and power from the samples inside its window, dated by nvidia-smi's own timestamp.
+Run: python3 scripts/test_summarize.py"""
+import datetime
 import json
 import os
 import sys
@@ -252,6 +255,33 @@ def main():
     line64 = next((x for x in text.splitlines() if x.startswith("| 64 |")), "")
     check("D = 64's line, no full cell: " + line64, line64 == "| 64 | 2.00-2.00x | - | 0.50-0.50x | 0 of 1 |")
     check("no line without the chapter", summarize.head_dim_summary(rows, torch_rows, "06_tensor_core") == "")
+
+    # The clock table: each row's samples are those inside its window; the samples are dated by
+    # nvidia-smi's timestamp moved by the smallest lag of the read, so a burst read late by a
+    # buffered pipe still lands in its own row; a window without samples prints "-".
+    with tempfile.TemporaryDirectory() as d:
+        t0 = 1_000_000.0  # nvidia-smi's timestamps below, in UTC; the reads 0.05 s after, or late
+        stamp = lambda t: datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]  # noqa: E731
+        samples = [(t0 + 0.1 * i, 1900 if i < 10 else 1600, 500 if i < 10 else 700) for i in range(20)]
+        with open(os.path.join(d, "gpu_samples.csv"), "w") as f:
+            for i, (t, mhz, w) in enumerate(samples):
+                read_at = t + 0.05 if i % 5 else t + 0.9  # every fifth read 0.9 s late (a buffered burst)
+                f.write(f"{read_at:.6f},{stamp(t)}, {mhz}, {w}.00\n")
+            f.write(f"{t0 + 5:.6f},{stamp(t0 + 5)}, [N/A], [N/A]\n")
+        with open(os.path.join(d, "bench_times.csv"), "w") as f:
+            f.write(f"09_flash_v3,bf16,128,full,1024,{t0 - 9},{t0 - 8}\n")  # an earlier run of the row: replaced
+            f.write(f"09_flash_v3,bf16,128,full,1024,{t0 + 1.05},{t0 + 1.85}\n")
+            f.write(f"09_flash_v3,bf16,64,full,1024,{t0 + 8},{t0 + 9}\n")  # no sample inside
+        fwd = {("bf16", 128, False, 1024): {"09_flash_v3": {"TFLOPS": 540.0}},
+               ("bf16", 64, False, 1024): {"09_flash_v3": {"TFLOPS": 400.0}}}
+        torch_rows = {("bf16", 128, False, 1024): {"cudnn": {"tflops": 600.0, "t_begin": t0 + 0.05, "t_end": t0 + 0.85}}}
+        text = summarize.clock_table(d, fwd, torch_rows)
+        got = next((x for x in text.splitlines() if x.startswith("| bf16 | 128 |")), "")
+        check("09 at 1600 MHz, 700 W; cuDNN at 1900 MHz, 500 W: " + got,
+              got == "| bf16 | 128 | full | 1024 | 1600 | 700 | 1900 | 500 | 0.900x | 0.842x |")
+        got = next((x for x in text.splitlines() if x.startswith("| bf16 | 64 |")), "")
+        check("a row without samples or an anchor is left out: " + got, got == "")
+        check("no table without samples", summarize.clock_table(tempfile.gettempdir() + "/none", fwd, torch_rows) == "")
 
     # The root README's chapter table: rewritten by a run with every chapter 01-08 (one row each),
     # left as it is by a run without them (a run of the Hopper chapters alone).
