@@ -62,7 +62,7 @@ step() { echo "== $(date +%T) $*" | tee -a "$out/steps.log"; }
 # row's window.
 sampler=
 start_sampling() {
-  command -v nvidia-smi >/dev/null || return 0
+  command -v nvidia-smi >/dev/null && command -v pkill >/dev/null || return 0
   (LC_ALL=C  # EPOCHREALTIME with a decimal point
     nvidia-smi -i 0 --query-gpu=timestamp,clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 2>/dev/null |
     while IFS= read -r line; do printf '%s,%s\n' "${EPOCHREALTIME:-$(date +%s.%N)}" "$line"; done \
@@ -71,8 +71,7 @@ start_sampling() {
 }
 stop_sampling() {
   [[ -n $sampler ]] || return 0
-  pkill -P "$sampler" 2>/dev/null
-  wait "$sampler" 2>/dev/null
+  pkill -P "$sampler" 2>/dev/null  # nvidia-smi and the loop; the subshell then ends
   sampler=
 }
 trap stop_sampling EXIT
