@@ -28,7 +28,7 @@ double wall_seconds() {
 // (seconds since the epoch) to FILE, one line "chapter,dtype,D,mask,seqlen,begin,end", so that the
 // GPU's clock and power, sampled beside the run (scripts/gpu_check.sh), can be read row by row:
 // under the power cap the clock, not only the kernel, decides a row's TFLOP/s (summarize.py's
-// table "The GPU's clock during the forward rows").
+// table "The GPU's clock and power during 09_flash_v3's rows and cuDNN's").
 void note_row_window(const std::string& chapter, const Problem& p, double begin, double end) {
   const char* file = std::getenv("FA_BENCH_TIMES");
   if (file == nullptr || *file == '\0') return;
