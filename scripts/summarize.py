@@ -500,10 +500,11 @@ def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 12
         return statistics.median(m for _, m, _ in inside), statistics.median(w for _, _, w in inside)
 
     lines = ["", f"## The GPU's clock and power during {chapter}'s rows and cuDNN's", "",
-             "The median SM clock (MHz) and board power (W) that nvidia-smi reported while each row's timed "
-             "calls ran (about ten samples a second, beside the benchmarks and compare_pytorch.py). Both run one "
-             "call at a time, synchronised; at the power cap the clock falls with the power a row draws, so a "
-             "ratio of TFLOP/s is also a ratio of clocks.", "",
+             "The median SM clock (MHz) and board power (W) that nvidia-smi reported while each row ran: the "
+             "chapter's timed loop, and compare_pytorch.py's row with its two warm-up calls; about ten samples a "
+             "second, so a few samples a row. Both time one call at a time, synchronised. At the power cap the "
+             "clock falls as the power a row draws rises, so a row's TFLOP/s depends on the clock it ran at as "
+             "well as on the kernel.", "",
              f"| dtype | D | mask | seqlen | {chapter} MHz | {chapter} W | cudnn MHz | cudnn W | TFLOP/s ratio | MHz ratio |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     rows = 0
