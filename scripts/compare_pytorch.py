@@ -36,14 +36,28 @@ DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 # timed call while the GPU runs the untimed one, and the events time the GPU's work, as in a
 # training step, where the host runs ahead. The chapters' backward benchmarks time theirs the same
 # way (08_backward/harness/backward_bench.cpp).
+#
+# SUSTAINED: under the H200's 700 W cap the SM clock falls within a fraction of a second of steady
+# load, and further for a kernel that draws more power. The chapters' rows run on end (Google
+# Benchmark's probe runs, then at least 0.3 s of timed calls, row after row), and so do these. With
+# a cap on the number of calls instead, a 0.24 ms call would be timed for 24 ms just after the
+# script's idle moments, at a clock the chapters' rows never see. 09_flash_v3/steps.md ("The timing
+# method under the power cap") has the measurement.
 
 
-def median_ms(fn, min_iters=5, min_seconds=0.2, before=None):
-    """Median of fn's times (CUDA events), at least min_iters runs and min_seconds of them, at most
-    100. before: untimed work queued ahead of each run (compare_pytorch_decode.py's L2 flush)."""
-    for _ in range(2):  # warm-up: kernel selection, workspace allocation
+def median_ms(fn, min_iters=5, min_seconds=0.3, warmup_seconds=0.1, before=None):
+    """Median of fn's times (CUDA events), timed as the chapters' Google Benchmark rows time theirs
+    (MinTime(0.3)): calls for warmup_seconds first (at least two: kernel selection, workspace
+    allocation), then timed calls until they add up to min_seconds and number at least min_iters.
+    No cap on the count: SUSTAINED says why. before: untimed work queued ahead of each call
+    (compare_pytorch_decode.py's L2 flush; BACKWARD_AHEAD)."""
+    calls, t0 = 0, time.perf_counter()
+    while calls < 2 or time.perf_counter() - t0 < warmup_seconds:
+        if before is not None:
+            before()
         fn()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        calls += 1
     times = []
     while len(times) < min_iters or sum(times) < min_seconds * 1e3:
         if before is not None:
@@ -54,8 +68,6 @@ def median_ms(fn, min_iters=5, min_seconds=0.2, before=None):
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop))
-        if len(times) >= 100:
-            break
     return statistics.median(times)
 
 

@@ -8,7 +8,8 @@
 #
 #   bash scripts/gpu_check.sh OUTDIR [--max-seqlen-naive N] [--stages LIST] [--tests-range A,B] [--chapters LIST]
 # LIST is a comma-separated subset of build,tests,tests-full,sanitizer,ncu,tour,assignments,pytorch,bench,decode,python,ring,pytest
-# (default: all but tests-full, the full sweep of test cases;
+# (default: all but tests-full, the full sweep of test cases; pytorch-fwd and pytorch-bwd are pytorch's
+# forward and backward anchors alone;
 # the build always runs, and is quick when the build directory is already up to date). --tests-range A,B runs
 # ctest entries A..B only (ctest -I), to split the tests over calls of a time-limited lent machine;
 # --chapters LIST (e.g. 01_naive,02_tiled) builds, tests (ctest -L), sanitizes and benchmarks only
@@ -214,18 +215,13 @@ done
 awk -f scripts/tour_table.awk "$out/tour.jsonl" | tee "$out/tour.md"
 fi
 
-if want pytorch || want bench; then start_sampling; fi
-if want pytorch; then
-  step "PyTorch SDPA"
+want_fwd() { want pytorch || want pytorch-fwd; }
+want_bwd() { want pytorch || want pytorch-bwd; }
+if want_fwd || want_bwd || want bench; then start_sampling; fi
+if want_fwd; then
+  step "PyTorch SDPA, forward"
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes f32,bf16,f16 --backends math,efficient,flash,cudnn \
     --varlen --out "$out/pytorch.json" >"$out/pytorch.log" 2>&1 || tail -5 "$out/pytorch.log"
-  # Backward anchors: fp32 for 08's fp32 kernel, bf16 and f16 for the tensor-core backward.
-  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
-    --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
-  # --varlen: the packed batch's FlashAttention-2 varlen backward (full, causal, window) beside 11's.
-  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash,cudnn \
-    --head-dims 64,96,128,192,256 --varlen --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
-    tail -5 "$out/pytorch_bwd_bf16.log"
   # The forward's other tile widths (06 at D 96, 192, 256; bench_all.sh times them).
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16,f16 --backends flash,cudnn --head-dims 96,192,256 \
     --out "$out/pytorch_dims.json" >"$out/pytorch_dims.log" 2>&1 || tail -5 "$out/pytorch_dims.log"
@@ -235,6 +231,16 @@ if want pytorch; then
   # MLA's head dims, 576 for Q and K and 512 for V (06's step alt_split_d576_512).
   PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --dtypes bf16 --backends efficient,cudnn,math --head-dims 576 \
     --head-dim-v 512 --out "$out/pytorch_d576.json" >"$out/pytorch_d576.log" 2>&1 || tail -5 "$out/pytorch_d576.log"
+fi
+if want_bwd; then
+  step "PyTorch SDPA, backward"
+  # Backward anchors: fp32 for 08's fp32 kernel, bf16 and f16 for the tensor-core backward.
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes f32 --backends math,efficient \
+    --out "$out/pytorch_bwd_f32.json" >"$out/pytorch_bwd_f32.log" 2>&1 || tail -5 "$out/pytorch_bwd_f32.log"
+  # --varlen: the packed batch's FlashAttention-2 varlen backward (full, causal, window) beside 11's.
+  PYTHONUNBUFFERED=1 python3 scripts/compare_pytorch.py --directions bwd --dtypes bf16,f16 --backends flash,cudnn \
+    --head-dims 64,96,128,192,256 --varlen --out "$out/pytorch_bwd_bf16.json" >"$out/pytorch_bwd_bf16.log" 2>&1 ||
+    tail -5 "$out/pytorch_bwd_bf16.log"
 fi
 if want bench; then
   step "benchmarks"

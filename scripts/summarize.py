@@ -501,10 +501,10 @@ def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 12
 
     lines = ["", f"## The GPU's clock and power during {chapter}'s rows and cuDNN's", "",
              "The median SM clock (MHz) and board power (W) that nvidia-smi reported while each row ran: the "
-             "chapter's timed loop, and compare_pytorch.py's row with its two warm-up calls; about ten samples a "
-             "second, so a few samples a row. Both time one call at a time, synchronised. At the power cap the "
-             "clock falls as the power a row draws rises, so a row's TFLOP/s depends on the clock it ran at as "
-             "well as on the kernel.", "",
+             "chapter's timed loop, and compare_pytorch.py's row from its inputs' creation on, 0.1 s of warm-up "
+             "calls included; about ten samples a second, so a few samples a row. Both time one call at a time, "
+             "synchronised, for at least 0.3 s on end. At the power cap the clock falls as the power a row draws "
+             "rises, so a row's TFLOP/s depends on the clock it ran at as well as on the kernel.", "",
              f"| dtype | D | mask | seqlen | {chapter} MHz | {chapter} W | cudnn MHz | cudnn W | TFLOP/s ratio | MHz ratio |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     rows = 0

@@ -2,9 +2,9 @@
 against PyTorch SDPA's cuDNN and FLASH backends three ways, in one process, on the same tensors:
 
   sustained  compare_pytorch.py's median_ms: one call between two CUDA events, synchronised,
-             repeated for at least 0.2 s; three rounds, the order reversed every round. The
-             results files time PyTorch this way, and the chapters' Google Benchmark is the same
-             for 0.3 s.
+             0.1 s of untimed calls, then timed calls for at least 0.3 s; three rounds, the order
+             reversed every round. The results files time PyTorch this way, as the chapters' Google
+             Benchmark rows time theirs.
   burst      30 rounds of one call each, the three taking turns.
   queued     10 calls queued back to back between two events (the host's time overlaps the GPU's),
              5 rounds.

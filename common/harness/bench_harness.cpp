@@ -28,10 +28,13 @@ double wall_seconds() {
 // (seconds since the epoch) to FILE, one line "chapter,dtype,D,mask,seqlen,begin,end", so that the
 // GPU's clock and power, sampled beside the run (scripts/gpu_check.sh), can be read row by row:
 // under the power cap the clock, not only the kernel, decides a row's TFLOP/s (summarize.py's
-// table "The GPU's clock and power during 09_flash_v3's rows and cuDNN's").
+// table "The GPU's clock and power during 09_flash_v3's rows and cuDNN's"). Only rows of
+// FlashAttention-2's shapes (fa2_shape): the memory rows share their chapter, dtype, D, mask and
+// seqlen at another batch and head count, and would stand in for them.
 void note_row_window(const std::string& chapter, const Problem& p, double begin, double end) {
   const char* file = std::getenv("FA_BENCH_TIMES");
   if (file == nullptr || *file == '\0') return;
+  if (p.batch * p.seqlen_q != 16384 || p.heads != 2048 / p.head_dim || p.seqlen_k != p.seqlen_q) return;
   std::ofstream out(file, std::ios::app);
   out.precision(15);
   out << chapter << ',' << dtype_name(p.dtype) << ',' << p.head_dim << ',' << (p.causal ? "causal" : "full") << ','
