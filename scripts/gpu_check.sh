@@ -18,7 +18,7 @@
 # instance `build`, the one scripts/test.sh just built, to skip a second build). The stages that
 # docs/results_<gpu>.md needs: --stages pytorch,bench,decode,python (its header names the run). On
 # a lent machine whose calls are cut off after minutes, scripts/gpu_jobs.sh runs those stages as a
-# queue of calls of this script into one OUTDIR (about 37 minutes on an H200 in all), each call
+# queue of calls of this script into one OUTDIR (about 40 minutes on an H200 in all), each call
 # taking the next jobs that fit in its time. On a machine of several GPUs, --stages tests,bench,ring
 # --chapters 12_ring_attention is the multi-GPU run: its results file is docs/results_<N>x<gpu>.md.
 set -uo pipefail
