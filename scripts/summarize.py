@@ -229,7 +229,7 @@ def main():
     step_torch = {c: torch_bwd if context.get("step_direction", {}).get(c) == "bwd" else torch_fwd for c in steps}
     extra = "".join(backward_table(family, torch_bwd, meta) for family in backward_families(bwd))
     extra += "".join(steps_table(c, steps[c], meta, step_torch[c]) for c in sorted(steps))
-    extra += clock_table(folder, fwd, torch_fwd)
+    extra += clock_table(folder, fwd, torch_fwd, fp8=context.get("fp8"))
     extra += ("\n## Decoding (10_decoding)\n\n" + decode) if decode else ""
     extra += varlen_table(context.get("varlen", {}), torch_tables.get("varlen", {}))
     extra += tokens_table(folder)
@@ -481,10 +481,11 @@ def load_row_windows(folder):
     return windows
 
 
-def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 128)):
+def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 128), fp8=None):
     """The GPU's median SM clock and power while each of the chapter's forward rows (D in head_dims)
     and PyTorch cuDNN's row of the same shape ran, from gpu_samples.csv and the rows' windows; ""
-    without them."""
+    without them. fp8 (summarize's context["fp8"]): 09's FP8 step's rows, each beside the chapter's
+    bf16 row of its shape in a second table."""
     samples, windows = load_gpu_samples(folder), load_row_windows(folder)
     if not samples or not windows:
         return ""
@@ -525,7 +526,24 @@ def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 12
         cells.append(f"{ours[0] / theirs[0]:.3f}x" if ours and theirs else "-")
         lines.append("| " + " | ".join(cells) + " |")
         rows += 1
-    return "\n".join(lines) + "\n" if rows else ""
+    fp8_lines = []
+    for (d, causal, seqlen), step in sorted((fp8 or {}).items()):
+        ours = during(windows.get((f"{chapter}.v6_fp8", "fp8", d, causal, seqlen)))
+        base = during(windows.get((chapter, "bf16", d, causal, seqlen)))
+        if not ours:
+            continue
+        base_tf = fwd.get(("bf16", d, causal, seqlen), {}).get(chapter, {}).get("TFLOPS")
+        cells = [str(d), "causal" if causal else "full", str(seqlen)]
+        for got in (ours, base):
+            cells += [f"{got[0]:.0f}", f"{got[1]:.0f}"] if got else ["-", "-"]
+        cells.append(f"{step['TFLOPS'] / base_tf:.3f}x" if base_tf else "-")
+        cells.append(f"{ours[0] / base[0]:.3f}x" if base else "-")
+        fp8_lines.append("| " + " | ".join(cells) + " |")
+    if fp8_lines:
+        lines += ["", f"{chapter}'s FP8 step (v6_fp8, E4M3 inputs) beside {chapter}'s bf16 rows of the same shape:", "",
+                  f"| D | mask | seqlen | fp8 MHz | fp8 W | bf16 MHz | bf16 W | TFLOP/s ratio | MHz ratio |",
+                  "|---|---|---|---|---|---|---|---|---|"] + fp8_lines
+    return "\n".join(lines) + "\n" if rows or fp8_lines else ""
 
 
 def backward_families(bwd):

@@ -282,6 +282,13 @@ def main():
         got = next((x for x in text.splitlines() if x.startswith("| bf16 | 64 |")), "")
         check("a row without samples or an anchor is left out: " + got, got == "")
         check("no table without samples", summarize.clock_table(tempfile.gettempdir() + "/none", fwd, torch_rows) == "")
+        # 09's FP8 step beside 09's bf16 row of its shape: its own window, dtype "fp8".
+        with open(os.path.join(d, "bench_times.csv"), "a") as f:
+            f.write(f"09_flash_v3.v6_fp8,fp8,128,full,1024,{t0 + 0.05},{t0 + 0.85}\n")
+        text = summarize.clock_table(d, fwd, torch_rows, fp8={(128, False, 1024): {"TFLOPS": 675.0}})
+        got = next((x for x in text.splitlines() if x.startswith("| 128 | full | 1024 |")), "")
+        check("FP8 at 1900 MHz, 500 W against bf16's 1600 MHz, 700 W: " + got,
+              got == "| 128 | full | 1024 | 1900 | 500 | 1600 | 700 | 1.250x | 1.188x |")
 
     # The root README's chapter table: rewritten by a run with every chapter 01-08 (one row each),
     # left as it is by a run without them (a run of the Hopper chapters alone).

@@ -37,7 +37,9 @@ void run_fp8(benchmark::State& state, const fa::Problem& p) {
     state.SkipWithError(e.what());
     return;
   }
+  const double begin = fa::bench::wall_seconds();
   const double median = fa::bench::median_seconds(state, forward, [] {});
+  fa::bench::note_row_window(std::string("09_flash_v3.") + kFp8Step, "fp8", p, begin, fa::bench::wall_seconds());
   state.counters["TFLOPS"] = fa::forward_flops(p) / median / 1e12;
   state.counters["ms_median"] = median * 1e3;
   state.counters["seqlen"] = p.seqlen_q;

@@ -18,28 +18,25 @@
 #include "common/cuda/gpu_timer.h"
 
 namespace fa::bench {
-namespace {
 
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// With FA_BENCH_TIMES=FILE set, each forward row appends the wall-clock window of its timed loop
-// (seconds since the epoch) to FILE, one line "chapter,dtype,D,mask,seqlen,begin,end", so that the
-// GPU's clock and power, sampled beside the run (scripts/gpu_check.sh), can be read row by row:
-// under the power cap the clock, not only the kernel, decides a row's TFLOP/s (summarize.py's
-// table "The GPU's clock and power during 09_flash_v3's rows and cuDNN's"). Only rows of
-// FlashAttention-2's shapes (fa2_shape): the memory rows share their chapter, dtype, D, mask and
-// seqlen at another batch and head count, and would stand in for them.
-void note_row_window(const std::string& chapter, const Problem& p, double begin, double end) {
+// Only rows of FlashAttention-2's shapes (fa2_shape): the memory rows share their chapter, dtype, D,
+// mask and seqlen at another batch and head count, and would stand in for them.
+void note_row_window(const std::string& chapter, const std::string& dtype, const Problem& p, double begin,
+                     double end) {
   const char* file = std::getenv("FA_BENCH_TIMES");
   if (file == nullptr || *file == '\0') return;
   if (p.batch * p.seqlen_q != 16384 || p.heads != 2048 / p.head_dim || p.seqlen_k != p.seqlen_q) return;
   std::ofstream out(file, std::ios::app);
   out.precision(15);
-  out << chapter << ',' << dtype_name(p.dtype) << ',' << p.head_dim << ',' << (p.causal ? "causal" : "full") << ','
+  out << chapter << ',' << dtype << ',' << p.head_dim << ',' << (p.causal ? "causal" : "full") << ','
       << p.seqlen_q << ',' << begin << ',' << end << '\n';
 }
+
+namespace {
 
 void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
   const std::size_t elem = dtype_size(p.dtype);
@@ -62,7 +59,7 @@ void run_case(benchmark::State& state, const Chapter& chapter, Problem p) {
   }
   const double begin = wall_seconds();
   const double median = median_seconds(state, forward, [] {});
-  note_row_window(chapter.support.chapter, p, begin, wall_seconds());
+  note_row_window(chapter.support.chapter, dtype_name(p.dtype), p, begin, wall_seconds());
   const std::size_t io = q.bytes() + k.bytes() + v.bytes() + o.bytes() + lse.bytes();
   const std::size_t peak = cuda::memory_stats().peak - base;
   state.counters["TFLOPS"] = forward_flops(p) / median / 1e12;

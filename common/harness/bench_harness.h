@@ -55,6 +55,18 @@ double median_seconds(benchmark::State& state, Run&& run, Before&& before) {
   return seconds[seconds.size() / 2];
 }
 
+// Seconds since the epoch (the system clock), the unit of note_row_window's windows.
+double wall_seconds();
+
+// With FA_BENCH_TIMES=FILE set, a forward row of FlashAttention-2's shapes appends the wall-clock
+// window of its timed loop to FILE, one line "chapter,dtype,D,mask,seqlen,begin,end", so that the
+// GPU's clock and power, sampled beside the run (scripts/gpu_check.sh), can be read row by row:
+// under the power cap the clock, not only the kernel, decides a row's TFLOP/s (summarize.py's
+// table "The GPU's clock and power during 09_flash_v3's rows and cuDNN's"). dtype names the row's
+// inputs ("bf16", or "fp8" for 09's FP8 step, whose Problem says f16 for its output).
+void note_row_window(const std::string& chapter, const std::string& dtype, const Problem& p, double begin,
+                     double end);
+
 // `also`: more kernels of the same chapter whose forward rows are timed with it (05's FFMA kernel,
 // 05_flash_v2_ffma); their dtypes are the chapter's.
 int main(const Chapter& chapter, int argc, char** argv, const std::vector<const Chapter*>& also = {});
