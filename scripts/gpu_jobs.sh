@@ -61,8 +61,8 @@ gc="bash scripts/gpu_check.sh $run"
 # compare_pytorch.py: SUSTAINED); the others are measured.
 jobs=(
   "build|200|build"
-  "pytorch_fwd|300|$gc --stages pytorch-fwd --chapters 09_flash_v3"
-  "pytorch_bwd|320|$gc --stages pytorch-bwd --chapters 09_flash_v3"
+  "pytorch_fwd|280|$gc --stages pytorch-fwd --chapters 09_flash_v3"
+  "pytorch_bwd|340|$gc --stages pytorch-bwd --chapters 09_flash_v3"
   "python|275|$gc --stages python"
   "bench_09|150|$gc --stages bench --chapters 09_flash_v3"
   "bench_11|250|$gc --stages bench --chapters 11_backward_v3"
