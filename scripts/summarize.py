@@ -500,15 +500,16 @@ def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 12
             return None
         return statistics.median(m for _, m, _ in inside), statistics.median(w for _, _, w in inside)
 
-    lines = ["", f"## The GPU's clock and power during {chapter}'s rows and cuDNN's", "",
-             "The median SM clock (MHz) and board power (W) that nvidia-smi reported while each row ran: the "
-             "chapter's timed loop, and compare_pytorch.py's row from its inputs' creation on, 0.1 s of warm-up "
-             "calls included; about ten samples a second, so a few samples a row. Both time one call at a time, "
-             "synchronised, for at least 0.3 s on end. At the power cap the clock falls as the power a row draws "
-             "rises, so a row's TFLOP/s depends on the clock it ran at as well as on the kernel.", "",
-             f"| dtype | D | mask | seqlen | {chapter} MHz | {chapter} W | cudnn MHz | cudnn W | TFLOP/s ratio | MHz ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    rows = 0
+    def compared(a, b, tf_ratio):
+        """Cells of two rows' (MHz, W), their TFLOP/s ratio and their clock ratio."""
+        cells = []
+        for got in (a, b):
+            cells += [f"{got[0]:.0f}", f"{got[1]:.0f}"] if got else ["-", "-"]
+        cells.append(f"{tf_ratio:.3f}x" if tf_ratio else "-")
+        cells.append(f"{a[0] / b[0]:.3f}x" if a and b else "-")
+        return cells
+
+    rows = []
     for key in sorted(fwd):
         dtype, d, causal, seqlen = key
         if d not in head_dims or chapter not in fwd[key]:
@@ -519,31 +520,34 @@ def clock_table(folder, fwd, torch_fwd, chapter="09_flash_v3", head_dims=(64, 12
         if not ours and not theirs:
             continue
         tf_ratio = fwd[key][chapter]["TFLOPS"] / rec["tflops"] if rec.get("tflops") else None
-        cells = [dtype, str(d), "causal" if causal else "full", str(seqlen)]
-        for got in (ours, theirs):
-            cells += [f"{got[0]:.0f}", f"{got[1]:.0f}"] if got else ["-", "-"]
-        cells.append(f"{tf_ratio:.3f}x" if tf_ratio else "-")
-        cells.append(f"{ours[0] / theirs[0]:.3f}x" if ours and theirs else "-")
-        lines.append("| " + " | ".join(cells) + " |")
-        rows += 1
-    fp8_lines = []
+        cells = [dtype, str(d), "causal" if causal else "full", str(seqlen)] + compared(ours, theirs, tf_ratio)
+        rows.append("| " + " | ".join(cells) + " |")
+    fp8_rows = []
     for (d, causal, seqlen), step in sorted((fp8 or {}).items()):
         ours = during(windows.get((f"{chapter}.v6_fp8", "fp8", d, causal, seqlen)))
-        base = during(windows.get((chapter, "bf16", d, causal, seqlen)))
         if not ours:
             continue
+        base = during(windows.get((chapter, "bf16", d, causal, seqlen)))
         base_tf = fwd.get(("bf16", d, causal, seqlen), {}).get(chapter, {}).get("TFLOPS")
         cells = [str(d), "causal" if causal else "full", str(seqlen)]
-        for got in (ours, base):
-            cells += [f"{got[0]:.0f}", f"{got[1]:.0f}"] if got else ["-", "-"]
-        cells.append(f"{step['TFLOPS'] / base_tf:.3f}x" if base_tf else "-")
-        cells.append(f"{ours[0] / base[0]:.3f}x" if base else "-")
-        fp8_lines.append("| " + " | ".join(cells) + " |")
-    if fp8_lines:
+        cells += compared(ours, base, step["TFLOPS"] / base_tf if base_tf else None)
+        fp8_rows.append("| " + " | ".join(cells) + " |")
+    if not rows and not fp8_rows:
+        return ""
+    lines = ["", f"## The GPU's clock and power during {chapter}'s rows and cuDNN's", "",
+             "The median SM clock (MHz) and board power (W) that nvidia-smi reported while each row ran: the "
+             "chapter's timed loop, and compare_pytorch.py's row from its inputs' creation on, 0.1 s of warm-up "
+             "calls included; about ten samples a second, so a few samples a row. Both time one call at a time, "
+             "synchronised, for at least 0.3 s on end. At the power cap the clock falls as the power a row draws "
+             "rises, so a row's TFLOP/s depends on the clock it ran at as well as on the kernel."]
+    if rows:
+        lines += ["", f"| dtype | D | mask | seqlen | {chapter} MHz | {chapter} W | cudnn MHz | cudnn W | TFLOP/s ratio "
+                  "| MHz ratio |", "|---|---|---|---|---|---|---|---|---|---|"] + rows
+    if fp8_rows:
         lines += ["", f"{chapter}'s FP8 step (v6_fp8, E4M3 inputs) beside {chapter}'s bf16 rows of the same shape:", "",
-                  f"| D | mask | seqlen | fp8 MHz | fp8 W | bf16 MHz | bf16 W | TFLOP/s ratio | MHz ratio |",
-                  "|---|---|---|---|---|---|---|---|---|"] + fp8_lines
-    return "\n".join(lines) + "\n" if rows or fp8_lines else ""
+                  "| D | mask | seqlen | fp8 MHz | fp8 W | bf16 MHz | bf16 W | TFLOP/s ratio | MHz ratio |",
+                  "|---|---|---|---|---|---|---|---|---|"] + fp8_rows
+    return "\n".join(lines) + "\n"
 
 
 def backward_families(bwd):

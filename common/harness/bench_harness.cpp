@@ -29,7 +29,8 @@ void note_row_window(const std::string& chapter, const std::string& dtype, const
                      double end) {
   const char* file = std::getenv("FA_BENCH_TIMES");
   if (file == nullptr || *file == '\0') return;
-  if (p.batch * p.seqlen_q != 16384 || p.heads != 2048 / p.head_dim || p.seqlen_k != p.seqlen_q) return;
+  const Problem fa2 = fa2_shape(p.seqlen_q, p.head_dim, p.causal, p.dtype);
+  if (p.batch != fa2.batch || p.heads != fa2.heads || p.seqlen_k != fa2.seqlen_k) return;
   std::ofstream out(file, std::ios::app);
   out.precision(15);
   out << chapter << ',' << dtype << ',' << p.head_dim << ',' << (p.causal ? "causal" : "full") << ','
